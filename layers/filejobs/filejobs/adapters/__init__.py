@@ -1,0 +1,1 @@
+"""Adapters to AWS services other than DynamoDB (S3, SQS)."""

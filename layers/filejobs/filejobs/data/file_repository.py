@@ -1,0 +1,78 @@
+"""FileRepository: StoredFiles, and the atomic ingest of a file with its jobs."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from pynamodb.connection import Connection
+from pynamodb.exceptions import TransactWriteError
+from pynamodb.transactions import TransactWrite
+
+from filejobs.data.mapping import file_from_model, file_to_model, job_to_model
+from filejobs.data.models import FileModel, JobModel
+from filejobs.domain import keys
+from filejobs.domain.file import StoredFile
+from filejobs.domain.ingest import IngestPlan
+
+# Concurrent deliveries of one record collide as TransactionConflict; a retry then finds the
+# winner's file and reports "already ingested".
+_CONFLICT_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Ingested:
+    plan: IngestPlan
+
+
+@dataclass(frozen=True)
+class AlreadyIngested:
+    file_id: str
+
+
+type IngestResult = Ingested | AlreadyIngested
+
+
+class FileRepository:
+    def get(self, file_id: str, *, consistent: bool = True) -> StoredFile | None:
+        try:
+            return file_from_model(FileModel.get(file_id, consistent_read=consistent))
+        except FileModel.DoesNotExist:
+            return None
+
+    def versions_of(self, bucket: str, key: str) -> list[StoredFile]:
+        """Every recorded version of an object key, newest first."""
+        query = FileModel.by_object.query(keys.object_ref(bucket, key), scan_index_forward=False)
+        return [file_from_model(m) for m in query]
+
+    def record_ingest(self, plan: IngestPlan) -> IngestResult:
+        """Put the file and all its jobs in one TransactWriteItems, or none if the file exists.
+
+        Every put is conditional on its id being new, and ids are derived from the S3 record,
+        so a duplicate delivery (however many, however concurrent) writes nothing.
+        """
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            try:
+                self._write_plan(plan)
+            except TransactWriteError as error:
+                reasons = [r.code for r in error.cancellation_reasons if r is not None]
+                if "ConditionalCheckFailed" in reasons:
+                    return AlreadyIngested(plan.file.id)
+                if "TransactionConflict" in reasons and attempt < _CONFLICT_RETRIES:
+                    time.sleep(random.uniform(0, 0.05 * 2**attempt))  # noqa: S311 (jitter)
+                    continue
+                raise
+            return Ingested(plan)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write_plan(self, plan: IngestPlan) -> None:
+        with TransactWrite(connection=_connection_for(FileModel)) as transaction:
+            transaction.save(file_to_model(plan.file), condition=FileModel.id.does_not_exist())
+            for job in plan.jobs:
+                transaction.save(job_to_model(job), condition=JobModel.id.does_not_exist())
+
+
+def _connection_for(model: type[FileModel]) -> Connection:
+    meta = model.Meta
+    return Connection(region=meta.region, host=getattr(meta, "host", None))

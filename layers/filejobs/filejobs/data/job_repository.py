@@ -1,0 +1,214 @@
+"""JobRepository: each job transition is exactly one conditional UpdateItem.
+
+The transition's guard becomes the ConditionExpression, its changes the UpdateExpression, and
+the derived index keys move with the status. On success DynamoDB returns the new item
+(ALL_NEW), so a worker never needs a GetItem; on a failed condition it returns the old item
+(ReturnValuesOnConditionCheckFailure=ALL_OLD), so the repository can say *why* the race was lost
+without an extra read.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+from pynamodb.attributes import Attribute
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
+
+from filejobs.data.mapping import attempt_to_map, job_from_model
+from filejobs.data.models import JobModel
+from filejobs.domain import keys
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.outcome import Applied, Lost, TransitionResult
+from filejobs.domain.transitions import Changes, Conflict, Guard, Transition
+
+_J = JobModel
+# Parallel shard queries: enough to hide per-request latency, few enough for a small Lambda.
+_FAN_OUT = 16
+
+
+class JobRepository:
+    def get(self, job_id: str, *, consistent: bool = True) -> ProcessingJob | None:
+        try:
+            return job_from_model(_J.get(job_id, consistent_read=consistent))
+        except _J.DoesNotExist:
+            return None
+
+    # --- transitions ----------------------------------------------------------------------
+
+    def apply(self, job_id: str, job_type: JobType, transition: Transition) -> TransitionResult:
+        """Make `transition` on the stored job in one conditional write."""
+        actions = _actions(job_id, job_type, transition.changes)
+        condition = _condition(transition.guard)
+        connection = _J._get_connection()
+        request = connection.get_operation_kwargs(
+            job_id,
+            actions=actions,
+            condition=condition,
+            return_values="ALL_NEW",
+            return_values_on_condition_failure="ALL_OLD",
+        )
+        try:
+            # PynamoDB 6's Model.update() can neither ask for ALL_OLD on a failed condition nor
+            # surface the returned item, so the request it builds is dispatched directly.
+            response = connection.connection.dispatch("UpdateItem", request)
+        except ClientError as error:
+            old_item = _old_item_if_condition_failed(error)
+            if old_item is _NOT_A_CONDITION_FAILURE:
+                raise
+            return _lost(transition.guard, old_item)
+        return Applied(job_from_model(_J.from_raw_data(response["Attributes"])))
+
+    # --- queries (Query or GetItem only, never Scan) ---------------------------------------
+
+    def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
+        """A file's jobs in creation order; a file has a handful, so status is a filter."""
+        condition = None if status is None else (_J.status == status.value)
+        return [
+            job_from_model(m) for m in _J.by_file.query(file_id, filter_condition=condition)
+        ]
+
+    def jobs_by_status(
+        self, status: JobStatus, *, job_type: JobType | None = None, limit: int = 100
+    ) -> list[ProcessingJob]:
+        """Jobs in `status`, higher priority first, then oldest first: merged across shards."""
+        types = [job_type] if job_type else list(JobType)
+        partitions = [p for t in types for p in keys.status_type_partitions(status, t)]
+        streams = _parallel(
+            lambda p: list(_J.by_status_type.query(p, limit=limit, page_size=limit)),
+            partitions,
+        )
+        merged = heapq.merge(*streams, key=lambda m: (m.queue_order, m.id))
+        return [self._full(m) for m in itertools.islice(merged, limit)]
+
+    def recent_jobs(
+        self, tenant: str, *, since: datetime | None = None, limit: int = 100
+    ) -> list[ProcessingJob]:
+        """A tenant's jobs, newest first."""
+        range_condition = None if since is None else (_J.created_at >= since)
+
+        def shard(partition: str) -> list[JobModel]:
+            return list(
+                _J.by_tenant.query(
+                    partition,
+                    range_key_condition=range_condition,
+                    scan_index_forward=False,
+                    limit=limit,
+                    page_size=limit,
+                )
+            )
+
+        streams = _parallel(shard, keys.tenant_partitions(tenant))
+        merged = heapq.merge(*streams, key=lambda m: (m.created_at, m.id), reverse=True)
+        return [self._full(m) for m in itertools.islice(merged, limit)]
+
+    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
+        """Active jobs whose sweep check is due: cost grows with them, not with the table."""
+
+        def shard(partition: str) -> list[JobModel]:
+            query = _J.by_sweep.query(
+                partition, range_key_condition=_J.sweep_at <= now, limit=per_shard
+            )
+            return list(query)
+
+        for models in _parallel(shard, keys.sweep_partitions()):
+            yield from (job_from_model(m) for m in models)
+
+    def _full(self, projected: JobModel) -> ProcessingJob:
+        job = self.get(projected.id, consistent=False)
+        if job is None:  # deleted between the index read and this one
+            raise LookupError(projected.id)
+        return job
+
+
+# --- rendering a transition ----------------------------------------------------------------------
+
+
+def _condition(guard: Guard) -> Condition:
+    condition: Condition = _J.id.exists() & _J.deleted_at.does_not_exist()
+    condition &= _status_condition(guard)
+    if guard.job_type is not None:
+        condition &= _J.job_type == guard.job_type.value
+    if guard.attempt is not None:
+        condition &= _J.attempt == guard.attempt
+    if guard.lease_expired_by is not None:
+        condition &= _J.lease_expires_at <= guard.lease_expired_by
+    if guard.retry_budget:
+        # Holds the spec's invariant in the database: retry_count never passes max_retries.
+        condition &= _J.retry_count < _J.max_retries
+    if guard.sweep_at_is is not None:
+        condition &= _J.sweep_at == guard.sweep_at_is
+    return condition
+
+
+def _status_condition(guard: Guard) -> Condition:
+    due_scheduled = guard.scheduled_due_by is not None and JobStatus.SCHEDULED in guard.statuses
+    plain = sorted(s.value for s in guard.statuses if not (due_scheduled and s is JobStatus.SCHEDULED))
+    condition: Condition | None = _J.status.is_in(*plain) if plain else None
+    if due_scheduled:
+        due = (_J.status == JobStatus.SCHEDULED.value) & (_J.scheduled_at <= guard.scheduled_due_by)
+        condition = due if condition is None else (condition | due)
+    assert condition is not None, "a guard names at least one status"
+    return condition
+
+
+def _actions(job_id: str, job_type: JobType, changes: Changes) -> list[Action]:
+    actions: list[Action] = [
+        _J.updated_at.set(changes.updated_at),
+        _J.updated_by.set(changes.updated_by),
+    ]
+    for name, value in changes.set.items():
+        actions.append(_attribute(name).set(value))
+    for name in sorted(changes.remove):
+        actions.append(_attribute(name).remove())
+    for name, delta in changes.increment.items():
+        actions.append(_attribute(name).add(delta))
+    new_status = changes.set.get("status")
+    if new_status is not None:
+        # The status index key moves with the status, in the same write.
+        actions.append(_J.status_type_shard.set(keys.status_type_key(new_status, job_type, job_id)))
+    if changes.record_attempt is not None:
+        entry = attempt_to_map(changes.record_attempt)
+        actions.append(_J.attempts[str(changes.record_attempt.number)].set(entry))
+    if changes.dropped_attempt is not None:
+        actions.append(_J.attempts[str(changes.dropped_attempt)].remove())
+    return actions
+
+
+def _attribute(name: str) -> Attribute[Any]:
+    attribute = _J.get_attributes().get(name)
+    if attribute is None:
+        raise AttributeError(f"JobModel has no attribute {name!r}")
+    return attribute
+
+
+_NOT_A_CONDITION_FAILURE: Any = object()
+
+
+def _old_item_if_condition_failed(error: ClientError) -> dict[str, Any] | None:
+    if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+        return _NOT_A_CONDITION_FAILURE
+    # PynamoDB re-raises without the item; the botocore error it wraps still has it.
+    original = error.__cause__ if isinstance(error.__cause__, ClientError) else error
+    item = original.response.get("Item")
+    return item if isinstance(item, dict) else None
+
+
+def _lost(guard: Guard, old_item: dict[str, Any] | None) -> Lost:
+    if old_item is None:
+        return Lost(Conflict.NOT_FOUND, None)
+    current = job_from_model(_J.from_raw_data(old_item))
+    # If the old item passes the guard in Python, it changed again between the write and now;
+    # the write still lost, and "changed" is the honest reason.
+    return Lost(guard.refusal(current) or Conflict.CHANGED, current)
+
+
+def _parallel[T, R](work: Any, items: Iterable[T]) -> list[R]:
+    with ThreadPoolExecutor(max_workers=_FAN_OUT) as pool:
+        return list(pool.map(work, items))

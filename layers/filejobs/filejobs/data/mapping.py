@@ -1,0 +1,182 @@
+"""Entity <-> PynamoDB model, and the derived index keys each item carries."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from filejobs.domain import keys
+from filejobs.domain.file import FileStatus, StoredFile
+from filejobs.domain.job import (
+    Attempt,
+    AttemptOutcome,
+    AuditMetadata,
+    JobStatus,
+    JobType,
+    ProcessingJob,
+)
+from filejobs.data.models import FileModel, JobModel
+
+
+def job_to_model(job: ProcessingJob) -> JobModel:
+    meta = job.metadata
+    return JobModel(
+        id=job.id,
+        file_id=job.file_id,
+        job_type=job.job_type.value,
+        tenant=job.tenant,
+        idempotency_key=job.idempotency_key,
+        status=job.status.value,
+        priority=job.priority,
+        input_data=job.input_data,
+        result_data=job.result_data,
+        error_message=job.error_message,
+        started_at=job.started_at,
+        completed_at=job.completed_at,
+        retry_count=job.retry_count,
+        max_retries=job.max_retries,
+        scheduled_at=job.scheduled_at,
+        lease_expires_at=job.lease_expires_at,
+        attempt=job.attempt,
+        attempts={str(n): attempt_to_map(a) for n, a in job.attempts.items()},
+        dispatch_count=job.dispatch_count,
+        triggered_by=job.triggered_by,
+        cancelled_by=job.cancelled_by,
+        cancel_reason=job.cancel_reason,
+        expires_at=job.expires_at,
+        created_at=meta.created_at,
+        updated_at=meta.updated_at,
+        created_by=meta.created_by,
+        updated_by=meta.updated_by,
+        deleted_at=meta.deleted_at,
+        deleted_by=meta.deleted_by,
+        status_type_shard=keys.status_type_key(job.status, job.job_type, job.id),
+        queue_order=keys.queue_order(job.priority, meta.created_at),
+        tenant_shard=keys.tenant_key(job.tenant, job.id),
+        sweep_shard=keys.sweep_key(job.id),
+        sweep_at=job.sweep_at,
+    )
+
+
+def job_from_model(model: JobModel) -> ProcessingJob:
+    return ProcessingJob(
+        id=model.id,
+        file_id=model.file_id,
+        job_type=JobType(model.job_type),
+        tenant=model.tenant,
+        idempotency_key=model.idempotency_key,
+        metadata=AuditMetadata(
+            created_at=model.created_at,
+            updated_at=model.updated_at,
+            created_by=model.created_by,
+            updated_by=model.updated_by,
+            deleted_at=model.deleted_at,
+            deleted_by=model.deleted_by,
+        ),
+        status=JobStatus(model.status),
+        priority=int(model.priority),
+        input_data=_plain(model.input_data),
+        result_data=_plain(model.result_data),
+        error_message=model.error_message,
+        started_at=model.started_at,
+        completed_at=model.completed_at,
+        retry_count=int(model.retry_count),
+        max_retries=int(model.max_retries),
+        scheduled_at=model.scheduled_at,
+        lease_expires_at=model.lease_expires_at,
+        attempt=int(model.attempt),
+        attempts={
+            int(n): attempt_from_map(raw) for n, raw in (_plain(model.attempts) or {}).items()
+        },
+        sweep_at=model.sweep_at,
+        dispatch_count=int(model.dispatch_count),
+        triggered_by=model.triggered_by,
+        cancelled_by=model.cancelled_by,
+        cancel_reason=model.cancel_reason,
+        expires_at=None if model.expires_at is None else int(model.expires_at),
+    )
+
+
+def attempt_to_map(attempt: Attempt) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "number": attempt.number,
+        "started_at": attempt.started_at.isoformat(),
+        "ended_at": attempt.ended_at.isoformat(),
+        "outcome": attempt.outcome.value,
+    }
+    if attempt.error is not None:
+        entry["error"] = attempt.error
+    return entry
+
+
+def attempt_from_map(raw: dict[str, Any]) -> Attempt:
+    return Attempt(
+        number=int(raw["number"]),
+        started_at=datetime.fromisoformat(raw["started_at"]),
+        ended_at=datetime.fromisoformat(raw["ended_at"]),
+        outcome=AttemptOutcome(raw["outcome"]),
+        error=raw.get("error"),
+    )
+
+
+def file_to_model(stored: StoredFile) -> FileModel:
+    meta = stored.metadata
+    return FileModel(
+        id=stored.id,
+        tenant=stored.tenant,
+        bucket=stored.bucket,
+        key=stored.key,
+        object_ref=keys.object_ref(stored.bucket, stored.key),
+        version_id=stored.version_id,
+        etag=stored.etag,
+        sequencer=stored.sequencer,
+        size=stored.size,
+        content_type=stored.content_type,
+        sha256=stored.sha256,
+        status=stored.status.value,
+        duplicate_of=stored.duplicate_of,
+        created_at=meta.created_at,
+        updated_at=meta.updated_at,
+        created_by=meta.created_by,
+        updated_by=meta.updated_by,
+        deleted_at=meta.deleted_at,
+        deleted_by=meta.deleted_by,
+    )
+
+
+def file_from_model(model: FileModel) -> StoredFile:
+    return StoredFile(
+        id=model.id,
+        tenant=model.tenant,
+        bucket=model.bucket,
+        key=model.key,
+        version_id=model.version_id,
+        etag=model.etag,
+        sequencer=model.sequencer,
+        size=int(model.size),
+        content_type=model.content_type,
+        sha256=model.sha256,
+        status=FileStatus(model.status),
+        duplicate_of=model.duplicate_of,
+        metadata=AuditMetadata(
+            created_at=model.created_at,
+            updated_at=model.updated_at,
+            created_by=model.created_by,
+            updated_by=model.updated_by,
+            deleted_at=model.deleted_at,
+            deleted_by=model.deleted_by,
+        ),
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A raw MapAttribute as plain dicts and lists (PynamoDB hands back MapAttribute objects)."""
+    if value is None:
+        return None
+    if hasattr(value, "as_dict"):
+        value = value.as_dict()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

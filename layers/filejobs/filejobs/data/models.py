@@ -1,0 +1,165 @@
+"""PynamoDB models of the two tables defined in template.yaml (JobsTable, FilesTable).
+
+The template is the source of truth for keys and indexes; `tests/integration/test_template_tables.py`
+fails if these models and the template disagree.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pynamodb.attributes import (
+    MapAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+    UTCDateTimeAttribute,
+)
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, IncludeProjection
+from pynamodb.models import Model
+
+JOBS_TABLE_ENV = "JOBS_TABLE_NAME"
+FILES_TABLE_ENV = "FILES_TABLE_NAME"
+
+
+class _Audited(Model):
+    """The spec's audit metadata, flattened so created_at can key an index."""
+
+    created_at = UTCDateTimeAttribute()
+    updated_at = UTCDateTimeAttribute()
+    created_by = UnicodeAttribute()
+    updated_by = UnicodeAttribute()
+    deleted_at = UTCDateTimeAttribute(null=True)
+    deleted_by = UnicodeAttribute(null=True)
+
+
+class JobsByFile(GlobalSecondaryIndex["JobModel"]):
+    class Meta:
+        index_name = "by_file"
+        projection = AllProjection()
+
+    file_id = UnicodeAttribute(hash_key=True)
+    created_at = UTCDateTimeAttribute(range_key=True)
+
+
+class JobsByStatusAndType(GlobalSecondaryIndex["JobModel"]):
+    class Meta:
+        index_name = "by_status_type"
+        projection = IncludeProjection(
+            ["tenant", "file_id", "job_type", "status", "priority", "created_at"]
+        )
+
+    status_type_shard = UnicodeAttribute(hash_key=True)
+    queue_order = UnicodeAttribute(range_key=True)
+
+
+class JobsByTenant(GlobalSecondaryIndex["JobModel"]):
+    class Meta:
+        index_name = "by_tenant"
+        projection = IncludeProjection(["file_id", "job_type", "status", "priority"])
+
+    tenant_shard = UnicodeAttribute(hash_key=True)
+    created_at = UTCDateTimeAttribute(range_key=True)
+
+
+class JobsDueForSweep(GlobalSecondaryIndex["JobModel"]):
+    """Sparse: only jobs with a `sweep_at` (every active job, no finished one) are in it."""
+
+    class Meta:
+        index_name = "by_sweep"
+        projection = AllProjection()
+
+    sweep_shard = UnicodeAttribute(hash_key=True)
+    sweep_at = UTCDateTimeAttribute(range_key=True)
+
+
+class JobModel(_Audited):
+    class Meta:
+        table_name = os.environ.get(JOBS_TABLE_ENV, "filejobs-jobs")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+    id = UnicodeAttribute(hash_key=True)
+    file_id = UnicodeAttribute()
+    job_type = UnicodeAttribute()
+    tenant = UnicodeAttribute()
+    idempotency_key = UnicodeAttribute()
+    status = UnicodeAttribute()
+    priority = NumberAttribute()
+    input_data: MapAttribute[Any, Any] = MapAttribute(null=True)
+    result_data: MapAttribute[Any, Any] = MapAttribute(null=True)
+    error_message = UnicodeAttribute(null=True)
+    started_at = UTCDateTimeAttribute(null=True)
+    completed_at = UTCDateTimeAttribute(null=True)
+    retry_count = NumberAttribute()
+    max_retries = NumberAttribute()
+    scheduled_at = UTCDateTimeAttribute(null=True)
+    lease_expires_at = UTCDateTimeAttribute(null=True)
+    attempt = NumberAttribute()
+    # {"<attempt number>": {started_at, ended_at, outcome, error}}: a map, so an attempt's entry
+    # is written by path with no read, and the oldest dropped by path to keep it bounded.
+    attempts: MapAttribute[Any, Any] = MapAttribute()
+    dispatch_count = NumberAttribute()
+    triggered_by = UnicodeAttribute(null=True)
+    cancelled_by = UnicodeAttribute(null=True)
+    cancel_reason = UnicodeAttribute(null=True)
+    expires_at = NumberAttribute(null=True)  # DynamoDB TTL, epoch seconds
+
+    # Index keys, derived from the fields above by the repository on every write.
+    status_type_shard = UnicodeAttribute()
+    queue_order = UnicodeAttribute()
+    tenant_shard = UnicodeAttribute()
+    sweep_shard = UnicodeAttribute()
+    sweep_at = UTCDateTimeAttribute(null=True)
+
+    by_file = JobsByFile()
+    by_status_type = JobsByStatusAndType()
+    by_tenant = JobsByTenant()
+    by_sweep = JobsDueForSweep()
+
+
+class FilesByObject(GlobalSecondaryIndex["FileModel"]):
+    class Meta:
+        index_name = "by_object"
+        projection = AllProjection()
+
+    object_ref = UnicodeAttribute(hash_key=True)
+    created_at = UTCDateTimeAttribute(range_key=True)
+
+
+class FileModel(_Audited):
+    class Meta:
+        table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+    id = UnicodeAttribute(hash_key=True)
+    tenant = UnicodeAttribute()
+    bucket = UnicodeAttribute()
+    key = UnicodeAttribute()
+    object_ref = UnicodeAttribute()
+    version_id = UnicodeAttribute(null=True)
+    etag = UnicodeAttribute()
+    sequencer = UnicodeAttribute(null=True)
+    size = NumberAttribute()
+    content_type = UnicodeAttribute()
+    sha256 = UnicodeAttribute(null=True)
+    status = UnicodeAttribute()
+    duplicate_of = UnicodeAttribute(null=True)
+
+    by_object = FilesByObject()
+
+
+def bind_tables(
+    *,
+    jobs_table: str,
+    files_table: str,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+) -> None:
+    """Point the models at concrete tables (a Lambda's environment, a test, the local stack)."""
+    for model, name in ((JobModel, jobs_table), (FileModel, files_table)):
+        model.Meta.table_name = name
+        if region:
+            model.Meta.region = region
+        model.Meta.host = endpoint_url  # type: ignore[attr-defined]
+        # PynamoDB caches one connection per model class; drop it so the new target is used.
+        model._connection = None

@@ -1,0 +1,1 @@
+"""The pure domain: entities, the job state machine, retry policy, ingest rules. No I/O here."""

@@ -1,0 +1,383 @@
+"""Content type from magic bytes only, and the jobs each content type gets.
+
+The MIME type is read from the file's first bytes, never from its name or a declared
+Content-Type: both are chosen by the uploader and prove nothing. Pure Python, no I/O.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import unicodedata
+from collections.abc import Callable
+
+from filejobs.domain.job import JobType
+
+SNIFF_BYTES = 4096  # how many leading bytes callers should read
+
+EMPTY = "application/x-empty"
+OCTET_STREAM = "application/octet-stream"
+
+# --- binary formats -------------------------------------------------------------------------
+
+# Fixed signatures at offset 0. Checked before anything else.
+_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"II*\x00", "image/tiff"),
+    (b"MM\x00*", "image/tiff"),
+    (b"II+\x00", "image/tiff"),  # BigTIFF
+    (b"MM\x00+", "image/tiff"),  # BigTIFF
+    (b"PK\x03\x04", "application/zip"),
+    (b"PK\x05\x06", "application/zip"),  # empty archive: end-of-central-directory only
+    (b"PK\x07\x08", "application/zip"),  # spanned archive
+    (b"\x1f\x8b\x08", "application/gzip"),
+    (b"\x28\xb5\x2f\xfd", "application/zstd"),
+    (b"\xfd7zXZ\x00", "application/x-xz"),
+    (b"7z\xbc\xaf\x27\x1c", "application/x-7z-compressed"),
+    (b"Rar!\x1a\x07\x00", "application/vnd.rar"),  # RAR 1.5 - 4.x
+    (b"Rar!\x1a\x07\x01\x00", "application/vnd.rar"),  # RAR 5
+    (b"fLaC", "audio/flac"),
+    (b"\x7fELF", "application/x-executable"),
+)
+
+_RIFF_FORMS = {b"WEBP": "image/webp", b"AVI ": "video/x-msvideo", b"WAVE": "audio/wav"}
+
+# ISO-BMFF (`ftyp` box) brands. Image brands win over any video brand listed beside them.
+_IMAGE_BRANDS = {
+    b"avif": "image/avif",
+    b"avis": "image/avif",
+    b"heic": "image/heic",
+    b"heix": "image/heic",
+    b"heim": "image/heic",
+    b"heis": "image/heic",
+    b"mif1": "image/heif",
+    b"msf1": "image/heif",
+    b"heif": "image/heif",
+}
+_IMAGE_PRIORITY = ("image/avif", "image/heic", "image/heif")
+_AV_BRANDS = {
+    b"qt  ": "video/quicktime",
+    b"M4A ": "audio/mp4",
+    b"M4B ": "audio/mp4",
+    **dict.fromkeys(
+        (b"isom", b"iso2", b"iso4", b"iso5", b"iso6", b"mp41", b"mp42", b"avc1", b"dash"),
+        "video/mp4",
+    ),
+    **dict.fromkeys((b"M4V ", b"M4VH", b"M4VP", b"mmp4", b"f4v "), "video/mp4"),
+}
+
+_BMP_DIB_HEADER_SIZES = frozenset({12, 16, 40, 52, 56, 64, 108, 124})
+_BZIP2_FIRST_BLOCKS = (b"1AY&SY", b"\x17rE8P\x90")  # a compressed block, or end of stream
+_MP3_SECOND_BYTES = frozenset({0xFB, 0xFA, 0xF3, 0xF2, 0xE3, 0xE2})  # MPEG 1/2/2.5 layer III
+_TS_PACKET = 188
+_TS_MIN_PACKETS = 3
+_PDF_WINDOW = 1024  # readers accept junk before the header
+
+
+def _u32le(data: bytes, offset: int) -> int:
+    return int.from_bytes(data[offset : offset + 4], "little")
+
+
+def _by_signature(head: bytes) -> str | None:
+    return next((mime for magic, mime in _SIGNATURES if head.startswith(magic)), None)
+
+
+def _riff(head: bytes) -> str | None:
+    if not head.startswith(b"RIFF"):
+        return None
+    return _RIFF_FORMS.get(head[8:12])
+
+
+def _ftyp_brands(head: bytes) -> list[bytes]:
+    if head[4:8] != b"ftyp" or len(head) < 12:
+        return []
+    box_size = int.from_bytes(head[:4], "big") or len(head)  # 0: the box runs to the end
+    end = min(box_size, len(head))
+    compatible = [head[i : i + 4] for i in range(16, end - 3, 4)]
+    return [head[8:12], *compatible]  # the major brand first
+
+
+def _brand_type(brand: bytes) -> str | None:
+    if brand.startswith(b"3gp"):
+        return "video/3gpp"
+    if brand.startswith(b"3g2"):
+        return "video/3gpp2"
+    return _IMAGE_BRANDS.get(brand) or _AV_BRANDS.get(brand)
+
+
+def _iso_bmff(head: bytes) -> str | None:
+    types = [_brand_type(brand) for brand in _ftyp_brands(head)]
+    image = next((mime for mime in _IMAGE_PRIORITY if mime in types), None)
+    return image or next((mime for mime in types if mime), None)
+
+
+def _matroska(head: bytes) -> str | None:
+    if not head.startswith(b"\x1a\x45\xdf\xa3"):
+        return None
+    doctype_at = head.find(b"\x42\x82")  # the EBML DocType element: an id, a size, the name
+    is_webm = doctype_at >= 0 and b"webm" in head[doctype_at + 2 : doctype_at + 12]
+    return "video/webm" if is_webm else "video/x-matroska"
+
+
+def _bmp(head: bytes) -> str | None:
+    if not head.startswith(b"BM") or len(head) < 18:
+        return None
+    dib_size = _u32le(head, 14)
+    plausible = dib_size in _BMP_DIB_HEADER_SIZES and _u32le(head, 10) >= 14 + dib_size
+    return "image/bmp" if plausible else None
+
+
+def _bzip2(head: bytes) -> str | None:
+    valid = re.match(rb"BZh[1-9]", head) and head[4:10] in _BZIP2_FIRST_BLOCKS
+    return "application/x-bzip2" if valid else None
+
+
+def _ogg(head: bytes) -> str | None:
+    if not head.startswith(b"OggS"):
+        return None
+    return "video/ogg" if b"\x80theora" in head[:128] else "audio/ogg"
+
+
+def _portable_executable(head: bytes) -> str | None:
+    if not head.startswith(b"MZ") or len(head) < 0x40:
+        return None
+    pe_at = _u32le(head, 0x3C)  # e_lfanew: where the PE header starts
+    is_pe = head[pe_at : pe_at + 4] == b"PE\x00\x00"
+    return "application/vnd.microsoft.portable-executable" if is_pe else None
+
+
+def _mpeg_ts(head: bytes) -> str | None:
+    starts = range(0, min(len(head), _TS_PACKET * 8), _TS_PACKET)
+    synced = len(starts) >= _TS_MIN_PACKETS and all(head[i] == 0x47 for i in starts)
+    return "video/mp2t" if synced else None
+
+
+def _id3(head: bytes) -> str | None:
+    """An ID3v2 tag: "ID3", version 2-4, flags, then a 28-bit "syncsafe" size."""
+    valid = re.match(rb"ID3[\x02-\x04][\x00-\xfe][\x00-\xff][\x00-\x7f]{4}", head)
+    return "audio/mpeg" if valid else None
+
+
+def _mp3_frame(head: bytes) -> str | None:
+    if len(head) < 4 or head[0] != 0xFF or head[1] not in _MP3_SECOND_BYTES:
+        return None
+    bitrate, sample_rate = head[2] >> 4, (head[2] >> 2) & 0b11
+    return "audio/mpeg" if bitrate not in (0, 15) and sample_rate != 3 else None
+
+
+def _pdf(head: bytes) -> str | None:
+    return "application/pdf" if b"%PDF-" in head[:_PDF_WINDOW] else None
+
+
+# --- text -------------------------------------------------------------------------------------
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+_ALLOWED_CONTROLS = frozenset("\t\n\r\f\v\x1b")  # layout, and ESC for ANSI-coloured logs
+_MAX_CONTROL_RATIO = 0.01
+_TABLE_SAMPLE_LINES = 20
+_MARKDOWN_MIN_MARKED_LINES = 3
+
+_JSON_START = re.compile(
+    r"\A\s*(?:\{\s*(?:\"|\}|\Z)|\[\s*(?:[\[{\"\]\-0-9]|true\b|false\b|null\b|\Z))"
+)
+_MARKDOWN_BLOCK = re.compile(r"^(?:#{1,6}[ \t]+\S|```|~~~)", re.MULTILINE)
+_MARKDOWN_LIST = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])[ \t]+\S")
+_MARKDOWN_LINK = re.compile(r"\[[^\]\n]+\]\([^)\s]+\)")
+
+
+def _decode(data: bytes, encoding: str) -> str | None:
+    """Decode, tolerating only a multi-byte character cut off by the end of the head."""
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        cut_at_end = error.reason == "unexpected end of data" and error.end == len(data)
+        return data[: error.start].decode(encoding) if cut_at_end else None
+
+
+def _is_texty(text: str) -> bool:
+    controls = sum(
+        1 for char in text if unicodedata.category(char) == "Cc" and char not in _ALLOWED_CONTROLS
+    )
+    return "\x00" not in text and controls <= len(text) * _MAX_CONTROL_RATIO
+
+
+def _table_delimiter(text: str, truncated: bool) -> str | None:
+    lines = text.splitlines()
+    if truncated and not text.endswith(("\n", "\r")):
+        lines = lines[:-1]  # the last line was cut by the end of the head
+    sample = lines[:_TABLE_SAMPLE_LINES]
+    while sample and not sample[-1].strip():
+        sample.pop()
+    for delimiter in ("\t", ","):
+        try:
+            widths = [len(row) for row in csv.reader(sample, delimiter=delimiter)]
+        except csv.Error:
+            continue
+        if len(widths) >= 2 and len(set(widths)) == 1 and widths[0] > 1:
+            return delimiter
+    return None
+
+
+def _looks_like_markdown(text: str) -> bool:
+    if text.startswith("#!"):  # a script's shebang, not a heading
+        return False
+    if _MARKDOWN_BLOCK.search(text):
+        return True
+    marked = (
+        line
+        for line in text.splitlines()
+        if _MARKDOWN_LIST.match(line) or _MARKDOWN_LINK.search(line)
+    )
+    return sum(1 for _ in marked) >= _MARKDOWN_MIN_MARKED_LINES
+
+
+def _classify_text(text: str, truncated: bool) -> str:
+    if _JSON_START.match(text):
+        return "application/json"
+    delimiter = _table_delimiter(text, truncated)
+    if delimiter is not None:
+        return "text/tab-separated-values" if delimiter == "\t" else "text/csv"
+    return "text/markdown" if _looks_like_markdown(text) else "text/plain"
+
+
+def _utf16_text(head: bytes) -> str | None:
+    encoding = _UTF16_BOMS.get(head[:2])
+    if encoding is None:
+        return None
+    body = head[2:]
+    text = _decode(body[: len(body) - len(body) % 2], encoding)
+    return "text/plain" if text is not None and _is_texty(text) else None
+
+
+def _utf8_text(head: bytes) -> str | None:
+    body = head.removeprefix(_UTF8_BOM)
+    text = None if b"\x00" in body else _decode(body, "utf-8")
+    if text is None or not _is_texty(text):
+        return None
+    return _classify_text(text, truncated=len(head) >= SNIFF_BYTES)
+
+
+# Most specific first; text last, since almost any short binary header could pass for text.
+_DETECTORS: tuple[Callable[[bytes], str | None], ...] = (
+    _by_signature,
+    _riff,
+    _iso_bmff,
+    _matroska,
+    _bmp,
+    _bzip2,
+    _ogg,
+    _portable_executable,
+    _mpeg_ts,
+    _id3,
+    _mp3_frame,
+    _pdf,
+    _utf16_text,
+    _utf8_text,
+)
+
+
+def sniff_content_type(head: bytes) -> str:
+    """The MIME type of a file, from its first bytes (read `SNIFF_BYTES` of them)."""
+    head = head[:SNIFF_BYTES]
+    if not head:
+        return EMPTY
+    found = (detect(head) for detect in _DETECTORS)
+    return next((mime for mime in found if mime), OCTET_STREAM)
+
+
+# --- which jobs a content type gets ------------------------------------------------------------
+
+_VIDEO_TYPES = frozenset(
+    {
+        "video/mp4",
+        "video/quicktime",
+        "video/3gpp",
+        "video/3gpp2",
+        "video/webm",
+        "video/x-matroska",
+        "video/x-msvideo",
+        "video/mp2t",
+        "video/ogg",
+    }
+)
+
+ALREADY_COMPRESSED: frozenset[str] = frozenset(
+    {
+        "image/jpeg",
+        "image/png",
+        "image/gif",
+        "image/webp",
+        "image/heic",
+        "image/heif",
+        "image/avif",
+        "audio/mpeg",
+        "audio/mp4",
+        "audio/ogg",
+        "audio/flac",
+        "application/zip",
+        "application/gzip",
+        "application/zstd",
+        "application/x-bzip2",
+        "application/x-xz",
+        "application/x-7z-compressed",
+        "application/vnd.rar",
+        *_VIDEO_TYPES,
+    }
+)
+
+_THUMBNAILABLE_IMAGES = frozenset(
+    {
+        "image/jpeg",
+        "image/png",
+        "image/gif",
+        "image/webp",
+        "image/tiff",
+        "image/bmp",
+        "image/heic",
+        "image/heif",
+        "image/avif",
+    }
+)
+
+_PREVIEWABLE_DOCUMENTS = frozenset(
+    {
+        "application/pdf",
+        "text/plain",
+        "text/markdown",
+        "text/csv",
+        "text/tab-separated-values",
+        "application/json",
+    }
+)
+
+
+def _is_video(content_type: str) -> bool:
+    return content_type.startswith("video/")
+
+
+def _worth_compressing(content_type: str) -> bool:
+    already = content_type in ALREADY_COMPRESSED or _is_video(content_type)
+    return content_type != EMPTY and not already
+
+
+# Scan before parse: no thumbnailer, previewer or compressor touches a file the scanner has not.
+_EVERY_FILE = (JobType.VIRUS_SCAN, JobType.DEDUPLICATION_CHECK)
+
+# The type-specific jobs, and which content types get each.
+_RULES: tuple[tuple[JobType, Callable[[str], bool]], ...] = (
+    (JobType.THUMBNAIL_GENERATION, _THUMBNAILABLE_IMAGES.__contains__),
+    (JobType.VIDEO_THUMBNAIL, _is_video),
+    (JobType.DOCUMENT_PREVIEW, _PREVIEWABLE_DOCUMENTS.__contains__),
+    (JobType.COMPRESSION, _worth_compressing),
+)
+
+
+def job_types_for(content_type: str) -> tuple[JobType, ...]:
+    """The jobs a file of this (sniffed) content type gets, in a stable order."""
+    mime = content_type.split(";", 1)[0].strip().lower()
+    applicable = {job for job, applies in _RULES if applies(mime)}
+    return _EVERY_FILE + tuple(job for job in JobType if job in applicable)

@@ -1,0 +1,34 @@
+"""StoredFile: an uploaded object version, as the system knows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from filejobs.domain.job import AuditMetadata
+
+
+class FileStatus(StrEnum):
+    ACTIVE = "active"
+    QUARANTINED = "quarantined"
+    DELETED = "deleted"
+
+
+@dataclass
+class StoredFile:
+    """One version of one uploaded object. A new version of the same key is a new StoredFile."""
+
+    id: str
+    tenant: str
+    bucket: str
+    key: str
+    version_id: str | None
+    etag: str
+    sequencer: str | None
+    size: int
+    # Sniffed from the first bytes, never taken from the name or the uploader's Content-Type.
+    content_type: str
+    metadata: AuditMetadata
+    sha256: str | None = None
+    status: FileStatus = FileStatus.ACTIVE
+    duplicate_of: str | None = None

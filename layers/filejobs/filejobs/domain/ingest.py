@@ -1,0 +1,142 @@
+"""Idempotent ingest, the pure part: from an S3 object-created record to a file and its jobs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from filejobs.domain import keys
+from filejobs.domain.content import job_types_for
+from filejobs.domain.file import StoredFile
+from filejobs.domain.job import AuditMetadata, JobType, ProcessingJob
+from filejobs.domain.retry import DispatchPolicy
+
+UPLOAD_PREFIX = "uploads/"
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+
+
+class InvalidUpload(ValueError):
+    """An object-created record we must not ingest (wrong prefix, no tenant, no name)."""
+
+
+@dataclass(frozen=True)
+class ObjectCreated:
+    """What an S3 ObjectCreated record says about the new object version (key URL-decoded)."""
+
+    bucket: str
+    key: str
+    size: int
+    etag: str
+    version_id: str | None = None
+    sequencer: str | None = None
+
+    @property
+    def version_marker(self) -> str:
+        """What tells this version apart from other writes of the same key.
+
+        A versioned bucket gives a version id. Without versioning, the event's sequencer differs
+        for every write of the key and is identical in duplicate deliveries of one write.
+        """
+        marker = self.version_id or self.sequencer or self.etag
+        if not marker:
+            raise InvalidUpload(f"record for {self.key!r} has no version id, sequencer or etag")
+        return marker
+
+
+@dataclass(frozen=True)
+class IngestPlan:
+    file: StoredFile
+    jobs: tuple[ProcessingJob, ...]
+
+
+def tenant_of(key: str) -> str:
+    """`uploads/{tenant}/{name...}` -> tenant. Anything else is not an upload we process."""
+    if not key.startswith(UPLOAD_PREFIX):
+        raise InvalidUpload(f"key {key!r} is not under {UPLOAD_PREFIX}{{tenant}}/")
+    tenant, _, name = key[len(UPLOAD_PREFIX) :].partition("/")
+    if not _TENANT.match(tenant):
+        raise InvalidUpload(
+            f"key {key!r}: tenant must be 1-63 letters, digits, '-' or '_', got {tenant!r}"
+        )
+    if not name or name.endswith("/"):
+        raise InvalidUpload(f"key {key!r} names a folder, not a file")
+    return tenant
+
+
+def plan_ingest(
+    record: ObjectCreated,
+    content_type: str,
+    *,
+    now: datetime,
+    created_by: str = "ingest",
+    dispatch: DispatchPolicy = DispatchPolicy(),
+) -> IngestPlan:
+    """The StoredFile and one pending job per rule-table job type, with deterministic ids."""
+    tenant = tenant_of(record.key)
+    file_id = keys.file_id_for(record.bucket, record.key, record.version_marker)
+    stored = StoredFile(
+        id=file_id,
+        tenant=tenant,
+        bucket=record.bucket,
+        key=record.key,
+        version_id=record.version_id,
+        etag=record.etag,
+        sequencer=record.sequencer,
+        size=record.size,
+        content_type=content_type,
+        metadata=_audit(now, created_by),
+    )
+    jobs = tuple(
+        new_job(stored, job_type, now=now, created_by=created_by, dispatch=dispatch)
+        for job_type in job_types_for(content_type)
+    )
+    return IngestPlan(stored, jobs)
+
+
+def new_job(
+    stored: StoredFile,
+    job_type: JobType,
+    *,
+    now: datetime,
+    created_by: str,
+    dispatch: DispatchPolicy,
+    idempotency_key: str | None = None,
+    priority: int = 0,
+    max_retries: int | None = None,
+    input_data: dict[str, object] | None = None,
+) -> ProcessingJob:
+    """A pending job on `stored`. Its id derives from the idempotency key (tenant-scoped)."""
+    key = idempotency_key or keys.ingest_idempotency_key(stored.id, job_type)
+    job = ProcessingJob(
+        id=keys.job_id_for(stored.tenant, key),
+        file_id=stored.id,
+        job_type=job_type,
+        tenant=stored.tenant,
+        idempotency_key=key,
+        metadata=_audit(now, created_by),
+        priority=priority,
+        # The object's location travels with the job, so a worker's claim returns all it needs.
+        input_data={**_object_location(stored), **(input_data or {})},
+        triggered_by=created_by,
+        sweep_at=now + dispatch.grace,
+    )
+    if max_retries is not None:
+        job.max_retries = max_retries
+    return job
+
+
+def _object_location(stored: StoredFile) -> dict[str, object]:
+    location: dict[str, object] = {
+        "bucket": stored.bucket,
+        "key": stored.key,
+        "size": stored.size,
+        "content_type": stored.content_type,
+    }
+    if stored.version_id:
+        location["version_id"] = stored.version_id
+    return location
+
+
+def _audit(now: datetime, actor: str) -> AuditMetadata:
+    return AuditMetadata(created_at=now, updated_at=now, created_by=actor, updated_by=actor)

@@ -1,0 +1,222 @@
+"""The ProcessingJob entity: the spec's model and methods, pure Python, no I/O.
+
+Every status change is a `Transition` (see `transitions.py`): a guard on the current state and
+the changes to make. The entity applies a transition in memory; the repository turns the very
+same transition into one conditional DynamoDB write. So what Python allows and what the database
+allows can never drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from filejobs.domain.transitions import Transition
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
+ACTIVE_STATUSES = frozenset({JobStatus.PENDING, JobStatus.SCHEDULED, JobStatus.RUNNING})
+
+
+class JobType(StrEnum):
+    THUMBNAIL_GENERATION = "thumbnail_generation"
+    VIDEO_THUMBNAIL = "video_thumbnail"
+    DOCUMENT_PREVIEW = "document_preview"
+    COMPRESSION = "compression"
+    VIRUS_SCAN = "virus_scan"
+    DEDUPLICATION_CHECK = "deduplication_check"
+
+
+class AttemptOutcome(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"  # failed for good: no retry
+    RETRYING = "retrying"  # failed, a retry is scheduled
+    LEASE_EXPIRED = "lease_expired"  # the worker vanished; the sweep recovered the job
+
+
+PRIORITY_MIN = -100
+PRIORITY_MAX = 100
+DEFAULT_MAX_RETRIES = 3
+MAX_RETRIES_LIMIT = 25
+# Attempts kept per job: enough to see a retry story, bounded so an item stays far below 400 KB.
+ATTEMPT_HISTORY_LIMIT = 10
+ERROR_MESSAGE_LIMIT = 2000
+
+
+class JobError(Exception):
+    """An illegal transition, raised by the entity's methods. `reason` says which guard failed."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One run of the job by a worker: kept in the job's bounded attempt history."""
+
+    number: int
+    started_at: datetime
+    ended_at: datetime
+    outcome: AttemptOutcome
+    error: str | None = None
+
+
+@dataclass
+class AuditMetadata:
+    created_at: datetime
+    updated_at: datetime
+    created_by: str
+    updated_by: str
+    deleted_at: datetime | None = None
+    deleted_by: str | None = None
+
+
+@dataclass
+class ProcessingJob:
+    """An async processing job with retries, a lease and a fencing token.
+
+    `attempt` counts claims: it is the fencing token a worker carries, so a worker whose lease
+    was taken over can never write the outcome of a newer attempt. `retry_count` counts the
+    retries spent (spec: `retry_count <= max_retries`).
+    """
+
+    id: str
+    file_id: str
+    job_type: JobType
+    tenant: str
+    idempotency_key: str
+    metadata: AuditMetadata
+    status: JobStatus = JobStatus.PENDING
+    priority: int = 0
+    input_data: dict[str, Any] | None = None
+    result_data: dict[str, Any] | None = None
+    error_message: str | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    retry_count: int = 0
+    max_retries: int = DEFAULT_MAX_RETRIES
+    scheduled_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    attempt: int = 0
+    attempts: dict[int, Attempt] = field(default_factory=dict)
+    # When the sweep next has to look at this job (sparse index); None once terminal.
+    sweep_at: datetime | None = None
+    dispatch_count: int = 0
+    triggered_by: str | None = None
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    # Epoch seconds after which DynamoDB TTL may delete a finished job.
+    expires_at: int | None = None
+
+    # --- the spec's methods -------------------------------------------------------------
+
+    def can_retry(self) -> bool:
+        return self.retry_count < self.max_retries
+
+    def increment_retry(self) -> None:
+        if not self.can_retry():
+            raise JobError(
+                "retries_exhausted",
+                f"job {self.id} has used all {self.max_retries} retries",
+            )
+        self.retry_count += 1
+
+    def mark_started(self, *, now: datetime, lease: timedelta, worker: str) -> None:
+        from filejobs.domain import transitions
+
+        self.apply(transitions.claim(now=now, lease=lease, worker=worker))
+
+    def mark_completed(self, result: dict[str, Any], *, now: datetime, retention: timedelta) -> None:
+        from filejobs.domain import transitions
+
+        self.apply(transitions.complete(self, result=result, now=now, retention=retention))
+
+    def mark_failed(
+        self,
+        error: str,
+        *,
+        now: datetime,
+        retention: timedelta,
+        retry_at: datetime | None = None,
+    ) -> None:
+        """Fail the current attempt: scheduled for `retry_at` if a retry is allowed, else failed."""
+        from filejobs.domain import transitions
+
+        self.apply(
+            transitions.fail(self, error=error, now=now, retry_at=retry_at, retention=retention)
+        )
+
+    def cancel(self, *, now: datetime, by: str, reason: str, retention: timedelta) -> None:
+        from filejobs.domain import transitions
+
+        self.apply(transitions.cancel(now=now, by=by, reason=reason, retention=retention))
+
+    def duration(self) -> timedelta | None:
+        """How long the last attempt ran; None until it has both started and finished."""
+        if self.started_at is None or self.completed_at is None:
+            return None
+        return self.completed_at - self.started_at
+
+    # --- transitions ----------------------------------------------------------------------
+
+    def apply(self, transition: Transition) -> None:
+        """Check the transition's guard against this job, then make its changes (or raise)."""
+        refusal = transition.guard.refusal(self)
+        if refusal is not None:
+            raise JobError(refusal, f"cannot {transition.name} job {self.id}: {refusal}")
+        transition.changes.apply_to(self)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status.is_terminal
+
+    def copy(self) -> ProcessingJob:
+        return replace(
+            self,
+            metadata=replace(self.metadata),
+            attempts=dict(self.attempts),
+            input_data=None if self.input_data is None else dict(self.input_data),
+            result_data=None if self.result_data is None else dict(self.result_data),
+        )
+
+    def invariant_violations(self) -> list[str]:
+        """The spec's invariants plus this design's; empty when the job is consistent."""
+        problems: list[str] = []
+        if not 0 <= self.retry_count <= self.max_retries:
+            problems.append(f"retry_count {self.retry_count} outside 0..{self.max_retries}")
+        if self.max_retries < 1:
+            problems.append("max_retries must be positive")
+        if self.status is JobStatus.RUNNING and self.started_at is None:
+            problems.append("running without started_at")
+        if self.status is JobStatus.RUNNING and self.lease_expires_at is None:
+            problems.append("running without a lease")
+        if self.status is JobStatus.COMPLETED and self.completed_at is None:
+            problems.append("completed without completed_at")
+        if self.status is JobStatus.SCHEDULED and self.scheduled_at is None:
+            problems.append("scheduled without scheduled_at")
+        if self.status.is_terminal and self.sweep_at is not None:
+            problems.append("terminal job still in the sweep index")
+        if not self.status.is_terminal and self.sweep_at is None:
+            problems.append("active job missing from the sweep index")
+        if len(self.attempts) > ATTEMPT_HISTORY_LIMIT:
+            problems.append(f"attempt history longer than {ATTEMPT_HISTORY_LIMIT}")
+        if any(n > self.attempt for n in self.attempts):
+            problems.append("history records an attempt that never started")
+        return problems

@@ -1,0 +1,26 @@
+"""Typed outcomes of a transition attempt: a lost race is a value, not an exception."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from filejobs.domain.job import ProcessingJob
+from filejobs.domain.transitions import Conflict
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The write happened; `job` is the item as stored after it."""
+
+    job: ProcessingJob
+
+
+@dataclass(frozen=True)
+class Lost:
+    """The guard did not hold. `current` is the item as it was (None if there is none)."""
+
+    conflict: Conflict
+    current: ProcessingJob | None
+
+
+type TransitionResult = Applied | Lost

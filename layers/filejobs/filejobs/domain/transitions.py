@@ -1,0 +1,441 @@
+"""The job state machine as data: each transition is a guard plus the changes it makes.
+
+    pending ──claim──▶ running ──complete──▶ completed
+       ▲                │  │
+       │ requeue        │  └──fail / lease lost, no retry left──▶ failed
+       │                └──fail / lease lost, retry left──▶ scheduled ──claim (when due)──▶ running
+    scheduled ──requeue (due)──▶ pending
+    pending | scheduled | running ──cancel──▶ cancelled
+    failed | cancelled ──retry (explicit)──▶ pending
+
+No transition leaves a terminal state except the explicit `retry`. `JobRepository` renders a
+transition as one UpdateItem whose ConditionExpression is the guard; `ProcessingJob.apply` checks
+the same guard in memory. A refused guard names a `Conflict`, the typed outcome of a lost race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from filejobs.domain.job import (
+    ACTIVE_STATUSES,
+    ATTEMPT_HISTORY_LIMIT,
+    ERROR_MESSAGE_LIMIT,
+    Attempt,
+    AttemptOutcome,
+    JobStatus,
+    JobType,
+    ProcessingJob,
+)
+from filejobs.domain.time import epoch_seconds
+
+
+class Conflict(StrEnum):
+    """Why a transition was refused: the typed outcome of a lost race."""
+
+    NOT_FOUND = "not_found"
+    DELETED = "deleted"
+    WRONG_TYPE = "wrong_type"  # a message for another job type's worker
+    TAKEN = "taken"  # another worker holds the job
+    STALE_ATTEMPT = "stale_attempt"  # the caller's attempt is no longer the job's current one
+    CANCELLED = "cancelled"
+    FINISHED = "finished"  # completed or failed
+    NOT_DUE = "not_due"  # scheduled for later
+    LEASE_ACTIVE = "lease_active"  # the worker's lease has not expired yet
+    RETRIES_EXHAUSTED = "retries_exhausted"
+    ACTIVE = "active"  # an explicit retry of a job that has not finished
+    CHANGED = "changed"  # the job moved on since the caller read it
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The legal source states of a transition. Every field that is set must hold."""
+
+    statuses: frozenset[JobStatus]
+    # A scheduled job qualifies only once scheduled_at <= this instant.
+    scheduled_due_by: datetime | None = None
+    # The fencing token: the job's current attempt must be the caller's.
+    attempt: int | None = None
+    job_type: JobType | None = None
+    lease_expired_by: datetime | None = None
+    retry_budget: bool = False  # retry_count < max_retries
+    # The sweep's compare-and-set: the job is still as the sweep read it.
+    sweep_at_is: datetime | None = None
+
+    def refusal(self, job: ProcessingJob) -> Conflict | None:
+        """The conflict that refuses this transition for `job`, or None when it may proceed."""
+        if job.metadata.deleted_at is not None:
+            return Conflict.DELETED
+        if self.job_type is not None and job.job_type is not self.job_type:
+            return Conflict.WRONG_TYPE
+        if job.status not in self.statuses:
+            return self._status_conflict(job.status)
+        checks: list[tuple[bool, Conflict]] = [
+            (
+                self.scheduled_due_by is not None
+                and job.status is JobStatus.SCHEDULED
+                and (job.scheduled_at is None or job.scheduled_at > self.scheduled_due_by),
+                Conflict.NOT_DUE,
+            ),
+            (self.attempt is not None and job.attempt != self.attempt, Conflict.STALE_ATTEMPT),
+            (
+                self.lease_expired_by is not None
+                and (job.lease_expires_at is None or job.lease_expires_at > self.lease_expired_by),
+                Conflict.LEASE_ACTIVE,
+            ),
+            (self.retry_budget and not job.can_retry(), Conflict.RETRIES_EXHAUSTED),
+            (self.sweep_at_is is not None and job.sweep_at != self.sweep_at_is, Conflict.CHANGED),
+        ]
+        return next((conflict for failed, conflict in checks if failed), None)
+
+    def _status_conflict(self, status: JobStatus) -> Conflict:
+        if status is JobStatus.CANCELLED:
+            return Conflict.CANCELLED
+        if status.is_terminal:
+            return Conflict.FINISHED
+        if self.attempt is not None:
+            return Conflict.STALE_ATTEMPT
+        if not self.statuses & ACTIVE_STATUSES:
+            return Conflict.ACTIVE
+        if status is JobStatus.RUNNING:
+            return Conflict.TAKEN
+        return Conflict.CHANGED
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a transition writes. Field names are `ProcessingJob` attribute names."""
+
+    updated_at: datetime
+    updated_by: str
+    set: Mapping[str, Any] = field(default=_EMPTY)
+    remove: frozenset[str] = frozenset()
+    increment: Mapping[str, int] = field(default=_EMPTY)
+    # Appended to the bounded attempt history (the oldest entry beyond the limit is dropped).
+    record_attempt: Attempt | None = None
+
+    @property
+    def dropped_attempt(self) -> int | None:
+        if self.record_attempt is None:
+            return None
+        oldest_kept = self.record_attempt.number - ATTEMPT_HISTORY_LIMIT + 1
+        return oldest_kept - 1 if oldest_kept > 1 else None
+
+    def apply_to(self, job: ProcessingJob) -> None:
+        for name, value in self.set.items():
+            setattr(job, name, value)
+        for name in self.remove:
+            setattr(job, name, None)
+        for name, delta in self.increment.items():
+            setattr(job, name, getattr(job, name) + delta)
+        if self.record_attempt is not None:
+            job.attempts[self.record_attempt.number] = self.record_attempt
+            job.attempts = {
+                n: a for n, a in job.attempts.items() if n > self.record_attempt.number - ATTEMPT_HISTORY_LIMIT
+            }
+        job.metadata.updated_at = self.updated_at
+        job.metadata.updated_by = self.updated_by
+
+
+@dataclass(frozen=True)
+class Transition:
+    name: str
+    guard: Guard
+    changes: Changes
+
+
+# --- the transitions ------------------------------------------------------------------------
+
+
+def claim(*, now: datetime, lease: timedelta, worker: str, job_type: JobType | None = None) -> Transition:
+    """pending, or scheduled and due -> running, taking a lease and the next attempt number."""
+    lease_until = now + lease
+    return Transition(
+        "claim",
+        Guard(
+            statuses=frozenset({JobStatus.PENDING, JobStatus.SCHEDULED}),
+            scheduled_due_by=now,
+            job_type=job_type,
+        ),
+        Changes(
+            updated_at=now,
+            updated_by=worker,
+            set={
+                "status": JobStatus.RUNNING,
+                "started_at": now,
+                "lease_expires_at": lease_until,
+                "sweep_at": lease_until,
+            },
+            remove=frozenset({"scheduled_at"}),
+            increment={"attempt": 1},
+        ),
+    )
+
+
+def heartbeat(job: ProcessingJob, *, now: datetime, lease: timedelta, worker: str) -> Transition:
+    """Extend the lease of the caller's running attempt."""
+    lease_until = now + lease
+    return Transition(
+        "heartbeat",
+        Guard(statuses=frozenset({JobStatus.RUNNING}), attempt=job.attempt),
+        Changes(
+            updated_at=now,
+            updated_by=worker,
+            set={"lease_expires_at": lease_until, "sweep_at": lease_until},
+        ),
+    )
+
+
+def complete(
+    job: ProcessingJob,
+    *,
+    result: dict[str, Any],
+    now: datetime,
+    retention: timedelta,
+    worker: str = "worker",
+) -> Transition:
+    """running (the caller's attempt) -> completed with its result."""
+    return Transition(
+        "complete",
+        Guard(statuses=frozenset({JobStatus.RUNNING}), attempt=job.attempt),
+        Changes(
+            updated_at=now,
+            updated_by=worker,
+            set={
+                "status": JobStatus.COMPLETED,
+                "result_data": result,
+                "completed_at": now,
+                "expires_at": epoch_seconds(now + retention),
+            },
+            remove=frozenset({"lease_expires_at", "sweep_at", "error_message"}),
+            record_attempt=_attempt_record(job, now, AttemptOutcome.COMPLETED, None),
+        ),
+    )
+
+
+def fail(
+    job: ProcessingJob,
+    *,
+    error: str,
+    now: datetime,
+    retry_at: datetime | None,
+    retention: timedelta,
+    worker: str = "worker",
+) -> Transition:
+    """running (the caller's attempt) -> scheduled for `retry_at` when a retry is left, else failed.
+
+    `retry_at=None` means the error is permanent: the job fails now whatever its budget.
+    """
+    return _end_attempt(
+        job,
+        error=error,
+        now=now,
+        retry_at=retry_at,
+        retention=retention,
+        by=worker,
+        guard=Guard(statuses=frozenset({JobStatus.RUNNING}), attempt=job.attempt),
+        retry_outcome=AttemptOutcome.RETRYING,
+    )
+
+
+def recover_lease(
+    job: ProcessingJob,
+    *,
+    now: datetime,
+    retry_at: datetime | None,
+    retention: timedelta,
+) -> Transition:
+    """The sweep's rescue of a job whose worker vanished: a failed attempt, retried if allowed."""
+    lease = job.lease_expires_at.isoformat() if job.lease_expires_at else "unknown"
+    error = (
+        f"attempt {job.attempt} lost its lease at {lease}: the worker crashed or timed out "
+        "before reporting an outcome"
+    )
+    if not job.can_retry():
+        error += f"; no retries left (max_retries={job.max_retries})"
+    return _end_attempt(
+        job,
+        error=error,
+        now=now,
+        retry_at=retry_at,
+        retention=retention,
+        by="sweep",
+        guard=Guard(
+            statuses=frozenset({JobStatus.RUNNING}),
+            attempt=job.attempt,
+            lease_expired_by=now,
+        ),
+        retry_outcome=AttemptOutcome.LEASE_EXPIRED,
+    )
+
+
+def cancel(*, now: datetime, by: str, reason: str, retention: timedelta) -> Transition:
+    """pending | scheduled | running -> cancelled. A running worker's later writes then lose."""
+    return Transition(
+        "cancel",
+        Guard(statuses=ACTIVE_STATUSES),
+        Changes(
+            updated_at=now,
+            updated_by=by,
+            set={
+                "status": JobStatus.CANCELLED,
+                "completed_at": now,
+                "cancelled_by": by,
+                "cancel_reason": _truncate(reason),
+                "expires_at": epoch_seconds(now + retention),
+            },
+            remove=frozenset({"lease_expires_at", "sweep_at", "scheduled_at"}),
+        ),
+    )
+
+
+def requeue_scheduled(*, now: datetime, dispatch_grace: timedelta) -> Transition:
+    """The sweep's promotion of a due scheduled job to pending, done before it sends the message.
+
+    Two overlapping sweeps cannot both win: the second finds the job pending already.
+    """
+    return Transition(
+        "requeue",
+        Guard(statuses=frozenset({JobStatus.SCHEDULED}), scheduled_due_by=now),
+        Changes(
+            updated_at=now,
+            updated_by="sweep",
+            set={"status": JobStatus.PENDING, "sweep_at": now + dispatch_grace},
+            remove=frozenset({"scheduled_at"}),
+            increment={"dispatch_count": 1},
+        ),
+    )
+
+
+def requeue_pending(job: ProcessingJob, *, now: datetime, next_check: datetime) -> Transition:
+    """The sweep's re-dispatch of a pending job nobody claimed (its message was lost or is late).
+
+    Compare-and-set on `sweep_at`, so one sweep run wins per due check.
+    """
+    return Transition(
+        "requeue",
+        Guard(statuses=frozenset({JobStatus.PENDING}), sweep_at_is=job.sweep_at),
+        Changes(
+            updated_at=now,
+            updated_by="sweep",
+            set={"sweep_at": next_check},
+            increment={"dispatch_count": 1},
+        ),
+    )
+
+
+def retry(*, now: datetime, by: str, dispatch_grace: timedelta) -> Transition:
+    """The one way out of a terminal state: an explicit retry of a failed or cancelled job.
+
+    In place: the id, attempt counter (fencing token) and attempt history are kept; the retry
+    budget starts afresh.
+    """
+    return Transition(
+        "retry",
+        Guard(statuses=frozenset({JobStatus.FAILED, JobStatus.CANCELLED})),
+        Changes(
+            updated_at=now,
+            updated_by=by,
+            set={
+                "status": JobStatus.PENDING,
+                "retry_count": 0,
+                "dispatch_count": 0,
+                "sweep_at": now + dispatch_grace,
+                "triggered_by": by,
+            },
+            remove=frozenset(
+                {
+                    "started_at",
+                    "completed_at",
+                    "error_message",
+                    "result_data",
+                    "cancelled_by",
+                    "cancel_reason",
+                    "expires_at",
+                }
+            ),
+        ),
+    )
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _end_attempt(
+    job: ProcessingJob,
+    *,
+    error: str,
+    now: datetime,
+    retry_at: datetime | None,
+    retention: timedelta,
+    by: str,
+    guard: Guard,
+    retry_outcome: AttemptOutcome,
+) -> Transition:
+    message = _truncate(error)
+    if retry_at is not None and job.can_retry():
+        return Transition(
+            "fail",
+            Guard(
+                statuses=guard.statuses,
+                attempt=guard.attempt,
+                lease_expired_by=guard.lease_expired_by,
+                retry_budget=True,
+            ),
+            Changes(
+                updated_at=now,
+                updated_by=by,
+                set={
+                    "status": JobStatus.SCHEDULED,
+                    "scheduled_at": retry_at,
+                    "sweep_at": retry_at,
+                    "error_message": message,
+                },
+                remove=frozenset({"lease_expires_at"}),
+                increment={"retry_count": 1},
+                record_attempt=_attempt_record(job, now, retry_outcome, message),
+            ),
+        )
+    return Transition(
+        "fail",
+        guard,
+        Changes(
+            updated_at=now,
+            updated_by=by,
+            set={
+                "status": JobStatus.FAILED,
+                "completed_at": now,
+                "error_message": message,
+                "expires_at": epoch_seconds(now + retention),
+            },
+            remove=frozenset({"lease_expires_at", "sweep_at"}),
+            record_attempt=_attempt_record(job, now, AttemptOutcome.FAILED, message),
+        ),
+    )
+
+
+def _attempt_record(
+    job: ProcessingJob, now: datetime, outcome: AttemptOutcome, error: str | None
+) -> Attempt:
+    return Attempt(
+        number=job.attempt,
+        started_at=job.started_at or now,
+        ended_at=now,
+        outcome=outcome,
+        error=error,
+    )
+
+
+def _truncate(text: str) -> str:
+    text = text.strip() or "unknown error"
+    if len(text) <= ERROR_MESSAGE_LIMIT:
+        return text
+    return text[: ERROR_MESSAGE_LIMIT - 1] + "…"

@@ -1,0 +1,1 @@
+"""Infrastructure helpers shared by tests, tools and the local stack."""

@@ -1,0 +1,61 @@
+"""Shared fixtures: a fake clock, and AWS (moto) resources built from template.yaml."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+# Never let a test reach a real AWS account, whatever the developer's environment holds.
+os.environ.update(
+    AWS_ACCESS_KEY_ID="testing",
+    AWS_SECRET_ACCESS_KEY="testing",  # noqa: S105
+    AWS_SESSION_TOKEN="testing",  # noqa: S105
+    AWS_DEFAULT_REGION="us-east-1",
+    AWS_REGION="us-east-1",
+)
+for _variable in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
+    os.environ.pop(_variable, None)
+
+from filejobs.data.models import bind_tables  # noqa: E402
+from filejobs.infra.template import create_tables  # noqa: E402
+
+
+class FakeClock:
+    """A clock the test moves by hand: lease expiry and backoff without sleeping."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> datetime:
+        self.now += delta
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC))
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def tables(aws: None) -> dict[str, str]:
+    """JobsTable and FilesTable exactly as template.yaml defines them, bound to the models."""
+    suffix = uuid.uuid4().hex[:8]
+    names = {"JobsTable": f"jobs-{suffix}", "FilesTable": f"files-{suffix}"}
+    create_tables(boto3.client("dynamodb"), names)
+    bind_tables(jobs_table=names["JobsTable"], files_table=names["FilesTable"])
+    return names
