@@ -14,8 +14,8 @@ from moto import mock_aws
 # Never let a test reach a real AWS account, whatever the developer's environment holds.
 os.environ.update(
     AWS_ACCESS_KEY_ID="testing",
-    AWS_SECRET_ACCESS_KEY="testing",  # noqa: S105
-    AWS_SESSION_TOKEN="testing",  # noqa: S105
+    AWS_SECRET_ACCESS_KEY="testing",
+    AWS_SESSION_TOKEN="testing",
     AWS_DEFAULT_REGION="us-east-1",
     AWS_REGION="us-east-1",
 )

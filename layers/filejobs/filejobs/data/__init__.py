@@ -1,1 +1,1 @@
-"""Data access: PynamoDB models and the repositories that turn transitions into conditional writes."""
+"""Data access: PynamoDB models, and repositories making each transition one conditional write."""

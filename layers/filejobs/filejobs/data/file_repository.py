@@ -6,7 +6,6 @@ import random
 import time
 from dataclasses import dataclass
 
-from pynamodb.connection import Connection
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
@@ -67,12 +66,9 @@ class FileRepository:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _write_plan(self, plan: IngestPlan) -> None:
-        with TransactWrite(connection=_connection_for(FileModel)) as transaction:
+        # The model's own connection: no new botocore client per ingest.
+        connection = FileModel._get_connection().connection
+        with TransactWrite(connection=connection) as transaction:
             transaction.save(file_to_model(plan.file), condition=FileModel.id.does_not_exist())
             for job in plan.jobs:
                 transaction.save(job_to_model(job), condition=JobModel.id.does_not_exist())
-
-
-def _connection_for(model: type[FileModel]) -> Connection:
-    meta = model.Meta
-    return Connection(region=meta.region, host=getattr(meta, "host", None))

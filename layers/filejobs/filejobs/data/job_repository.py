@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -59,10 +59,9 @@ class JobRepository:
             # surface the returned item, so the request it builds is dispatched directly.
             response = connection.connection.dispatch("UpdateItem", request)
         except ClientError as error:
-            old_item = _old_item_if_condition_failed(error)
-            if old_item is _NOT_A_CONDITION_FAILURE:
+            if not _is_condition_failure(error):
                 raise
-            return _lost(transition.guard, old_item)
+            return _lost(transition.guard, _old_item(error))
         return Applied(job_from_model(_J.from_raw_data(response["Attributes"])))
 
     # --- queries (Query or GetItem only, never Scan) ---------------------------------------
@@ -70,9 +69,7 @@ class JobRepository:
     def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
         """A file's jobs in creation order; a file has a handful, so status is a filter."""
         condition = None if status is None else (_J.status == status.value)
-        return [
-            job_from_model(m) for m in _J.by_file.query(file_id, filter_condition=condition)
-        ]
+        return [job_from_model(m) for m in _J.by_file.query(file_id, filter_condition=condition)]
 
     def jobs_by_status(
         self, status: JobStatus, *, job_type: JobType | None = None, limit: int = 100
@@ -80,7 +77,7 @@ class JobRepository:
         """Jobs in `status`, higher priority first, then oldest first: merged across shards."""
         types = [job_type] if job_type else list(JobType)
         partitions = [p for t in types for p in keys.status_type_partitions(status, t)]
-        streams = _parallel(
+        streams: list[list[JobModel]] = _parallel(
             lambda p: list(_J.by_status_type.query(p, limit=limit, page_size=limit)),
             partitions,
         )
@@ -104,7 +101,7 @@ class JobRepository:
                 )
             )
 
-        streams = _parallel(shard, keys.tenant_partitions(tenant))
+        streams: list[list[JobModel]] = _parallel(shard, keys.tenant_partitions(tenant))
         merged = heapq.merge(*streams, key=lambda m: (m.created_at, m.id), reverse=True)
         return [self._full(m) for m in itertools.islice(merged, limit)]
 
@@ -117,7 +114,8 @@ class JobRepository:
             )
             return list(query)
 
-        for models in _parallel(shard, keys.sweep_partitions()):
+        shards: list[list[JobModel]] = _parallel(shard, keys.sweep_partitions())
+        for models in shards:
             yield from (job_from_model(m) for m in models)
 
     def _full(self, projected: JobModel) -> ProcessingJob:
@@ -149,7 +147,9 @@ def _condition(guard: Guard) -> Condition:
 
 def _status_condition(guard: Guard) -> Condition:
     due_scheduled = guard.scheduled_due_by is not None and JobStatus.SCHEDULED in guard.statuses
-    plain = sorted(s.value for s in guard.statuses if not (due_scheduled and s is JobStatus.SCHEDULED))
+    plain = sorted(
+        s.value for s in guard.statuses if not (due_scheduled and s is JobStatus.SCHEDULED)
+    )
     condition: Condition | None = _J.status.is_in(*plain) if plain else None
     if due_scheduled:
         due = (_J.status == JobStatus.SCHEDULED.value) & (_J.scheduled_at <= guard.scheduled_due_by)
@@ -188,15 +188,15 @@ def _attribute(name: str) -> Attribute[Any]:
     return attribute
 
 
-_NOT_A_CONDITION_FAILURE: Any = object()
+def _is_condition_failure(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
-def _old_item_if_condition_failed(error: ClientError) -> dict[str, Any] | None:
-    if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-        return _NOT_A_CONDITION_FAILURE
+def _old_item(error: ClientError) -> dict[str, Any] | None:
+    """The item as it was (ALL_OLD), or None when there was no item."""
     # PynamoDB re-raises without the item; the botocore error it wraps still has it.
     original = error.__cause__ if isinstance(error.__cause__, ClientError) else error
-    item = original.response.get("Item")
+    item: Any = original.response.get("Item")
     return item if isinstance(item, dict) else None
 
 
@@ -209,6 +209,6 @@ def _lost(guard: Guard, old_item: dict[str, Any] | None) -> Lost:
     return Lost(guard.refusal(current) or Conflict.CHANGED, current)
 
 
-def _parallel[T, R](work: Any, items: Iterable[T]) -> list[R]:
+def _parallel[T, R](work: Callable[[T], R], items: Iterable[T]) -> list[R]:
     with ThreadPoolExecutor(max_workers=_FAN_OUT) as pool:
         return list(pool.map(work, items))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.job import (
@@ -15,7 +16,6 @@ from filejobs.domain.job import (
     JobType,
     ProcessingJob,
 )
-from filejobs.data.models import FileModel, JobModel
 
 
 def job_to_model(job: ProcessingJob) -> JobModel:

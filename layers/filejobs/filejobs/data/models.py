@@ -1,7 +1,7 @@
 """PynamoDB models of the two tables defined in template.yaml (JobsTable, FilesTable).
 
-The template is the source of truth for keys and indexes; `tests/integration/test_template_tables.py`
-fails if these models and the template disagree.
+The template is the source of truth for keys and indexes:
+`tests/integration/test_template_tables.py` fails if these models and the template disagree.
 """
 
 from __future__ import annotations
@@ -157,9 +157,10 @@ def bind_tables(
 ) -> None:
     """Point the models at concrete tables (a Lambda's environment, a test, the local stack)."""
     for model, name in ((JobModel, jobs_table), (FileModel, files_table)):
-        model.Meta.table_name = name
+        meta: Any = model.Meta
+        meta.table_name = name
         if region:
-            model.Meta.region = region
-        model.Meta.host = endpoint_url  # type: ignore[attr-defined]
+            meta.region = region
+        meta.host = endpoint_url
         # PynamoDB caches one connection per model class; drop it so the new target is used.
         model._connection = None

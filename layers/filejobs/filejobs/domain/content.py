@@ -184,8 +184,9 @@ _MARKDOWN_MIN_MARKED_LINES = 3
 _JSON_START = re.compile(
     r"\A\s*(?:\{\s*(?:\"|\}|\Z)|\[\s*(?:[\[{\"\]\-0-9]|true\b|false\b|null\b|\Z))"
 )
-_MARKDOWN_BLOCK = re.compile(r"^(?:#{1,6}[ \t]+\S|```|~~~)", re.MULTILINE)
-_MARKDOWN_LIST = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])[ \t]+\S")
+# A heading ("# Title", or a line underlined with === / ---), or a fenced code block.
+_MARKDOWN_BLOCK = re.compile(r"^(?:#{1,6} +\S|```|~~~)|^\w.*\n(?:={3,}|-{3,}) *$", re.MULTILINE)
+_MARKDOWN_LIST = re.compile(r"^ {0,3}(?:[-*+]|\d{1,3}[.)]) +\S")  # deeper indents: code
 _MARKDOWN_LINK = re.compile(r"\[[^\]\n]+\]\([^)\s]+\)")
 
 

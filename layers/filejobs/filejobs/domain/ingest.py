@@ -13,10 +13,11 @@ from filejobs.domain.job import AuditMetadata, JobType, ProcessingJob
 from filejobs.domain.retry import DispatchPolicy
 
 UPLOAD_PREFIX = "uploads/"
+DEFAULT_DISPATCH = DispatchPolicy()
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
 
-class InvalidUpload(ValueError):
+class InvalidUploadError(ValueError):
     """An object-created record we must not ingest (wrong prefix, no tenant, no name)."""
 
 
@@ -40,7 +41,9 @@ class ObjectCreated:
         """
         marker = self.version_id or self.sequencer or self.etag
         if not marker:
-            raise InvalidUpload(f"record for {self.key!r} has no version id, sequencer or etag")
+            raise InvalidUploadError(
+                f"record for {self.key!r} has no version id, sequencer or etag"
+            )
         return marker
 
 
@@ -53,14 +56,14 @@ class IngestPlan:
 def tenant_of(key: str) -> str:
     """`uploads/{tenant}/{name...}` -> tenant. Anything else is not an upload we process."""
     if not key.startswith(UPLOAD_PREFIX):
-        raise InvalidUpload(f"key {key!r} is not under {UPLOAD_PREFIX}{{tenant}}/")
+        raise InvalidUploadError(f"key {key!r} is not under {UPLOAD_PREFIX}{{tenant}}/")
     tenant, _, name = key[len(UPLOAD_PREFIX) :].partition("/")
     if not _TENANT.match(tenant):
-        raise InvalidUpload(
+        raise InvalidUploadError(
             f"key {key!r}: tenant must be 1-63 letters, digits, '-' or '_', got {tenant!r}"
         )
     if not name or name.endswith("/"):
-        raise InvalidUpload(f"key {key!r} names a folder, not a file")
+        raise InvalidUploadError(f"key {key!r} names a folder, not a file")
     return tenant
 
 
@@ -70,7 +73,7 @@ def plan_ingest(
     *,
     now: datetime,
     created_by: str = "ingest",
-    dispatch: DispatchPolicy = DispatchPolicy(),
+    dispatch: DispatchPolicy = DEFAULT_DISPATCH,
 ) -> IngestPlan:
     """The StoredFile and one pending job per rule-table job type, with deterministic ids."""
     tenant = tenant_of(record.key)

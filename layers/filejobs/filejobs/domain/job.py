@@ -11,10 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from filejobs.domain.transitions import Transition
+
+
+def _transitions() -> ModuleType:
+    # transitions.py builds on this module's types, so the spec methods import it lazily.
+    from filejobs.domain import transitions  # noqa: PLC0415
+
+    return transitions
 
 
 class JobStatus(StrEnum):
@@ -125,6 +133,12 @@ class ProcessingJob:
     # Epoch seconds after which DynamoDB TTL may delete a finished job.
     expires_at: int | None = None
 
+    def __post_init__(self) -> None:
+        if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
+            raise ValueError(f"priority must be within {PRIORITY_MIN}..{PRIORITY_MAX}")
+        if not 1 <= self.max_retries <= MAX_RETRIES_LIMIT:
+            raise ValueError(f"max_retries must be within 1..{MAX_RETRIES_LIMIT}")
+
     # --- the spec's methods -------------------------------------------------------------
 
     def can_retry(self) -> bool:
@@ -139,14 +153,12 @@ class ProcessingJob:
         self.retry_count += 1
 
     def mark_started(self, *, now: datetime, lease: timedelta, worker: str) -> None:
-        from filejobs.domain import transitions
+        self.apply(_transitions().claim(now=now, lease=lease, worker=worker))
 
-        self.apply(transitions.claim(now=now, lease=lease, worker=worker))
-
-    def mark_completed(self, result: dict[str, Any], *, now: datetime, retention: timedelta) -> None:
-        from filejobs.domain import transitions
-
-        self.apply(transitions.complete(self, result=result, now=now, retention=retention))
+    def mark_completed(
+        self, result: dict[str, Any], *, now: datetime, retention: timedelta
+    ) -> None:
+        self.apply(_transitions().complete(self, result=result, now=now, retention=retention))
 
     def mark_failed(
         self,
@@ -157,16 +169,12 @@ class ProcessingJob:
         retry_at: datetime | None = None,
     ) -> None:
         """Fail the current attempt: scheduled for `retry_at` if a retry is allowed, else failed."""
-        from filejobs.domain import transitions
-
         self.apply(
-            transitions.fail(self, error=error, now=now, retry_at=retry_at, retention=retention)
+            _transitions().fail(self, error=error, now=now, retry_at=retry_at, retention=retention)
         )
 
     def cancel(self, *, now: datetime, by: str, reason: str, retention: timedelta) -> None:
-        from filejobs.domain import transitions
-
-        self.apply(transitions.cancel(now=now, by=by, reason=reason, retention=retention))
+        self.apply(_transitions().cancel(now=now, by=by, reason=reason, retention=retention))
 
     def duration(self) -> timedelta | None:
         """How long the last attempt ran; None until it has both started and finished."""

@@ -82,7 +82,7 @@ class RetryPolicy:
     def delay(self, retry_number: int, rand: Callable[[], float] = random.random) -> timedelta:
         if retry_number < 1:
             raise ValueError("retry_number starts at 1")
-        ceiling = min(self.cap, self.base * 2 ** min(retry_number - 1, 32))
+        ceiling = min(self.cap, self.base * (1 << min(retry_number - 1, 32)))
         return ceiling * rand()
 
     def retry_at(
@@ -111,4 +111,4 @@ class DispatchPolicy:
     cap: timedelta = timedelta(hours=1)
 
     def next_check(self, job: ProcessingJob, now: datetime) -> datetime:
-        return now + min(self.cap, self.grace * 2 ** min(job.dispatch_count, 16))
+        return now + min(self.cap, self.grace * (1 << min(job.dispatch_count, 16)))

@@ -76,6 +76,9 @@ class Guard:
             return Conflict.DELETED
         if self.job_type is not None and job.job_type is not self.job_type:
             return Conflict.WRONG_TYPE
+        if self.attempt is not None and job.attempt != self.attempt:
+            # A newer attempt exists: whatever it became, the caller's attempt is over.
+            return Conflict.STALE_ATTEMPT
         if job.status not in self.statuses:
             return self._status_conflict(job.status)
         checks: list[tuple[bool, Conflict]] = [
@@ -85,7 +88,6 @@ class Guard:
                 and (job.scheduled_at is None or job.scheduled_at > self.scheduled_due_by),
                 Conflict.NOT_DUE,
             ),
-            (self.attempt is not None and job.attempt != self.attempt, Conflict.STALE_ATTEMPT),
             (
                 self.lease_expired_by is not None
                 and (job.lease_expires_at is None or job.lease_expires_at > self.lease_expired_by),
@@ -139,7 +141,9 @@ class Changes:
         if self.record_attempt is not None:
             job.attempts[self.record_attempt.number] = self.record_attempt
             job.attempts = {
-                n: a for n, a in job.attempts.items() if n > self.record_attempt.number - ATTEMPT_HISTORY_LIMIT
+                n: a
+                for n, a in job.attempts.items()
+                if n > self.record_attempt.number - ATTEMPT_HISTORY_LIMIT
             }
         job.metadata.updated_at = self.updated_at
         job.metadata.updated_by = self.updated_by
@@ -155,7 +159,9 @@ class Transition:
 # --- the transitions ------------------------------------------------------------------------
 
 
-def claim(*, now: datetime, lease: timedelta, worker: str, job_type: JobType | None = None) -> Transition:
+def claim(
+    *, now: datetime, lease: timedelta, worker: str, job_type: JobType | None = None
+) -> Transition:
     """pending, or scheduled and due -> running, taking a lease and the next attempt number."""
     lease_until = now + lease
     return Transition(

@@ -30,7 +30,7 @@ class IngestService:
     def ingest(self, record: ObjectCreated) -> IngestResult:
         """Record the upload once, however often the record is delivered.
 
-        Raises `InvalidUpload` for keys outside `uploads/{tenant}/`, before any I/O.
+        Raises `InvalidUploadError` for keys outside `uploads/{tenant}/`, before any I/O.
         """
         tenant_of(record.key)
         head = self._heads.read_head(record.bucket, record.key, record.version_id, SNIFF_BYTES)
