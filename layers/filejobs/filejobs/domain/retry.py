@@ -109,6 +109,11 @@ class DispatchPolicy:
 
     grace: timedelta = timedelta(minutes=2)
     cap: timedelta = timedelta(hours=1)
+    # With the defaults, about a day of re-dispatches before a pending job is given up on.
+    max_dispatches: int = 30
+
+    def gives_up(self, job: ProcessingJob) -> bool:
+        return job.dispatch_count >= self.max_dispatches
 
     def next_check(self, job: ProcessingJob, now: datetime) -> datetime:
         return now + min(self.cap, self.grace * (1 << min(job.dispatch_count, 16)))

@@ -1,6 +1,7 @@
 """The job state machine as data: each transition is a guard plus the changes it makes.
 
     pending ──claim──▶ running ──complete──▶ completed
+    pending ──abandon (never claimed after every re-dispatch)──▶ failed
        ▲                │  │
        │ requeue        │  └──fail / lease lost, no retry left──▶ failed
        │                └──fail / lease lost, retry left──▶ scheduled ──claim (when due)──▶ running
@@ -334,6 +335,32 @@ def requeue_pending(job: ProcessingJob, *, now: datetime, next_check: datetime) 
             updated_by="sweep",
             set={"sweep_at": next_check},
             increment={"dispatch_count": 1},
+        ),
+    )
+
+
+def abandon_pending(job: ProcessingJob, *, now: datetime, retention: timedelta) -> Transition:
+    """The sweep gives up on a pending job no worker claimed after every re-dispatch.
+
+    Without this a job whose worker is missing or misconfigured would stay pending forever.
+    """
+    return Transition(
+        "fail",
+        Guard(statuses=frozenset({JobStatus.PENDING}), sweep_at_is=job.sweep_at),
+        Changes(
+            updated_at=now,
+            updated_by="sweep",
+            set={
+                "status": JobStatus.FAILED,
+                "completed_at": now,
+                "error_message": (
+                    f"never claimed: dispatched {job.dispatch_count + 1} times since "
+                    f"{job.metadata.created_at.isoformat()} and no {job.job_type.value} worker "
+                    "took it (is that worker deployed and consuming its queue?)"
+                ),
+                "expires_at": epoch_seconds(now + retention),
+            },
+            remove=frozenset({"sweep_at"}),
         ),
     )
 

@@ -1,0 +1,115 @@
+"""The sweep: the safety net that finds jobs needing attention and moves them on.
+
+It reads only the sparse `by_sweep` index (jobs whose `sweep_at` is due) and, per job, makes one
+conditional write *before* any message is sent, so two overlapping sweeps never both dispatch:
+- scheduled and due         -> pending, then dispatched (a retry whose delayed message was lost)
+- pending, never claimed    -> re-dispatched, with growing gaps; given up on after many tries
+- running, lease expired    -> a failed attempt: retried with backoff, or failed with a reason
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from filejobs.data.job_repository import JobRepository
+from filejobs.domain import transitions
+from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.outcome import Applied
+from filejobs.domain.retry import DispatchPolicy, RetryPolicy, TransientError
+from filejobs.domain.time import utcnow
+
+logger = logging.getLogger(__name__)
+
+# SQS holds a message back for at most 15 minutes.
+MAX_DISPATCH_DELAY = timedelta(minutes=15)
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
+        """Send the job's message to its worker queue, visible after `delay`."""
+
+
+@dataclass
+class SweepReport:
+    examined: int = 0
+    actions: Counter[str] = field(default_factory=Counter)
+    lost_races: int = 0
+    errors: int = 0
+
+
+class SweepService:
+    def __init__(
+        self,
+        jobs: JobRepository,
+        dispatcher: Dispatcher,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        retry_policy: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen dataclass: immutable)
+        dispatch_policy: DispatchPolicy = DispatchPolicy(),  # noqa: B008
+        retention: timedelta = timedelta(days=30),
+    ) -> None:
+        self._jobs = jobs
+        self._dispatcher = dispatcher
+        self._clock = clock
+        self._retry = retry_policy
+        self._dispatch = dispatch_policy
+        self._retention = retention
+
+    def run(self) -> SweepReport:
+        now = self._clock()
+        report = SweepReport()
+        for job in self._jobs.due_for_sweep(now):
+            report.examined += 1
+            try:
+                self._attend(job, now, report)
+            except Exception:
+                # One bad item must not stop the sweep; it stays due and is retried next run.
+                logger.exception("sweep could not attend job %s", job.id)
+                report.errors += 1
+        return report
+
+    def _attend(self, job: ProcessingJob, now: datetime, report: SweepReport) -> None:
+        planned = self._plan(job, now)
+        if planned is None:
+            return
+        action, transition = planned
+        result = self._jobs.apply(job.id, job.job_type, transition)
+        if not isinstance(result, Applied):
+            report.lost_races += 1  # a worker or another sweep moved it first: nothing to do
+            return
+        report.actions[action] += 1
+        self._dispatch_if_due_soon(result.job, now)
+
+    def _plan(self, job: ProcessingJob, now: datetime) -> tuple[str, transitions.Transition] | None:
+        if job.status is JobStatus.SCHEDULED:
+            return "promoted", transitions.requeue_scheduled(
+                now=now, dispatch_grace=self._dispatch.grace
+            )
+        if job.status is JobStatus.PENDING:
+            if self._dispatch.gives_up(job):
+                return "abandoned", transitions.abandon_pending(
+                    job, now=now, retention=self._retention
+                )
+            return "redispatched", transitions.requeue_pending(
+                job, now=now, next_check=self._dispatch.next_check(job, now)
+            )
+        if job.status is not JobStatus.RUNNING:
+            return None  # the index lags the table: this job already finished
+        lease_lost = TransientError("lease expired")
+        retry_at = self._retry.retry_at(job, lease_lost, now)
+        return "recovered", transitions.recover_lease(
+            job, now=now, retry_at=retry_at, retention=self._retention
+        )
+
+    def _dispatch_if_due_soon(self, job: ProcessingJob, now: datetime) -> None:
+        if job.status is JobStatus.PENDING:
+            self._dispatcher.dispatch(job)
+        elif job.status is JobStatus.SCHEDULED and job.scheduled_at is not None:
+            delay = max(job.scheduled_at - now, timedelta(0))
+            if delay <= MAX_DISPATCH_DELAY:
+                self._dispatcher.dispatch(job, delay)

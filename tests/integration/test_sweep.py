@@ -1,0 +1,242 @@
+"""The sweep: promotes due retries, re-dispatches lost messages, recovers lost leases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from filejobs.data.file_repository import FileRepository
+from filejobs.data.job_repository import JobRepository
+from filejobs.data.models import JobModel
+from filejobs.domain import transitions
+from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.outcome import Applied
+from filejobs.domain.retry import DispatchPolicy, RetryPolicy
+from filejobs.services.sweep import SweepService
+from tests.aws_requests import counting_requests
+from tests.conftest import FakeClock
+from tests.factories import ingest_plan
+
+LEASE = timedelta(minutes=5)
+KEEP = timedelta(days=30)
+RETRY = RetryPolicy(base=timedelta(seconds=10), cap=timedelta(minutes=5))
+DISPATCH = DispatchPolicy(grace=timedelta(minutes=2), cap=timedelta(minutes=8), max_dispatches=3)
+
+
+class RecordingDispatcher:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, JobStatus, timedelta]] = []
+
+    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
+        self.sent.append((job.id, job.status, delay))
+
+
+@pytest.fixture
+def dispatcher() -> RecordingDispatcher:
+    return RecordingDispatcher()
+
+
+@pytest.fixture
+def repo(tables: dict[str, str]) -> JobRepository:
+    return JobRepository()
+
+
+def sweep_of(
+    repo: JobRepository, dispatcher: RecordingDispatcher, clock: FakeClock
+) -> SweepService:
+    return SweepService(
+        repo, dispatcher, clock=clock, retry_policy=RETRY, dispatch_policy=DISPATCH, retention=KEEP
+    )
+
+
+def new_job(clock: FakeClock, name: str = "f") -> ProcessingJob:
+    plan = ingest_plan(clock.now, "application/x-empty", name=name)
+    FileRepository().record_ingest(plan)
+    return plan.jobs[0]
+
+
+def claimed(repo: JobRepository, job: ProcessingJob, now: datetime) -> ProcessingJob:
+    result = repo.apply(job.id, job.job_type, transitions.claim(now=now, lease=LEASE, worker="w"))
+    assert isinstance(result, Applied)
+    return result.job
+
+
+def stored(repo: JobRepository, job: ProcessingJob) -> ProcessingJob:
+    found = repo.get(job.id)
+    assert found is not None
+    return found
+
+
+def test_a_due_retry_is_promoted_and_dispatched_once(
+    repo: JobRepository, dispatcher: RecordingDispatcher, clock: FakeClock
+) -> None:
+    # Given a job scheduled for a retry whose delayed message never arrived
+    job = new_job(clock)
+    running = claimed(repo, job, clock.now)
+    fail = transitions.fail(running, error="x", now=clock.now, retry_at=clock.now, retention=KEEP)
+    repo.apply(job.id, job.job_type, fail)
+    clock.advance(timedelta(seconds=1))
+
+    # When the sweep runs twice
+    first = sweep_of(repo, dispatcher, clock).run()
+    second = sweep_of(repo, dispatcher, clock).run()
+
+    # Then the job is pending again and was dispatched exactly once
+    assert first.actions["promoted"] == 1
+    assert second.actions["promoted"] == 0
+    assert stored(repo, job).status is JobStatus.PENDING
+    assert [(i, s) for i, s, _ in dispatcher.sent].count((job.id, JobStatus.PENDING)) == 1
+
+
+class SnapshotRepository(JobRepository):
+    """Two sweeps that both read the index before either wrote: they see the same snapshot."""
+
+    def __init__(self, snapshot: list[ProcessingJob]) -> None:
+        self._snapshot = snapshot
+
+    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
+        yield from (job.copy() for job in self._snapshot)
+
+
+def test_overlapping_sweeps_never_double_dispatch(
+    repo: JobRepository, dispatcher: RecordingDispatcher, clock: FakeClock
+) -> None:
+    jobs = [new_job(clock, f"f{i}") for i in range(3)]
+    clock.advance(DISPATCH.grace + timedelta(seconds=1))
+    snapshot = list(repo.due_for_sweep(clock.now))
+    assert {j.id for j in jobs} <= {j.id for j in snapshot}
+
+    reports = [sweep_of(SnapshotRepository(snapshot), dispatcher, clock).run() for _ in range(2)]
+
+    sent = [job_id for job_id, _, _ in dispatcher.sent]
+    assert sorted(sent) == sorted({j.id for j in snapshot})
+    assert reports[1].lost_races == len(snapshot)
+
+
+def test_an_unclaimed_job_is_redispatched_with_growing_gaps_then_given_up(
+    repo: JobRepository, dispatcher: RecordingDispatcher, clock: FakeClock
+) -> None:
+    job = new_job(clock)
+    sweep = sweep_of(repo, dispatcher, clock)
+    gaps = []
+    for _ in range(DISPATCH.max_dispatches):
+        clock.now = stored(repo, job).sweep_at  # type: ignore[assignment]
+        before = clock.now
+        assert sweep.run().actions["redispatched"] >= 1
+        gaps.append(stored(repo, job).sweep_at - before)  # type: ignore[operator]
+
+    clock.now = stored(repo, job).sweep_at  # type: ignore[assignment]
+    assert sweep.run().actions["abandoned"] >= 1
+
+    assert gaps == [timedelta(minutes=m) for m in (2, 4, 8)]
+    given_up = stored(repo, job)
+    assert given_up.status is JobStatus.FAILED
+    assert given_up.error_message is not None
+    assert "never claimed" in given_up.error_message
+    assert given_up.job_type.value in given_up.error_message
+    assert given_up.invariant_violations() == []
+
+
+def test_a_lost_lease_is_a_failed_attempt_retried_with_backoff(
+    repo: JobRepository, dispatcher: RecordingDispatcher, clock: FakeClock
+) -> None:
+    job = new_job(clock)
+    claimed(repo, job, clock.now)
+    clock.advance(LEASE + timedelta(seconds=1))
+
+    report = sweep_of(repo, dispatcher, clock).run()
+
+    recovered = stored(repo, job)
+    assert report.actions["recovered"] == 1
+    assert recovered.status is JobStatus.SCHEDULED
+    assert recovered.retry_count == 1
+    assert recovered.error_message is not None
+    assert "lost its lease" in recovered.error_message
+    assert recovered.scheduled_at is not None
+    sent_delay = next(d for i, s, d in dispatcher.sent if i == job.id)
+    assert sent_delay == recovered.scheduled_at - clock.now <= RETRY.delay(1, lambda: 1.0)
+
+
+def test_a_lost_lease_with_no_retry_left_fails_with_a_reason(
+    repo: JobRepository, dispatcher: RecordingDispatcher, clock: FakeClock
+) -> None:
+    job = new_job(clock)
+    for _ in range(job.max_retries):
+        claimed(repo, job, clock.now)
+        clock.advance(LEASE + timedelta(seconds=1))
+        sweep_of(repo, dispatcher, clock).run()
+        clock.now = stored(repo, job).scheduled_at  # type: ignore[assignment]
+    claimed(repo, job, clock.now)
+    clock.advance(LEASE + timedelta(seconds=1))
+
+    sweep_of(repo, dispatcher, clock).run()
+
+    failed = stored(repo, job)
+    assert failed.status is JobStatus.FAILED
+    assert failed.retry_count == failed.max_retries
+    assert failed.error_message is not None
+    assert "no retries left" in failed.error_message
+    assert len(failed.attempts) == failed.max_retries + 1
+
+
+class FlakyRepository(JobRepository):
+    def __init__(self, broken_id: str) -> None:
+        self._broken = broken_id
+
+    def apply(self, job_id, job_type, transition):  # type: ignore[no-untyped-def]
+        if job_id == self._broken:
+            raise TimeoutError("DynamoDB did not answer")
+        return super().apply(job_id, job_type, transition)
+
+
+def test_one_failing_item_does_not_stop_the_sweep(
+    tables: dict[str, str], dispatcher: RecordingDispatcher, clock: FakeClock
+) -> None:
+    broken, fine = new_job(clock, "broken"), new_job(clock, "fine")
+    clock.advance(DISPATCH.grace + timedelta(seconds=1))
+
+    report = sweep_of(FlakyRepository(broken.id), dispatcher, clock).run()
+
+    assert report.errors == 1
+    assert fine.id in {i for i, _, _ in dispatcher.sent}
+    assert broken.id not in {i for i, _, _ in dispatcher.sent}
+
+
+def test_the_sweep_reads_no_finished_job(
+    repo: JobRepository, dispatcher: RecordingDispatcher, clock: FakeClock
+) -> None:
+    # Given 60 finished jobs and 3 due ones
+    for i in range(60):
+        running = claimed(repo, new_job(clock, f"done-{i}"), clock.now)
+        done = transitions.complete(running, result={}, now=clock.now, retention=KEEP)
+        repo.apply(running.id, running.job_type, done)
+    due = [claimed(repo, new_job(clock, f"due-{i}"), clock.now) for i in range(3)]
+    clock.advance(LEASE + timedelta(seconds=1))
+
+    # When the sweep runs, counting the items its queries read
+    scanned: list[int] = []
+
+    def count_items(parsed: dict[str, int], **_: object) -> None:
+        scanned.append(parsed.get("ScannedCount", 0))
+
+    with counting_requests() as requests:
+        client = repo_client()
+        client.meta.events.register("after-call.dynamodb.Query", count_items)
+        try:
+            report = sweep_of(repo, dispatcher, clock).run()
+        finally:
+            client.meta.events.unregister("after-call.dynamodb.Query", count_items)
+
+    # Then it read only what needed attention: the 3 expired leases and the other unclaimed jobs
+    unclaimed = 60 + 3  # every file also has a deduplication job nobody claimed in this test
+    assert sum(scanned) == len(due) + unclaimed
+    assert report.actions["recovered"] == len(due)
+    assert requests.calls["dynamodb:Query"] == len(scanned)
+
+
+def repo_client() -> Any:
+    """The botocore client behind the JobModel: what the repository's requests go through."""
+    return JobModel._get_connection().connection.client
