@@ -32,7 +32,7 @@ unit: install
 test: lint typecheck unit
 
 demo: install
-	$(BIN)/python -m filejobs.demo
+	$(BIN)/python tools/demo.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
