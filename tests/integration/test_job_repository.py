@@ -43,6 +43,12 @@ def job(plan: IngestPlan) -> ProcessingJob:
     return plan.jobs[0]
 
 
+def write(
+    repo: JobRepository, job: ProcessingJob, transition: transitions.Transition
+) -> TransitionResult:
+    return repo.apply(job.id, job.job_type, transition)
+
+
 def applied(result: TransitionResult) -> ProcessingJob:
     assert isinstance(result, Applied), result
     return result.job
@@ -56,9 +62,7 @@ def lost(result: TransitionResult) -> Lost:
 def claim(
     repo: JobRepository, job: ProcessingJob, clock: FakeClock, worker: str = "w1"
 ) -> TransitionResult:
-    return repo.apply(
-        job.id, job.job_type, transitions.claim(now=clock.now, lease=LEASE, worker=worker)
-    )
+    return write(repo, job, transitions.claim(now=clock.now, lease=LEASE, worker=worker))
 
 
 def raw_item(tables: dict[str, str], job_id: str) -> dict[str, Any]:
@@ -110,7 +114,7 @@ def test_a_worker_of_another_type_cannot_claim_the_job(
     repo: JobRepository, job: ProcessingJob, clock: FakeClock
 ) -> None:
     wrong = transitions.claim(now=clock.now, lease=LEASE, worker="w", job_type=JobType.COMPRESSION)
-    assert lost(repo.apply(job.id, job.job_type, wrong)).conflict is Conflict.WRONG_TYPE
+    assert lost(write(repo, job, wrong)).conflict is Conflict.WRONG_TYPE
     assert repo.get(job.id) is not None and repo.get(job.id).status is JobStatus.PENDING  # type: ignore[union-attr]
 
 
@@ -121,9 +125,9 @@ def test_completion_stores_the_result_and_the_attempt(
     clock.advance(timedelta(seconds=3))
 
     done = applied(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.complete(
                 running, result={"sha256": "ab" * 32, "n": 3}, now=clock.now, retention=KEEP
             ),
@@ -143,17 +147,17 @@ def test_cancel_wins_and_the_workers_result_is_discarded(
 ) -> None:
     running = applied(claim(repo, job, clock))
     applied(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.cancel(now=clock.now, by="alice", reason="changed my mind", retention=KEEP),
         )
     )
 
     late = lost(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.complete(running, result={"x": 1}, now=clock.now, retention=KEEP),
         )
     )
@@ -173,27 +177,27 @@ def test_a_worker_that_lost_its_lease_cannot_overwrite_the_new_attempt(
     clock.advance(LEASE + timedelta(seconds=1))
     # When the sweep recovers the job and worker 2 claims and completes attempt 2
     recovered = applied(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.recover_lease(stale, now=clock.now, retry_at=clock.now, retention=KEEP),
         )
     )
     assert recovered.status is JobStatus.SCHEDULED and recovered.retry_count == 1
     fresh = applied(claim(repo, job, clock, "w2"))
     applied(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.complete(fresh, result={"by": "w2"}, now=clock.now, retention=KEEP),
         )
     )
 
     # Then worker 1's late completion loses as a stale attempt and changes nothing
     late = lost(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.complete(stale, result={"by": "w1"}, now=clock.now, retention=KEEP),
         )
     )
@@ -216,9 +220,9 @@ def test_the_database_refuses_a_retry_past_max_retries(
 
     # When it asks to schedule a retry, the condition (retry_count < max_retries) refuses
     result = lost(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.fail(
                 running, error="boom", now=clock.now, retry_at=clock.now, retention=KEEP
             ),
@@ -253,9 +257,9 @@ def test_heartbeat_moves_the_lease_and_the_sweep_check(
     clock.advance(timedelta(minutes=4))
 
     beat = applied(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.heartbeat(running, now=clock.now, lease=LEASE, worker="w1"),
         )
     )
@@ -277,9 +281,9 @@ def test_the_attempt_history_stays_bounded_in_the_table(
     for _ in range(ATTEMPT_HISTORY_LIMIT + 3):
         running = applied(claim(repo, job, clock))
         applied(
-            repo.apply(
-                job.id,
-                job.job_type,
+            write(
+                repo,
+                job,
                 transitions.fail(
                     running,
                     error=f"attempt {running.attempt}",
@@ -301,9 +305,9 @@ def test_an_explicit_retry_reopens_a_failed_job_and_keeps_its_history(
 ) -> None:
     running = applied(claim(repo, job, clock))
     applied(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.fail(
                 running, error="corrupt", now=clock.now, retry_at=None, retention=KEEP
             ),
@@ -311,9 +315,7 @@ def test_an_explicit_retry_reopens_a_failed_job_and_keeps_its_history(
     )
 
     reopened = applied(
-        repo.apply(
-            job.id, job.job_type, transitions.retry(now=clock.now, by="bob", dispatch_grace=LEASE)
-        )
+        write(repo, job, transitions.retry(now=clock.now, by="bob", dispatch_grace=LEASE))
     )
 
     assert reopened.status is JobStatus.PENDING and reopened.expires_at is None
@@ -326,16 +328,16 @@ def test_requeueing_a_due_scheduled_job_wins_once(
 ) -> None:
     running = applied(claim(repo, job, clock))
     applied(
-        repo.apply(
-            job.id,
-            job.job_type,
+        write(
+            repo,
+            job,
             transitions.fail(running, error="x", now=clock.now, retry_at=clock.now, retention=KEEP),
         )
     )
     promote = transitions.requeue_scheduled(now=clock.now, dispatch_grace=LEASE)
 
-    first = repo.apply(job.id, job.job_type, promote)
-    second = repo.apply(job.id, job.job_type, promote)
+    first = write(repo, job, promote)
+    second = write(repo, job, promote)
 
     assert applied(first).status is JobStatus.PENDING
     assert lost(second).conflict is Conflict.CHANGED
@@ -365,16 +367,16 @@ def test_the_sweep_reads_only_jobs_that_need_attention(
     done = transitions.complete(
         current(repo, finished.id), result={}, now=clock.now, retention=KEEP
     )
-    applied(repo.apply(finished.id, finished.job_type, done))
+    applied(write(repo, finished, done))
     in_a_minute = clock.now + timedelta(minutes=1)
     retry = transitions.fail(
         current(repo, due.id), error="x", now=clock.now, retry_at=in_a_minute, retention=KEEP
     )
-    applied(repo.apply(due.id, due.job_type, retry))
+    applied(write(repo, due, retry))
     beat = transitions.heartbeat(
         current(repo, live.id), now=clock.now + timedelta(minutes=5), lease=LEASE, worker="w"
     )
-    applied(repo.apply(live.id, live.job_type, beat))
+    applied(write(repo, live, beat))
 
     # When the sweep looks 6 minutes later
     found = {j.id: j.status for j in repo.due_for_sweep(clock.now + timedelta(minutes=6))}

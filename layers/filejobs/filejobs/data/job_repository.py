@@ -82,7 +82,7 @@ class JobRepository:
             partitions,
         )
         merged = heapq.merge(*streams, key=lambda m: (m.queue_order, m.id))
-        return [self._full(m) for m in itertools.islice(merged, limit)]
+        return self._full(itertools.islice(merged, limit))
 
     def recent_jobs(
         self, tenant: str, *, since: datetime | None = None, limit: int = 100
@@ -103,7 +103,7 @@ class JobRepository:
 
         streams: list[list[JobModel]] = _parallel(shard, keys.tenant_partitions(tenant))
         merged = heapq.merge(*streams, key=lambda m: (m.created_at, m.id), reverse=True)
-        return [self._full(m) for m in itertools.islice(merged, limit)]
+        return self._full(itertools.islice(merged, limit))
 
     def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
         """Active jobs whose sweep check is due: cost grows with them, not with the table."""
@@ -118,11 +118,11 @@ class JobRepository:
         for models in shards:
             yield from (job_from_model(m) for m in models)
 
-    def _full(self, projected: JobModel) -> ProcessingJob:
-        job = self.get(projected.id, consistent=False)
-        if job is None:  # deleted between the index read and this one
-            raise LookupError(projected.id)
-        return job
+    def _full(self, projected: Iterable[JobModel]) -> list[ProcessingJob]:
+        """The whole items behind INCLUDE-projected index entries, in the same order."""
+        jobs = (self.get(entry.id, consistent=False) for entry in projected)
+        # An item deleted between the index read and this one is simply not listed.
+        return [job for job in jobs if job is not None]
 
 
 # --- rendering a transition ----------------------------------------------------------------------
