@@ -43,9 +43,13 @@ class JobRepository:
     # --- transitions ----------------------------------------------------------------------
 
     def apply(self, job_id: str, job_type: JobType, transition: Transition) -> TransitionResult:
-        """Make `transition` on the stored job in one conditional write."""
+        """Make `transition` on the stored job in one conditional write.
+
+        `job_type` derives the index keys written with the status, so the write is also
+        conditioned on it: a caller with the wrong type loses, it cannot corrupt an index key.
+        """
         actions = _actions(job_id, job_type, transition.changes)
-        condition = _condition(transition.guard)
+        condition = _condition(transition.guard) & (_J.job_type == job_type.value)
         connection = _J._get_connection()
         request = connection.get_operation_kwargs(
             job_id,
@@ -61,7 +65,7 @@ class JobRepository:
         except ClientError as error:
             if not _is_condition_failure(error):
                 raise
-            return _lost(transition.guard, _old_item(error))
+            return _lost(transition.guard, _old_item(error), job_type)
         return Applied(job_from_model(_J.from_raw_data(response["Attributes"])))
 
     # --- queries (Query or GetItem only, never Scan) ---------------------------------------
@@ -200,10 +204,12 @@ def _old_item(error: ClientError) -> dict[str, Any] | None:
     return item if isinstance(item, dict) else None
 
 
-def _lost(guard: Guard, old_item: dict[str, Any] | None) -> Lost:
+def _lost(guard: Guard, old_item: dict[str, Any] | None, job_type: JobType) -> Lost:
     if old_item is None:
         return Lost(Conflict.NOT_FOUND, None)
     current = job_from_model(_J.from_raw_data(old_item))
+    if current.job_type is not job_type:
+        return Lost(Conflict.WRONG_TYPE, current)
     # If the old item passes the guard in Python, it changed again between the write and now;
     # the write still lost, and "changed" is the honest reason.
     return Lost(guard.refusal(current) or Conflict.CHANGED, current)

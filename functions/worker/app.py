@@ -1,0 +1,69 @@
+"""A job worker: one function per job type (JOB_TYPE), fed by its type's two queue lanes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from filejobs import runtime
+from filejobs.domain.job import JobType
+from filejobs.domain.messages import JobMessage
+from filejobs.processors.digest import ObjectDigest
+from filejobs.services.worker import Outcome, WorkerService
+
+logger = Logger()
+metrics = Metrics()
+processor = BatchProcessor(event_type=EventType.SQS)
+
+_METRIC = {
+    Outcome.COMPLETED: "JobsCompleted",
+    Outcome.RETRYING: "JobsRetried",
+    Outcome.FAILED: "JobsFailed",
+    Outcome.SKIPPED: "MessagesSkipped",
+    Outcome.ABANDONED: "JobsAbandoned",
+}
+
+
+def job_type() -> JobType:
+    return JobType(os.environ["JOB_TYPE"])
+
+
+def record_handler(record: SQSRecord) -> None:
+    # A malformed message raises here: it fails alone and, after maxReceiveCount, rests in the DLQ.
+    message = JobMessage.parse(record.body)
+    logger.append_keys(job_id=message.job_id, job_type=message.job_type.value)
+    settings = runtime.settings()
+    service = WorkerService(
+        runtime.jobs(),
+        runtime.dispatcher(),
+        ObjectDigest(runtime.s3()),
+        job_type(),
+        lease=settings.lease,
+        retention=settings.retention,
+        worker_id=runtime.worker_id(record.message_id),
+    )
+    result = service.handle(message)
+    if result.job is not None:
+        logger.append_keys(file_id=result.job.file_id, attempt=result.job.attempt)
+    logger.info("job handled", outcome=result.outcome.value, detail=result.detail)
+    metrics.add_dimension(name="job_type", value=job_type().value)
+    metrics.add_metric(name=_METRIC[result.outcome], unit=MetricUnit.Count, value=1)
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -1,0 +1,50 @@
+"""S3 event notifications, as they arrive in the ingest queue's message bodies."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import unquote_plus
+
+from aws_lambda_powertools.utilities.data_classes import S3Event
+
+from filejobs.domain.ingest import ObjectCreated
+from filejobs.domain.messages import MalformedMessageError
+
+
+def object_created_records(body: str) -> list[ObjectCreated]:
+    """The ObjectCreated records of one S3 notification; [] for a test event or other kinds.
+
+    Raises MalformedMessageError for anything that is not an S3 notification.
+    """
+    try:
+        data: Any = json.loads(body)
+    except (TypeError, ValueError) as error:
+        raise MalformedMessageError(f"S3 notification is not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise MalformedMessageError("S3 notification must be a JSON object")
+    if data.get("Event") == "s3:TestEvent":
+        return []  # sent once when the notification is configured
+    if not isinstance(data.get("Records"), list):
+        raise MalformedMessageError("S3 notification has no Records list")
+    try:
+        return [_object_created(r) for r in S3Event(data).records if _is_created(r.event_name)]
+    except (KeyError, TypeError, ValueError) as error:
+        raise MalformedMessageError(f"S3 record is incomplete: {error!r}") from None
+
+
+def _is_created(event_name: str) -> bool:
+    return event_name.startswith("ObjectCreated:")
+
+
+def _object_created(record: Any) -> ObjectCreated:
+    s3_object = record.s3.get_object
+    return ObjectCreated(
+        bucket=record.s3.bucket.name,
+        # Keys arrive URL-encoded (space as '+'); Powertools decodes only S3Event.object_key.
+        key=unquote_plus(s3_object.key),
+        size=s3_object.size,
+        etag=s3_object.etag,
+        version_id=s3_object.version_id,
+        sequencer=s3_object.get("sequencer"),
+    )

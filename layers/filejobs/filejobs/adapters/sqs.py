@@ -1,0 +1,61 @@
+"""Job queues on SQS: one queue per job type and lane, messages delayed for short retries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from filejobs.domain.job import JobType, ProcessingJob
+from filejobs.domain.messages import JobMessage, Lane, lane_of
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+# SQS holds a message back for at most 15 minutes; longer retries wait for the sweep.
+MAX_DELAY = timedelta(minutes=15)
+_BATCH = 10  # SendMessageBatch takes at most 10 entries
+
+
+class SqsDispatcher:
+    def __init__(self, client: SQSClient, queue_urls: Mapping[tuple[JobType, Lane], str]) -> None:
+        self._client = client
+        self._queue_urls = queue_urls
+
+    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
+        seconds = int(min(max(delay, timedelta(0)), MAX_DELAY).total_seconds())
+        self._client.send_message(
+            QueueUrl=self._queue_url(job),
+            MessageBody=JobMessage.for_job(job).to_json(),
+            DelaySeconds=seconds,
+        )
+
+    def dispatch_all(self, jobs: Iterable[ProcessingJob]) -> None:
+        """Send new jobs' messages, batched per queue (a file's jobs go to different queues)."""
+        by_queue: dict[str, list[ProcessingJob]] = {}
+        for job in jobs:
+            by_queue.setdefault(self._queue_url(job), []).append(job)
+        for url, queued in by_queue.items():
+            for start in range(0, len(queued), _BATCH):
+                self._send_batch(url, queued[start : start + _BATCH])
+
+    def _send_batch(self, url: str, jobs: list[ProcessingJob]) -> None:
+        entries = [
+            {"Id": str(n), "MessageBody": JobMessage.for_job(job).to_json()}
+            for n, job in enumerate(jobs)
+        ]
+        response = self._client.send_message_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
+        failed = response.get("Failed", [])
+        if failed:
+            # Not raised as lost: the jobs are recorded and the sweep re-dispatches them.
+            reasons = "; ".join(f"{f['Id']}: {f.get('Message', f['Code'])}" for f in failed)
+            raise RuntimeError(f"SQS refused {len(failed)} job message(s): {reasons}")
+
+    def _queue_url(self, job: ProcessingJob) -> str:
+        lane = lane_of(job)
+        url = self._queue_urls.get((job.job_type, lane)) or self._queue_urls.get(
+            (job.job_type, Lane.NORMAL)
+        )
+        if url is None:
+            raise LookupError(f"no queue configured for {job.job_type.value} ({lane.value})")
+        return url

@@ -1,0 +1,55 @@
+"""Settings of a deployed function, read from its environment (set by template.yaml)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from filejobs.domain.job import JobType
+from filejobs.domain.messages import Lane
+
+
+class ConfigurationError(RuntimeError):
+    """The function's environment lacks something template.yaml should have set."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    jobs_table: str
+    files_table: str
+    lease: timedelta
+    retention: timedelta
+    queue_urls: Mapping[tuple[JobType, Lane], str]
+    outputs_bucket: str | None = None
+    endpoint_url: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
+        return cls(
+            jobs_table=_required(env, "JOBS_TABLE_NAME"),
+            files_table=_required(env, "FILES_TABLE_NAME"),
+            lease=timedelta(seconds=int(env.get("LEASE_SECONDS", "300"))),
+            retention=timedelta(days=int(env.get("RETENTION_DAYS", "30"))),
+            queue_urls={
+                (job_type, lane): url
+                for job_type in JobType
+                for lane in Lane
+                if (url := env.get(queue_url_variable(job_type, lane)))
+            },
+            outputs_bucket=env.get("OUTPUTS_BUCKET"),
+            endpoint_url=env.get("AWS_ENDPOINT_URL"),
+        )
+
+
+def queue_url_variable(job_type: JobType, lane: Lane) -> str:
+    suffix = "_HIGH" if lane is Lane.HIGH else ""
+    return f"QUEUE_URL_{job_type.value.upper()}{suffix}"
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name)
+    if not value:
+        raise ConfigurationError(f"environment variable {name} is not set")
+    return value

@@ -1,0 +1,68 @@
+"""The message a job queue carries: just enough to claim the job, nothing to trust blindly.
+
+Everything else (the object's location, the attempt number) comes back from the claim, so a
+forged or stale message can at worst make a worker try a claim that the database refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from filejobs.domain.job import JobType, ProcessingJob
+
+# Jobs at or above this priority travel in their type's high-priority lane: they start before
+# a backlog of normal jobs queued earlier.
+HIGH_PRIORITY = 1
+
+
+class Lane(StrEnum):
+    NORMAL = "normal"
+    HIGH = "high"
+
+
+class MalformedMessageError(ValueError):
+    """A queue message that is not a job message; it fails alone and ends in the DLQ."""
+
+
+@dataclass(frozen=True)
+class JobMessage:
+    job_id: str
+    job_type: JobType
+
+    @classmethod
+    def for_job(cls, job: ProcessingJob) -> JobMessage:
+        return cls(job.id, job.job_type)
+
+    def to_json(self) -> str:
+        return json.dumps({"job_id": self.job_id, "job_type": self.job_type.value})
+
+    @classmethod
+    def parse(cls, body: str) -> JobMessage:
+        try:
+            data: Any = json.loads(body)
+        except (TypeError, ValueError) as error:
+            raise MalformedMessageError(f"job message is not JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise MalformedMessageError("job message must be a JSON object")
+        job_id, job_type = data.get("job_id"), data.get("job_type")
+        if not isinstance(job_id, str) or not _is_uuid(job_id):
+            raise MalformedMessageError(f"job_id must be a UUID, got {job_id!r}")
+        if job_type not in {t.value for t in JobType}:
+            raise MalformedMessageError(f"unknown job_type {job_type!r}")
+        return cls(job_id, JobType(job_type))
+
+
+def lane_of(job: ProcessingJob) -> Lane:
+    return Lane.HIGH if job.priority >= HIGH_PRIORITY else Lane.NORMAL
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True

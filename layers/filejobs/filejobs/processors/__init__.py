@@ -1,0 +1,1 @@
+"""Processors turn an object's bytes into a job's result."""

@@ -1,0 +1,180 @@
+"""The worker use case: run one job message to a recorded outcome.
+
+claim (one conditional write, returns the job) -> process while a lease keeper heartbeats ->
+complete, or fail (scheduled for a retry with backoff, or failed for good). A message for a job
+that is taken, finished or cancelled is acknowledged without work: SQS redelivers, and the
+claim's condition is what makes that harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from filejobs.data.job_repository import JobRepository
+from filejobs.domain import transitions
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.messages import JobMessage
+from filejobs.domain.outcome import Applied, Lost
+from filejobs.domain.retry import ErrorKind, RetryPolicy, classify
+from filejobs.domain.time import utcnow
+from filejobs.processors.base import Processor, StopRequested
+from filejobs.services.sweep import MAX_DISPATCH_DELAY, Dispatcher
+
+logger = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    COMPLETED = "completed"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # claim lost: someone else has it, or it is over
+    ABANDONED = "abandoned"  # cancelled or taken over while running: result discarded
+
+
+@dataclass(frozen=True)
+class WorkResult:
+    outcome: Outcome
+    job: ProcessingJob | None
+    detail: str = ""
+
+
+class WorkerService:
+    def __init__(
+        self,
+        jobs: JobRepository,
+        dispatcher: Dispatcher,
+        processor: Processor,
+        job_type: JobType,
+        *,
+        lease: timedelta,
+        retention: timedelta,
+        worker_id: str,
+        retry_policy: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen dataclass: immutable)
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._jobs = jobs
+        self._dispatcher = dispatcher
+        self._processor = processor
+        self._job_type = job_type
+        self._lease = lease
+        self._retention = retention
+        self._worker = worker_id
+        self._retry = retry_policy
+        self._clock = clock
+
+    def handle(self, message: JobMessage) -> WorkResult:
+        if message.job_type is not self._job_type:
+            return WorkResult(Outcome.SKIPPED, None, "wrong_type")
+        claim = transitions.claim(now=self._clock(), lease=self._lease, worker=self._worker)
+        # The worker's own type, not the message's, derives the index keys it writes.
+        claimed = self._jobs.apply(message.job_id, self._job_type, claim)
+        if isinstance(claimed, Lost):
+            return WorkResult(Outcome.SKIPPED, claimed.current, str(claimed.conflict))
+        job = claimed.job
+        keeper = LeaseKeeper(self._jobs, job, self._lease, self._worker, self._clock)
+        with keeper:
+            try:
+                result = self._processor(job, keeper.should_stop)
+            except StopRequested:
+                return WorkResult(Outcome.ABANDONED, job, keeper.reason)
+            except Exception as error:  # every failure is recorded on the job
+                return self._fail(job, error)
+        return self._complete(job, result)
+
+    def _complete(self, job: ProcessingJob, result: dict[str, Any]) -> WorkResult:
+        done = transitions.complete(
+            job, result=result, now=self._clock(), retention=self._retention, worker=self._worker
+        )
+        written = self._jobs.apply(job.id, job.job_type, done)
+        if isinstance(written, Lost):
+            return WorkResult(Outcome.ABANDONED, written.current, str(written.conflict))
+        return WorkResult(Outcome.COMPLETED, written.job)
+
+    def _fail(self, job: ProcessingJob, error: Exception) -> WorkResult:
+        now = self._clock()
+        if classify(error) is ErrorKind.TRANSIENT:
+            logger.warning("job %s attempt %s failed: %s", job.id, job.attempt, error)
+        retry_at = self._retry.retry_at(job, error, now)
+        failure = transitions.fail(
+            job,
+            error=_describe(error),
+            now=now,
+            retry_at=retry_at,
+            retention=self._retention,
+            worker=self._worker,
+        )
+        written = self._jobs.apply(job.id, job.job_type, failure)
+        if isinstance(written, Lost):
+            return WorkResult(Outcome.ABANDONED, written.current, str(written.conflict))
+        stored = written.job
+        if stored.status is JobStatus.SCHEDULED and stored.scheduled_at is not None:
+            delay = stored.scheduled_at - now
+            if delay <= MAX_DISPATCH_DELAY:
+                # A short retry does not wait for the sweep; the sweep is the safety net.
+                self._dispatcher.dispatch(stored, delay)
+            return WorkResult(Outcome.RETRYING, stored, stored.error_message or "")
+        return WorkResult(Outcome.FAILED, stored, stored.error_message or "")
+
+
+class LeaseKeeper:
+    """Heartbeats a running job from a background thread, every third of its lease.
+
+    If a heartbeat loses (the job was cancelled, or the sweep gave it to another worker),
+    `should_stop()` turns true so the processor can stop early; its result would be refused
+    anyway by the completion's condition.
+    """
+
+    def __init__(
+        self,
+        jobs: JobRepository,
+        job: ProcessingJob,
+        lease: timedelta,
+        worker: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._jobs, self._job, self._lease = jobs, job, lease
+        self._worker, self._clock = worker, clock
+        self._done = threading.Event()
+        self._stop = threading.Event()
+        self.reason = ""
+        self._thread = threading.Thread(target=self._run, name=f"lease-{job.id}", daemon=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+    def should_stop(self) -> bool:
+        return self._stop.is_set()
+
+    def _run(self) -> None:
+        interval = max(self._lease.total_seconds() / 3, 0.05)
+        while not self._done.wait(interval):
+            beat = transitions.heartbeat(
+                self._job, now=self._clock(), lease=self._lease, worker=self._worker
+            )
+            try:
+                result = self._jobs.apply(self._job.id, self._job.job_type, beat)
+            except Exception:  # a missed beat is retried: the lease has slack
+                logger.exception("heartbeat of job %s failed", self._job.id)
+                continue
+            if isinstance(result, Applied):
+                continue
+            self.reason = str(result.conflict)
+            self._stop.set()
+            return
+
+
+def _describe(error: Exception) -> str:
+    kind = type(error).__name__
+    text = str(error).strip()
+    return f"{kind}: {text}" if text else kind

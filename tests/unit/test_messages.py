@@ -1,0 +1,84 @@
+"""Job messages and S3 notifications: what is accepted, and how the rest is refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from filejobs.adapters.s3_events import object_created_records
+from filejobs.domain.job import JobType
+from filejobs.domain.messages import JobMessage, MalformedMessageError
+
+JOB_ID = "5368c92a-dbb6-510d-b34e-246abad353a0"
+
+
+def test_a_job_message_round_trips() -> None:
+    message = JobMessage(JOB_ID, JobType.VIRUS_SCAN)
+    assert JobMessage.parse(message.to_json()) == message
+
+
+@pytest.mark.parametrize(
+    ("body", "complaint"),
+    [
+        ("not json", "not JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"job_type": "virus_scan"}', "job_id must be a UUID"),
+        ('{"job_id": "../../etc", "job_type": "virus_scan"}', "job_id must be a UUID"),
+        (json.dumps({"job_id": JOB_ID, "job_type": "mining"}), "unknown job_type"),
+    ],
+)
+def test_malformed_job_messages_are_refused_with_a_reason(body: str, complaint: str) -> None:
+    with pytest.raises(MalformedMessageError, match=complaint):
+        JobMessage.parse(body)
+
+
+def s3_notification(key: str, event: str = "ObjectCreated:Put") -> str:
+    return json.dumps(
+        {
+            "Records": [
+                {
+                    "eventName": event,
+                    "s3": {
+                        "bucket": {"name": "uploads"},
+                        "object": {
+                            "key": key,
+                            "size": 12,
+                            "eTag": "abc",
+                            "versionId": "v1",
+                            "sequencer": "0A1B",
+                        },
+                    },
+                }
+            ]
+        }
+    )
+
+
+def test_object_created_keys_are_url_decoded() -> None:
+    [record] = object_created_records(s3_notification("uploads/acme/Annual+report%2C+2026.pdf"))
+    assert record.key == "uploads/acme/Annual report, 2026.pdf"
+    assert (record.bucket, record.size, record.version_id, record.sequencer) == (
+        "uploads",
+        12,
+        "v1",
+        "0A1B",
+    )
+
+
+def test_the_s3_test_event_is_acknowledged_with_no_records() -> None:
+    body = json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "uploads"})
+    assert object_created_records(body) == []
+
+
+def test_other_s3_events_are_ignored() -> None:
+    assert object_created_records(s3_notification("uploads/a/b", "ObjectRemoved:Delete")) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["", "{}", '{"Records": "nope"}', '{"Records": [{"eventName": "ObjectCreated:Put"}]}'],
+)
+def test_malformed_s3_notifications_are_refused(body: str) -> None:
+    with pytest.raises(MalformedMessageError):
+        object_created_records(body)
