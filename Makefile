@@ -5,7 +5,11 @@ BIN := $(VENV)/bin
 # Python 3.13: the pyenv build where there is one, else any python3.13 on PATH (resolved to a real path).
 PYTHON313 := $(shell PYENV_VERSION=3.13.0 python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null || python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null)
 
-.PHONY: install test lint typecheck unit demo clean
+# aws-sam-cli pins versions that clash with the project's: it gets a tool venv of its own.
+SAM_VENV := .tools/sam
+SAM := $(SAM_VENV)/bin/sam
+
+.PHONY: install test lint typecheck unit template demo clean
 
 $(BIN)/python:
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)" >&2; exit 1; }
@@ -29,10 +33,24 @@ typecheck: install
 unit: install
 	$(BIN)/pytest
 
-test: lint typecheck unit
+$(SAM):
+	$(PYTHON313) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli
+
+# sam validate --lint, then a container-free sam build (a real python3.13 first on PATH) into a
+# scratch folder, so the working tree gets no .aws-sam.
+template: install $(SAM)
+	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint --region us-east-1
+	build_dir=$$(mktemp -d) && trap 'rm -rf "$$build_dir"' EXIT && \
+	  PATH="$(CURDIR)/$(BIN):$$PATH" SAM_CLI_TELEMETRY=0 \
+	  $(SAM) build --region us-east-1 --build-dir "$$build_dir" --cache-dir "$$build_dir/cache" > "$$build_dir.log" 2>&1 \
+	  || { cat "$$build_dir.log"; exit 1; }; echo "sam build: ok"
+
+test: lint typecheck template unit
 
 demo: install
 	$(BIN)/python tools/demo.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .tools .mypy_cache .pytest_cache .ruff_cache .hypothesis .aws-sam

@@ -11,9 +11,10 @@ from aws_lambda_powertools.event_handler.exceptions import BadRequestError, NotF
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs import runtime
+from filejobs.observability import SERVICE
 from filejobs.views import job_view
 
-logger = Logger()
+logger = Logger(service=SERVICE)
 app = APIGatewayRestResolver()
 
 

@@ -21,11 +21,13 @@ from filejobs.adapters.s3_events import object_created_records
 from filejobs.data.file_repository import AlreadyIngested
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
 from filejobs.domain.job import JobStatus
+from filejobs.observability import METRICS_NAMESPACE, SERVICE
 from filejobs.services.ingest import IngestService
 
-logger = Logger()
-metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+# A batch whose every record failed is reported item by item, like any other: no function error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def ingest_one(created: ObjectCreated) -> None:
@@ -43,6 +45,7 @@ def ingest_one(created: ObjectCreated) -> None:
         pending = runtime.jobs().jobs_of_file(result.file_id, JobStatus.PENDING)
         runtime.dispatcher().dispatch_all(pending)
         logger.info("duplicate delivery", file_id=result.file_id, redispatched=len(pending))
+        metrics.add_metric(name="DuplicateDeliveries", unit=MetricUnit.Count, value=1)
         return
     runtime.dispatcher().dispatch_all(result.plan.jobs)
     logger.info(

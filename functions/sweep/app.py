@@ -9,10 +9,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs import runtime
+from filejobs.observability import METRICS_NAMESPACE, SERVICE
 from filejobs.services.sweep import SweepService
 
-logger = Logger()
-metrics = Metrics()
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 
 
 @logger.inject_lambda_context

@@ -19,12 +19,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from filejobs import runtime
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
+from filejobs.observability import METRICS_NAMESPACE, SERVICE
 from filejobs.processors.digest import ObjectDigest
 from filejobs.services.worker import Outcome, WorkerService
 
-logger = Logger()
-metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+# A batch whose every record failed is reported item by item, like any other: no function error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 _METRIC = {
     Outcome.COMPLETED: "JobsCompleted",

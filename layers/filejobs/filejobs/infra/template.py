@@ -1,18 +1,31 @@
 """Read template.yaml and create its resources elsewhere (moto, the local stack).
 
-The template is the single source of truth: tests and the local stack build their tables from
-it, so a key or index changed there is changed everywhere.
+The template is the single source of truth: tests and the local stack build their tables, queues
+and buckets from it, so a key, an index, a timeout or a redrive policy changed there is changed
+everywhere.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import (
+        CreateBucketConfigurationTypeDef,
+        NotificationConfigurationTypeDef,
+        QueueConfigurationTypeDef,
+        ServerSideEncryptionRuleTypeDef,
+    )
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
 
 # Properties of AWS::DynamoDB::Table that CreateTable takes as they are.
 _CREATE_TABLE_KEYS = (
@@ -107,3 +120,305 @@ def create_tables(
                 TableName=name,
                 TimeToLiveSpecification={"AttributeName": ttl, "Enabled": True},
             )
+
+
+# ---------------------------------------------------------------------------------------------
+# Queues
+
+# Properties of AWS::SQS::Queue that CreateQueue takes as attributes (as strings).
+_QUEUE_ATTRIBUTE_KEYS = (
+    "DelaySeconds",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "ReceiveMessageWaitTimeSeconds",
+    "VisibilityTimeout",
+    "SqsManagedSseEnabled",
+)
+
+
+def _getatt(value: Any) -> tuple[str, str] | None:
+    """(logical id, attribute) of `!GetAtt X.Attr` or `Fn::GetAtt: [X, Attr]`, else None."""
+    if not isinstance(value, dict) or set(value) != {"Fn::GetAtt"}:
+        return None
+    target = value["Fn::GetAtt"]
+    if isinstance(target, str):
+        logical_id, _, attribute = target.partition(".")
+        return logical_id, attribute
+    if isinstance(target, list) and len(target) == 2:
+        return str(target[0]), str(target[1])
+    return None
+
+
+def _resolve_arn(value: Any, arns: Mapping[str, str], what: str) -> Any:
+    """An ARN for `!GetAtt X.Arn` when `arns` knows X; a literal ARN as it is; else `value`."""
+    target = _getatt(value)
+    if target is None:
+        return value
+    logical_id, attribute = target
+    if attribute != "Arn":
+        raise ValueError(f"{what}: expected !GetAtt {logical_id}.Arn, got .{attribute}")
+    return arns.get(logical_id, value)
+
+
+def _attribute_string(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _redrive_policy(properties: dict[str, Any]) -> dict[str, Any] | None:
+    policy = properties.get("RedrivePolicy")
+    if policy is None:
+        return None
+    parsed: dict[str, Any] = json.loads(policy) if isinstance(policy, str) else dict(policy)
+    return parsed
+
+
+def dead_letter_queues(template: dict[str, Any]) -> dict[str, str]:
+    """Logical id of each queue with a redrive policy -> logical id of its dead-letter queue."""
+    result: dict[str, str] = {}
+    for logical_id, resource in resources_of_type(template, "AWS::SQS::Queue").items():
+        policy = _redrive_policy(resource.get("Properties", {}))
+        if policy is None:
+            continue
+        target = _getatt(policy.get("deadLetterTargetArn"))
+        if target is None:
+            raise ValueError(f"{logical_id}: deadLetterTargetArn must be !GetAtt <queue>.Arn")
+        result[logical_id] = target[0]
+    return result
+
+
+def _queue_attributes(properties: dict[str, Any], queue_arns: Mapping[str, str]) -> dict[str, str]:
+    attributes = {
+        key: _attribute_string(properties[key])
+        for key in _QUEUE_ATTRIBUTE_KEYS
+        if key in properties
+    }
+    policy = _redrive_policy(properties)
+    if policy is not None:
+        policy["deadLetterTargetArn"] = _resolve_arn(
+            policy.get("deadLetterTargetArn"), queue_arns, "RedrivePolicy"
+        )
+        attributes["RedrivePolicy"] = json.dumps(policy, sort_keys=True)
+    return attributes
+
+
+def queue_definitions(
+    template: dict[str, Any], queue_arns: Mapping[str, str] | None = None
+) -> dict[str, dict[str, str]]:
+    """CreateQueue `Attributes` (all strings) per logical id of each SQS queue.
+
+    A RedrivePolicy's `deadLetterTargetArn: !GetAtt X.Arn` becomes `queue_arns[X]`; without that
+    ARN it stays the intrinsic (JSON-encoded), which is how `create_queues` knows to create X first.
+    """
+    arns = queue_arns or {}
+    return {
+        logical_id: _queue_attributes(resource.get("Properties", {}), arns)
+        for logical_id, resource in resources_of_type(template, "AWS::SQS::Queue").items()
+    }
+
+
+def queue_arns(sqs_client: SQSClient, queue_urls: Mapping[str, str]) -> dict[str, str]:
+    """The ARN of each queue in `queue_urls` (logical id -> URL), by logical id."""
+    result: dict[str, str] = {}
+    for logical_id, url in queue_urls.items():
+        attributes = sqs_client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        result[logical_id] = attributes["Attributes"]["QueueArn"]
+    return result
+
+
+def create_queues(
+    sqs_client: SQSClient,
+    names: Mapping[str, str],
+    template: dict[str, Any] | None = None,
+) -> dict[str, str]:
+    """Create each queue of the template named in `names` (logical id -> queue name).
+
+    Dead-letter queues are created before the queues that redrive to them, so every RedrivePolicy
+    names a real ARN. Returns the URL of each created queue, by logical id.
+    """
+    template = template or load_template()
+    queues = resources_of_type(template, "AWS::SQS::Queue")
+    unknown = sorted(set(names) - set(queues))
+    if unknown:
+        raise ValueError(f"not SQS queues of the template: {unknown}")
+    redrives_to = dead_letter_queues(template)
+    urls: dict[str, str] = {}
+    arns: dict[str, str] = {}
+
+    def create(logical_id: str, chain: tuple[str, ...]) -> None:
+        if logical_id in urls:
+            return
+        if logical_id in chain:
+            raise ValueError(f"redrive cycle: {' -> '.join((*chain, logical_id))}")
+        dead_letter_queue = redrives_to.get(logical_id)
+        if dead_letter_queue is not None:
+            if dead_letter_queue not in names:
+                raise ValueError(f"{logical_id} redrives to {dead_letter_queue}: name it too")
+            create(dead_letter_queue, (*chain, logical_id))
+        attributes = _queue_attributes(queues[logical_id].get("Properties", {}), arns)
+        url = sqs_client.create_queue(
+            QueueName=names[logical_id],
+            Attributes=cast("dict[QueueAttributeNameType, str]", attributes),
+        )
+        urls[logical_id] = url["QueueUrl"]
+        arns.update(queue_arns(sqs_client, {logical_id: urls[logical_id]}))
+
+    for logical_id in names:
+        create(logical_id, ())
+    return urls
+
+
+# ---------------------------------------------------------------------------------------------
+# Buckets
+
+
+def _queue_notifications(
+    logical_id: str, configuration: dict[str, Any], queue_arns: Mapping[str, str]
+) -> NotificationConfigurationTypeDef:
+    unsupported = sorted(set(configuration) - {"QueueConfigurations"})
+    if unsupported:
+        raise NotImplementedError(f"{logical_id}: only QueueConfigurations, not {unsupported}")
+    queues: list[QueueConfigurationTypeDef] = []
+    for entry in configuration.get("QueueConfigurations", []):
+        arn = _resolve_arn(entry["Queue"], queue_arns, f"{logical_id} notification")
+        if not isinstance(arn, str):
+            raise ValueError(f"{logical_id}: no ARN given for notification queue {entry['Queue']}")
+        queue: QueueConfigurationTypeDef = {"QueueArn": arn, "Events": [entry["Event"]]}
+        rules = entry.get("Filter", {}).get("S3Key", {}).get("Rules", [])
+        if rules:
+            queue["Filter"] = {
+                "Key": {"FilterRules": [{"Name": r["Name"], "Value": r["Value"]} for r in rules]}
+            }
+        queues.append(queue)
+    return {"QueueConfigurations": queues}
+
+
+def _encryption_rule(rule: dict[str, Any]) -> ServerSideEncryptionRuleTypeDef:
+    """CloudFormation says ServerSideEncryptionByDefault where PutBucketEncryption says Apply..."""
+    api_rule: ServerSideEncryptionRuleTypeDef = {}
+    if "ServerSideEncryptionByDefault" in rule:
+        api_rule["ApplyServerSideEncryptionByDefault"] = rule["ServerSideEncryptionByDefault"]
+    if "BucketKeyEnabled" in rule:
+        api_rule["BucketKeyEnabled"] = rule["BucketKeyEnabled"]
+    return api_rule
+
+
+def create_buckets(
+    s3_client: S3Client,
+    names: Mapping[str, str],
+    queue_arns: Mapping[str, str],
+    template: dict[str, Any] | None = None,
+) -> None:
+    """Create each bucket of the template named in `names` (logical id -> bucket name).
+
+    Applies the bucket's ownership controls, public access block, default encryption, versioning
+    and its QueueConfigurations notifications, with `!GetAtt Q.Arn` resolved through `queue_arns`
+    (logical id -> ARN). Bucket policies, logging and lifecycle rules are not applied. moto sends
+    an `s3:TestEvent` to each notified queue as the notification is saved, as S3 does.
+    """
+    template = template or load_template()
+    buckets = resources_of_type(template, "AWS::S3::Bucket")
+    unknown = sorted(set(names) - set(buckets))
+    if unknown:
+        raise ValueError(f"not S3 buckets of the template: {unknown}")
+    region = s3_client.meta.region_name
+    for logical_id, name in names.items():
+        properties: dict[str, Any] = buckets[logical_id].get("Properties", {})
+        if region == "us-east-1":
+            s3_client.create_bucket(Bucket=name)
+        else:
+            location = cast("CreateBucketConfigurationTypeDef", {"LocationConstraint": region})
+            s3_client.create_bucket(Bucket=name, CreateBucketConfiguration=location)
+        if "OwnershipControls" in properties:
+            s3_client.put_bucket_ownership_controls(
+                Bucket=name, OwnershipControls=properties["OwnershipControls"]
+            )
+        if "PublicAccessBlockConfiguration" in properties:
+            s3_client.put_public_access_block(
+                Bucket=name,
+                PublicAccessBlockConfiguration=properties["PublicAccessBlockConfiguration"],
+            )
+        if "BucketEncryption" in properties:
+            rules = properties["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+            s3_client.put_bucket_encryption(
+                Bucket=name,
+                ServerSideEncryptionConfiguration={"Rules": [_encryption_rule(r) for r in rules]},
+            )
+        if "VersioningConfiguration" in properties:
+            status = properties["VersioningConfiguration"]["Status"]
+            s3_client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": status})
+        if "NotificationConfiguration" in properties:
+            s3_client.put_bucket_notification_configuration(
+                Bucket=name,
+                NotificationConfiguration=_queue_notifications(
+                    logical_id, properties["NotificationConfiguration"], queue_arns
+                ),
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# Functions
+
+# What Lambda (and so SAM) uses when neither the function nor Globals says.
+_DEFAULT_TIMEOUT = 3
+_DEFAULT_MEMORY = 128
+_DEFAULT_EPHEMERAL_STORAGE = 512
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """An AWS::Serverless::Function with the template's Globals.Function applied.
+
+    `environment` values that are intrinsics (`!Ref JobsTable`) stay as the intrinsic dict
+    (`{"Ref": "JobsTable"}`): whoever runs the function resolves them. `events` holds
+    (event type, properties) in template order.
+    """
+
+    code_uri: str
+    handler: str
+    environment: dict[str, Any]
+    timeout: int
+    memory: int
+    events: list[tuple[str, dict[str, Any]]]
+    ephemeral_storage: int = _DEFAULT_EPHEMERAL_STORAGE
+    reserved_concurrency: int | None = None
+    policies: list[Any] = field(default_factory=list)
+
+
+def function_definitions(template: dict[str, Any]) -> dict[str, FunctionSpec]:
+    """A FunctionSpec per logical id of each AWS::Serverless::Function."""
+    defaults: dict[str, Any] = template.get("Globals", {}).get("Function", {})
+    functions = resources_of_type(template, "AWS::Serverless::Function")
+    return {
+        logical_id: _function_spec(defaults, resource.get("Properties", {}))
+        for logical_id, resource in functions.items()
+    }
+
+
+def _function_spec(defaults: dict[str, Any], properties: dict[str, Any]) -> FunctionSpec:
+    def setting(key: str, default: Any = None) -> Any:
+        # SAM Globals: a scalar set on the function replaces the global one.
+        return properties.get(key, defaults.get(key, default))
+
+    environment = {
+        **defaults.get("Environment", {}).get("Variables", {}),
+        **properties.get("Environment", {}).get("Variables", {}),
+    }
+    events = [
+        (event["Type"], dict(event.get("Properties", {})))
+        for event in properties.get("Events", {}).values()
+    ]
+    storage = setting("EphemeralStorage", {}).get("Size", _DEFAULT_EPHEMERAL_STORAGE)
+    reserved = properties.get("ReservedConcurrentExecutions")
+    return FunctionSpec(
+        code_uri=str(setting("CodeUri")),
+        handler=str(setting("Handler")),
+        environment=environment,
+        timeout=int(setting("Timeout", _DEFAULT_TIMEOUT)),
+        memory=int(setting("MemorySize", _DEFAULT_MEMORY)),
+        events=events,
+        ephemeral_storage=int(storage),
+        reserved_concurrency=None if reserved is None else int(reserved),
+        policies=list(properties.get("Policies", [])),
+    )

@@ -1,0 +1,314 @@
+"""The Lambda handlers, fed real S3 notifications, job messages and every events/ file, against
+moto resources built from template.yaml (tables, queues with their redrive, buckets with their
+notifications)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import unquote_plus
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from mypy_boto3_s3 import S3Client
+from mypy_boto3_sqs import SQSClient
+
+from filejobs import runtime
+from filejobs.data.file_repository import FileRepository
+from filejobs.data.job_repository import JobRepository
+from filejobs.domain.job import JobStatus, JobType
+from filejobs.infra.template import (
+    create_buckets,
+    create_queues,
+    create_tables,
+    function_definitions,
+    load_template,
+    queue_arns,
+    resources_of_type,
+)
+from functions.api import app as api
+from functions.ingest import app as ingest
+from functions.sweep import app as sweep
+from functions.worker import app as worker
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+TEMPLATE = load_template()
+
+
+@dataclass
+class _Context:
+    function_name: str = "test-function"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
+    aws_request_id: str = "52fdfc07-2182-454f-963f-5f0f9a621d72"
+
+
+def FakeContext() -> LambdaContext:  # noqa: N802 (reads as the class it stands for)
+    """What the handlers read of Lambda's context object."""
+    return cast(LambdaContext, _Context())
+
+
+@dataclass
+class Stack:
+    names: dict[str, str]  # logical id -> physical name (or URL for queues)
+    s3: S3Client
+    sqs: SQSClient
+
+    @property
+    def uploads(self) -> str:
+        return self.names["UploadsBucket"]
+
+    def queue(self, logical_id: str) -> str:
+        return self.names[logical_id]
+
+
+def _resolve(value: Any, refs: dict[str, str], parameters: dict[str, Any]) -> str:
+    """An environment value of the template: a literal, or a Ref to a resource or parameter."""
+    if isinstance(value, dict) and "Ref" in value:
+        name = value["Ref"]
+        return str(refs[name] if name in refs else parameters[name]["Default"])
+    return str(value)
+
+
+@pytest.fixture
+def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+    suffix = uuid.uuid4().hex[:8]
+    s3, sqs = boto3.client("s3"), boto3.client("sqs")
+    tables = {lid: f"{lid}-{suffix}" for lid in resources_of_type(TEMPLATE, "AWS::DynamoDB::Table")}
+    create_tables(boto3.client("dynamodb"), tables, TEMPLATE)
+    queue_names = {lid: f"{lid}-{suffix}" for lid in resources_of_type(TEMPLATE, "AWS::SQS::Queue")}
+    urls = create_queues(sqs, queue_names, TEMPLATE)
+    buckets = {
+        lid: f"{lid.lower()}-{suffix}" for lid in resources_of_type(TEMPLATE, "AWS::S3::Bucket")
+    }
+    create_buckets(s3, buckets, queue_arns(sqs, urls), TEMPLATE)
+    refs = {**tables, **urls, **buckets}
+    environment = function_definitions(TEMPLATE)["IngestFunction"].environment
+    for name, value in environment.items():
+        monkeypatch.setenv(name, _resolve(value, refs, TEMPLATE.get("Parameters", {})))
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
+    runtime.reset()
+    yield Stack(refs, s3, sqs)
+    runtime.reset()
+
+
+def receive(stack: Stack, logical_id: str) -> list[dict[str, Any]]:
+    """Every visible message of a queue, as Lambda's SQS event source would hand them over."""
+    url = stack.queue(logical_id)
+    arn = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+    records: list[dict[str, Any]] = []
+    while True:
+        got = stack.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
+        ).get("Messages", [])
+        if not got:
+            return records
+        for message in got:
+            stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            records.append(
+                {
+                    "messageId": message["MessageId"],
+                    "receiptHandle": message["ReceiptHandle"],
+                    "body": message["Body"],
+                    "attributes": message.get("Attributes", {}),
+                    "messageAttributes": {},
+                    "md5OfBody": message["MD5OfBody"],
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": arn["Attributes"]["QueueArn"],
+                    "awsRegion": "us-east-1",
+                }
+            )
+
+
+def invoke(handler: Any, records: list[dict[str, Any]]) -> list[str]:
+    """Run an SQS-triggered handler; return the ids of the records it reported as failed."""
+    response = handler({"Records": records}, FakeContext())
+    return [failure["itemIdentifier"] for failure in response["batchItemFailures"]]
+
+
+def run_workers(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    for job_type in JobType:
+        pascal = "".join(part.title() for part in job_type.value.split("_"))
+        monkeypatch.setenv("JOB_TYPE", job_type.value)
+        for lane in (f"{pascal}Queue", f"{pascal}HighQueue"):
+            records = receive(stack, lane)
+            if records:
+                assert invoke(worker.handler, records) == []
+
+
+def event_file(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((EVENTS / name).read_text())
+    return loaded
+
+
+# --- the upload path, end to end through the handlers ---------------------------------------
+
+
+def test_an_upload_flows_from_s3_through_ingest_to_completed_jobs(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a CSV uploaded with a space in its name
+    body = b"id,name\n1,alpha\n2,beta\n"
+    stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/q1 sales.csv", Body=body)
+
+    # When the ingest queue's messages (the S3 test event and the upload) reach the ingest handler
+    assert invoke(ingest.handler, receive(stack, "IngestQueue")) == []
+    # and every job queue's messages reach their workers
+    run_workers(stack, monkeypatch)
+
+    # Then the file has its four jobs, each completed on the real bytes
+    [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/q1 sales.csv")
+    assert stored.content_type == "text/csv"
+    jobs = JobRepository().jobs_of_file(stored.id)
+    assert sorted(j.job_type.value for j in jobs) == [
+        "compression",
+        "deduplication_check",
+        "document_preview",
+        "virus_scan",
+    ]
+    for job in jobs:
+        assert job.status is JobStatus.COMPLETED, job
+        assert job.result_data == {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+
+
+def test_a_duplicate_s3_notification_creates_no_duplicate_jobs(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/a.txt", Body=b"hello\n")
+    records = receive(stack, "IngestQueue")
+
+    assert invoke(ingest.handler, records) == []
+    assert invoke(ingest.handler, records) == []  # the same S3 event, delivered again
+
+    [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/a.txt")
+    assert len(JobRepository().jobs_of_file(stored.id)) == 4
+    run_workers(stack, monkeypatch)  # the re-sent messages of pending jobs are harmless
+    assert {j.status for j in JobRepository().jobs_of_file(stored.id)} == {JobStatus.COMPLETED}
+
+
+def test_a_folder_marker_under_uploads_is_acknowledged_and_ignored(stack: Stack) -> None:
+    stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/folder/", Body=b"")
+
+    assert invoke(ingest.handler, receive(stack, "IngestQueue")) == []
+
+    assert FileRepository().versions_of(stack.uploads, "uploads/acme/folder/") == []
+
+
+def test_a_malformed_job_message_fails_alone(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/b.txt", Body=b"data\n")
+    invoke(ingest.handler, receive(stack, "IngestQueue"))
+    good = receive(stack, "VirusScanQueue")
+    bad = {**good[0], "messageId": "bad-1", "body": '{"job_id": "not-a-uuid"}'}
+    monkeypatch.setenv("JOB_TYPE", "virus_scan")
+
+    failed = invoke(worker.handler, [bad, *good])
+
+    assert failed == ["bad-1"]
+
+
+def test_a_poison_message_ends_in_the_dead_letter_queue(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOB_TYPE", "virus_scan")
+    url = stack.queue("VirusScanQueue")
+    stack.sqs.send_message(QueueUrl=url, MessageBody="this is not a job")
+    redrive = json.loads(
+        stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])[
+            "Attributes"
+        ]["RedrivePolicy"]
+    )
+
+    # Each delivery fails; the handler leaves it on the queue, as Lambda does for a failed item
+    deliveries = 0
+    while True:
+        got = stack.sqs.receive_message(QueueUrl=url, VisibilityTimeout=0).get("Messages", [])
+        if not got:
+            break
+        deliveries += 1
+        record = {
+            "messageId": got[0]["MessageId"],
+            "body": got[0]["Body"],
+            "receiptHandle": "r",
+            "attributes": {},
+            "messageAttributes": {},
+            "md5OfBody": "",
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q",
+            "awsRegion": "us-east-1",
+        }
+        assert invoke(worker.handler, [record]) == [got[0]["MessageId"]]
+
+    dead = stack.sqs.receive_message(QueueUrl=stack.queue("VirusScanDeadLetterQueue"))
+    assert deliveries == int(redrive["maxReceiveCount"])
+    assert [m["Body"] for m in dead.get("Messages", [])] == ["this is not a job"]
+
+
+# --- every events/ file ------------------------------------------------------------------------
+
+
+def test_the_s3_test_event_file_is_acknowledged(stack: Stack) -> None:
+    assert invoke(ingest.handler, event_file("ingest_s3_test_event.json")["Records"]) == []
+
+
+def test_the_upload_event_file_is_ingested(stack: Stack) -> None:
+    event = event_file("ingest_s3_upload.json")
+    s3_event = json.loads(event["Records"][0]["body"])
+    s3_event["Records"][0]["s3"]["bucket"]["name"] = stack.uploads
+    del s3_event["Records"][0]["s3"]["object"]["versionId"]  # moto assigns its own versions
+    key = unquote_plus(s3_event["Records"][0]["s3"]["object"]["key"])
+    stack.s3.put_object(Bucket=stack.uploads, Key=key, Body=b"%PDF-1.7\n%%EOF\n")
+    event["Records"][0]["body"] = json.dumps(s3_event)
+
+    assert invoke(ingest.handler, event["Records"]) == []
+
+    [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/Quarterly report 2026.pdf")
+    assert stored.content_type == "application/pdf"
+
+
+def test_the_job_message_file_for_an_unknown_job_is_acknowledged(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOB_TYPE", "virus_scan")
+    assert invoke(worker.handler, event_file("worker_job_message.json")["Records"]) == []
+
+
+def test_the_schedule_event_file_runs_the_sweep(stack: Stack) -> None:
+    summary = sweep.handler(event_file("sweep_schedule.json"), FakeContext())
+    assert summary == {"examined": 0, "actions": {}, "lost_races": 0, "errors": 0}
+
+
+def test_the_api_event_file_answers_404_for_an_unknown_job(stack: Stack) -> None:
+    response = api.handler(event_file("api_get_job.json"), FakeContext())
+    assert response["statusCode"] == 404
+    assert "Traceback" not in response["body"]
+
+
+def test_the_api_returns_a_jobs_view(stack: Stack) -> None:
+    stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/c.txt", Body=b"c\n")
+    invoke(ingest.handler, receive(stack, "IngestQueue"))
+    [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/c.txt")
+    job = JobRepository().jobs_of_file(stored.id)[0]
+    event = event_file("api_get_job.json")
+    event["path"] = f"/jobs/{job.id}"
+    event["pathParameters"] = {"job_id": job.id}
+
+    response = api.handler(event, FakeContext())
+
+    assert response["statusCode"] == 200
+    view = json.loads(response["body"])
+    assert (view["id"], view["status"], view["attempts"]) == (job.id, "pending", [])
+
+
+def test_the_api_rejects_an_id_that_is_not_a_uuid(stack: Stack) -> None:
+    event = event_file("api_get_job.json")
+    event["path"] = "/jobs/..%2F..%2Fetc"
+    event["pathParameters"] = {"job_id": "../../etc"}
+    response = api.handler(event, FakeContext())
+    assert response["statusCode"] == 400
+    assert "must be a UUID" in response["body"]

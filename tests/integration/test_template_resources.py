@@ -1,0 +1,430 @@
+"""template.yaml's queues, buckets and functions: the contract the deployed stack must keep.
+
+Queues and buckets are created on moto from the template itself (filejobs.infra.template), so a
+redrive policy, a visibility timeout or a notification changed in the template is what is tested.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote_plus
+
+import boto3
+import pytest
+from mypy_boto3_s3 import S3Client
+from mypy_boto3_sqs import SQSClient
+
+from filejobs.infra.template import (
+    FunctionSpec,
+    create_buckets,
+    create_queues,
+    function_definitions,
+    load_template,
+    queue_arns,
+    resources_of_type,
+)
+
+JOB_TYPES = {
+    "ThumbnailGeneration": "thumbnail_generation",
+    "VideoThumbnail": "video_thumbnail",
+    "DocumentPreview": "document_preview",
+    "Compression": "compression",
+    "VirusScan": "virus_scan",
+    "DeduplicationCheck": "deduplication_check",
+}
+
+# Every queue that carries work, and the dead-letter queue it gives up to.
+DEAD_LETTER_QUEUE_OF = {
+    "IngestQueue": "IngestDeadLetterQueue",
+    **{f"{t}Queue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
+    **{f"{t}HighQueue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
+}
+DEAD_LETTER_QUEUES = set(DEAD_LETTER_QUEUE_OF.values())
+JOB_QUEUES = {q for q in DEAD_LETTER_QUEUE_OF if q != "IngestQueue"}
+
+BUCKETS = ("UploadsBucket", "OutputsBucket", "QuarantineBucket", "AccessLogsBucket")
+FUNCTIONS = {
+    "IngestFunction",
+    "SweepFunction",
+    "ApiFunction",
+    *(f"{t}Worker" for t in JOB_TYPES),
+}
+
+# A deployed stack's X-Ray grant is SAM's managed policy, never one of our statements.
+XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The template's queues and buckets created on moto."""
+
+    sqs: SQSClient
+    s3: S3Client
+    queue_urls: dict[str, str]
+    queue_arns: dict[str, str]
+    buckets: dict[str, str]
+
+    def drain(self, logical_id: str) -> list[dict[str, Any]]:
+        """Receive and delete every message of the queue; their bodies, decoded."""
+        bodies: list[dict[str, Any]] = []
+        url = self.queue_urls[logical_id]
+        while True:
+            received = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+            messages = received.get("Messages", [])
+            if not messages:
+                return bodies
+            for message in messages:
+                bodies.append(json.loads(message["Body"]))
+                self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+@pytest.fixture(scope="module")
+def functions(template: dict[str, Any]) -> dict[str, FunctionSpec]:
+    return function_definitions(template)
+
+
+@pytest.fixture
+def stack(aws: None, template: dict[str, Any]) -> Stack:
+    suffix = uuid.uuid4().hex[:8]
+    sqs = boto3.client("sqs")
+    s3 = boto3.client("s3")
+    queues = resources_of_type(template, "AWS::SQS::Queue")
+    urls = create_queues(sqs, {q: f"{q}-{suffix}" for q in queues}, template)
+    arns = queue_arns(sqs, urls)
+    buckets = {b: f"{b.lower()}-{suffix}" for b in resources_of_type(template, "AWS::S3::Bucket")}
+    create_buckets(s3, buckets, arns, template)
+    return Stack(sqs=sqs, s3=s3, queue_urls=urls, queue_arns=arns, buckets=buckets)
+
+
+def _queue_attributes(stack: Stack, logical_id: str) -> dict[str, str]:
+    described = stack.sqs.get_queue_attributes(
+        QueueUrl=stack.queue_urls[logical_id], AttributeNames=["All"]
+    )
+    return {str(key): value for key, value in described["Attributes"].items()}
+
+
+def _getatt_logical_id(value: Any) -> str:
+    """X of `!GetAtt X.Arn` (short or long form)."""
+    target = value["Fn::GetAtt"]
+    return str(target.partition(".")[0] if isinstance(target, str) else target[0])
+
+
+def _sqs_events(spec: FunctionSpec) -> list[dict[str, Any]]:
+    return [properties for kind, properties in spec.events if kind == "SQS"]
+
+
+def _bucket_policy(template: dict[str, Any], bucket: str) -> dict[str, Any]:
+    policies: list[dict[str, Any]] = [
+        resource["Properties"]["PolicyDocument"]
+        for resource in resources_of_type(template, "AWS::S3::BucketPolicy").values()
+        if resource["Properties"]["Bucket"] == {"Ref": bucket}
+    ]
+    assert len(policies) == 1, f"{bucket} has {len(policies)} bucket policies"
+    return policies[0]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# --- Queues -----------------------------------------------------------------------------------
+
+
+def test_the_template_defines_every_work_queue_and_its_dead_letter_queue(
+    template: dict[str, Any],
+) -> None:
+    # given the template
+    # when its queues are listed
+    queues = set(resources_of_type(template, "AWS::SQS::Queue"))
+    # then there is an ingest queue, two lanes per job type and one DLQ each, and nothing else
+    assert queues == set(DEAD_LETTER_QUEUE_OF) | DEAD_LETTER_QUEUES
+    assert len(queues) == 20
+
+
+def test_every_work_queue_redrives_to_its_dead_letter_queue_after_5_receives(stack: Stack) -> None:
+    # given the template's queues created on moto
+    for queue, dead_letter_queue in DEAD_LETTER_QUEUE_OF.items():
+        # when the queue's redrive policy is read back
+        policy = json.loads(_queue_attributes(stack, queue)["RedrivePolicy"])
+        # then a message goes to that queue's own DLQ on its 5th failed receive
+        assert int(policy["maxReceiveCount"]) == 5, queue
+        assert policy["deadLetterTargetArn"] == stack.queue_arns[dead_letter_queue], queue
+
+
+def test_dead_letter_queues_keep_messages_14_days_and_redrive_nowhere(stack: Stack) -> None:
+    # given the template's dead-letter queues created on moto
+    for queue in DEAD_LETTER_QUEUES:
+        # when their attributes are read back
+        attributes = _queue_attributes(stack, queue)
+        # then they are the end of the line and keep a message long enough to be looked at
+        assert "RedrivePolicy" not in attributes, queue
+        assert attributes["MessageRetentionPeriod"] == "1209600", queue
+
+
+def test_every_queue_hides_a_message_for_at_least_6x_its_consumer_timeout(
+    stack: Stack, functions: dict[str, FunctionSpec]
+) -> None:
+    # given every SQS event of every function, and the queue it reads
+    consumed: set[str] = set()
+    for name, spec in functions.items():
+        for event in _sqs_events(spec):
+            queue = _getatt_logical_id(event["Queue"])
+            consumed.add(queue)
+            # when the queue's visibility timeout is read back from moto
+            visibility = int(_queue_attributes(stack, queue)["VisibilityTimeout"])
+            # then a message stays hidden while the consumer may still be working on it
+            assert visibility >= 6 * spec.timeout, f"{queue} ({visibility} s) for {name}"
+    # and every work queue has a consumer, every DLQ none
+    assert consumed == set(DEAD_LETTER_QUEUE_OF)
+
+
+def test_every_queue_is_encrypted_at_rest(stack: Stack, template: dict[str, Any]) -> None:
+    # given every queue of the template
+    for queue, resource in resources_of_type(template, "AWS::SQS::Queue").items():
+        # then the template asks for SQS-managed SSE and the created queue has it
+        assert resource["Properties"]["SqsManagedSseEnabled"] is True, queue
+        assert _queue_attributes(stack, queue)["SqsManagedSseEnabled"] == "true", queue
+
+
+def test_only_the_uploads_bucket_in_this_account_may_send_to_the_ingest_queue(
+    template: dict[str, Any],
+) -> None:
+    # given the ingest queue's policy and the uploads bucket's explicit name
+    bucket_name = template["Resources"]["UploadsBucket"]["Properties"]["BucketName"]["Fn::Sub"]
+    policy = template["Resources"]["IngestQueuePolicy"]["Properties"]
+    statements = policy["PolicyDocument"]["Statement"]
+    # when the statement allowing S3 is found
+    (allow,) = [s for s in statements if s["Effect"] == "Allow"]
+    # then S3 may send only on behalf of that bucket, in this account
+    assert policy["Queues"] == [{"Ref": "IngestQueue"}]
+    assert allow["Principal"] == {"Service": "s3.amazonaws.com"}
+    assert allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"]["ArnLike"]["aws:SourceArn"] == {
+        "Fn::Sub": f"arn:${{AWS::Partition}}:s3:::{bucket_name}"
+    }
+    assert allow["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    # and nobody may use the queue without TLS
+    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": False}}
+
+
+# --- Buckets ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bucket", BUCKETS)
+def test_every_bucket_is_encrypted_private_owner_enforced_and_tls_only(
+    template: dict[str, Any], bucket: str
+) -> None:
+    # given the bucket's properties and its bucket policy
+    properties = template["Resources"][bucket]["Properties"]
+    policy = _bucket_policy(template, bucket)
+    # then objects are encrypted by default
+    (rule,) = properties["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] in {"AES256", "aws:kms"}
+    # and nothing can be made public
+    assert properties["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    # and ACLs are off: the bucket owner owns every object
+    assert properties["OwnershipControls"] == {
+        "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]
+    }
+    # and every request without TLS, on the bucket or its objects, is denied
+    deny = [
+        s
+        for s in policy["Statement"]
+        if s["Effect"] == "Deny"
+        and s["Principal"] == "*"
+        and s["Action"] == "s3:*"
+        and s.get("Condition") == {"Bool": {"aws:SecureTransport": False}}
+    ]
+    assert len(deny) == 1, bucket
+    assert deny[0]["Resource"] == [
+        {"Fn::GetAtt": f"{bucket}.Arn"},
+        {"Fn::Sub": f"${{{bucket}.Arn}}/*"},
+    ]
+
+
+@pytest.mark.parametrize("bucket", ["UploadsBucket", "OutputsBucket", "QuarantineBucket"])
+def test_buckets_log_access_to_the_access_logs_bucket(
+    template: dict[str, Any], bucket: str
+) -> None:
+    logging = template["Resources"][bucket]["Properties"]["LoggingConfiguration"]
+    assert logging["DestinationBucketName"] == {"Ref": "AccessLogsBucket"}
+
+
+def test_the_uploads_bucket_is_versioned(stack: Stack, template: dict[str, Any]) -> None:
+    # given the uploads bucket created from the template
+    # when its versioning is read back
+    versioning = stack.s3.get_bucket_versioning(Bucket=stack.buckets["UploadsBucket"])
+    # then every overwrite keeps the previous version (an upload is a version, not a key)
+    assert versioning["Status"] == "Enabled"
+    rules = template["Resources"]["UploadsBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert {"NoncurrentDays": 30} in [r.get("NoncurrentVersionExpiration") for r in rules]
+    assert {"DaysAfterInitiation": 7} in [r.get("AbortIncompleteMultipartUpload") for r in rules]
+
+
+def test_an_upload_under_uploads_reaches_the_ingest_queue_and_nothing_else_does(
+    stack: Stack,
+) -> None:
+    # given the uploads bucket's notification, whose creation sent S3's test event
+    (test_event,) = stack.drain("IngestQueue")
+    assert test_event["Event"] == "s3:TestEvent"
+    assert "Records" not in test_event
+    bucket = stack.buckets["UploadsBucket"]
+
+    # when one object is put outside uploads/ and one under it
+    stack.s3.put_object(Bucket=bucket, Key="elsewhere/acme/x.txt", Body=b"ignored")
+    stack.s3.put_object(Bucket=bucket, Key="uploads/acme/x.txt", Body=b"hello")
+
+    # then only the one under uploads/ arrives, as an ObjectCreated record of that key
+    # (S3 also sends the versionId; moto leaves it out, so it is not checked here)
+    (message,) = stack.drain("IngestQueue")
+    (record,) = message["Records"]
+    assert record["eventName"].startswith("ObjectCreated:")
+    assert record["s3"]["bucket"]["name"] == bucket
+    assert unquote_plus(record["s3"]["object"]["key"]) == "uploads/acme/x.txt"
+
+
+def test_files_written_to_the_outputs_bucket_never_trigger_ingest(
+    stack: Stack, template: dict[str, Any]
+) -> None:
+    # given the outputs bucket (derived files), and the ingest queue emptied of S3's test event
+    stack.drain("IngestQueue")
+    bucket = stack.buckets["OutputsBucket"]
+    # then it has no notification, in the template or on moto
+    for name in ("OutputsBucket", "QuarantineBucket", "AccessLogsBucket"):
+        assert "NotificationConfiguration" not in template["Resources"][name]["Properties"]
+    notification = stack.s3.get_bucket_notification_configuration(Bucket=bucket)
+    assert not notification.get("QueueConfigurations")
+    # when a worker writes a derived file, even under an uploads/ key
+    stack.s3.put_object(Bucket=bucket, Key="uploads/acme/x.thumbnail.jpg", Body=b"jpeg")
+    # then nothing reaches any queue
+    for queue in stack.queue_urls:
+        assert stack.drain(queue) == [], queue
+
+
+# --- Functions --------------------------------------------------------------------------------
+
+
+def test_the_template_defines_every_function(functions: dict[str, FunctionSpec]) -> None:
+    assert set(functions) == FUNCTIONS
+    for name, spec in functions.items():
+        assert spec.handler == "app.handler", name
+
+
+@pytest.mark.parametrize(("job_type", "snake"), sorted(JOB_TYPES.items()))
+def test_each_worker_reads_both_lanes_of_its_own_job_type(
+    functions: dict[str, FunctionSpec], job_type: str, snake: str
+) -> None:
+    # given the worker of one job type
+    spec = functions[f"{job_type}Worker"]
+    # then it runs the shared worker code for that type
+    assert spec.code_uri == "functions/worker"
+    assert spec.environment["JOB_TYPE"] == snake
+    # and it reads that type's normal lane in batches of 5 and its high lane one at a time
+    lanes = {
+        _getatt_logical_id(e["Queue"]): (e["BatchSize"], e["ScalingConfig"]["MaximumConcurrency"])
+        for e in _sqs_events(spec)
+    }
+    assert lanes == {f"{job_type}Queue": (5, 20), f"{job_type}HighQueue": (1, 10)}
+
+
+def test_every_function_knows_every_job_queue_and_table(
+    functions: dict[str, FunctionSpec], template: dict[str, Any]
+) -> None:
+    # given the environment Globals give every function
+    resources = template["Resources"]
+    for name, spec in functions.items():
+        queue_urls = {k: v for k, v in spec.environment.items() if k.startswith("QUEUE_URL_")}
+        # then there is one URL per job type and lane, each the Ref of that lane's queue
+        expected = {
+            f"QUEUE_URL_{snake.upper()}{lane_suffix}": {"Ref": f"{job_type}{lane}Queue"}
+            for job_type, snake in JOB_TYPES.items()
+            for lane, lane_suffix in (("", ""), ("High", "_HIGH"))
+        }
+        assert queue_urls == expected, name
+        assert all(v["Ref"] in resources for v in queue_urls.values())
+        assert spec.environment["JOBS_TABLE_NAME"] == {"Ref": "JobsTable"}, name
+        assert spec.environment["FILES_TABLE_NAME"] == {"Ref": "FilesTable"}, name
+        assert spec.environment["LEASE_SECONDS"] == {"Ref": "JobLeaseSeconds"}, name
+
+
+def test_no_function_policy_statement_grants_every_resource(
+    functions: dict[str, FunctionSpec],
+) -> None:
+    # given every IAM policy the template gives a function
+    for name, spec in functions.items():
+        assert spec.policies, f"{name} has no policy of its own"
+        for policy in spec.policies:
+            # then it is an explicit document (no SAM policy template, no managed policy name)
+            assert isinstance(policy, dict), f"{name}: {policy!r}"
+            assert set(policy) == {"Version", "Statement"}, name
+            for statement in policy["Statement"]:
+                resources = _as_list(statement["Resource"])
+                actions = set(_as_list(statement["Action"]))
+                # and no statement grants "*", except X-Ray's (which SAM's Tracing adds anyway)
+                if "*" in resources:
+                    assert actions <= XRAY_ACTIONS, f"{name}: {statement}"
+                assert not any(a.endswith(":*") or a == "*" for a in actions), name
+
+
+def test_every_sqs_event_reports_batch_item_failures_and_caps_concurrency(
+    functions: dict[str, FunctionSpec],
+) -> None:
+    # given every SQS event source of every function
+    events = [(name, e) for name, spec in functions.items() for e in _sqs_events(spec)]
+    assert len(events) == 1 + 2 * len(JOB_TYPES)
+    for name, event in events:
+        # then a failed record is retried alone, not its whole batch
+        assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"], name
+        # and the poller cannot scale the function past a set concurrency
+        assert 2 <= event["ScalingConfig"]["MaximumConcurrency"] <= 20, name
+
+
+def test_the_sweep_runs_alone_every_minute_without_retries(
+    functions: dict[str, FunctionSpec],
+) -> None:
+    # given the sweep function
+    sweep = functions["SweepFunction"]
+    # then at most one sweep runs at a time
+    assert sweep.reserved_concurrency == 1
+    # and EventBridge Scheduler starts it every minute, without retrying a failed run
+    (schedule,) = [properties for kind, properties in sweep.events if kind == "ScheduleV2"]
+    assert schedule["ScheduleExpression"] == "rate(1 minute)"
+    assert schedule["RetryPolicy"]["MaximumRetryAttempts"] == 0
+    assert len(sweep.events) == 1
+
+
+def test_every_function_logs_to_a_group_kept_30_days(template: dict[str, Any]) -> None:
+    # given the template's log groups
+    groups = resources_of_type(template, "AWS::Logs::LogGroup")
+    for function in FUNCTIONS:
+        # then each function has its own, under the name Lambda writes to
+        group = groups[f"{function}LogGroup"]["Properties"]
+        assert group["LogGroupName"] == {"Fn::Sub": f"/aws/lambda/${{{function}}}"}
+        assert group["RetentionInDays"] == 30
+
+
+def test_every_dead_letter_queue_has_an_alarm(template: dict[str, Any]) -> None:
+    # given the template's alarms on SQS metrics
+    alarms = resources_of_type(template, "AWS::CloudWatch::Alarm")
+    watched = {
+        _getatt_logical_id(alarm["Properties"]["Dimensions"][0]["Value"])
+        for alarm in alarms.values()
+        if alarm["Properties"].get("Namespace") == "AWS/SQS"
+    }
+    # then any message in any DLQ raises one
+    assert watched == DEAD_LETTER_QUEUES
+    assert "JobFailureRateAlarm" in alarms
