@@ -115,7 +115,7 @@ def test_a_worker_of_another_type_cannot_claim_the_job(
 ) -> None:
     wrong = transitions.claim(now=clock.now, lease=LEASE, worker="w", job_type=JobType.COMPRESSION)
     assert lost(write(repo, job, wrong)).conflict is Conflict.WRONG_TYPE
-    assert repo.get(job.id) is not None and repo.get(job.id).status is JobStatus.PENDING  # type: ignore[union-attr]
+    assert current(repo, job.id).status is JobStatus.PENDING
 
 
 def test_completion_stores_the_result_and_the_attempt(
