@@ -21,7 +21,7 @@ from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
 from filejobs.observability import METRICS_NAMESPACE, SERVICE
 from filejobs.processors.digest import ObjectDigest
-from filejobs.services.worker import Outcome, WorkerService
+from filejobs.services.worker import Outcome, WorkerService, WorkResult
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
@@ -59,8 +59,19 @@ def record_handler(record: SQSRecord) -> None:
     if result.job is not None:
         logger.append_keys(file_id=result.job.file_id, attempt=result.job.attempt)
     logger.info("job handled", outcome=result.outcome.value, detail=result.detail)
+    record_metrics(result)
+
+
+def record_metrics(result: WorkResult) -> None:
     metrics.add_dimension(name="job_type", value=job_type().value)
+    if result.outcome is not Outcome.SKIPPED:
+        metrics.add_metric(name="JobsStarted", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name=_METRIC[result.outcome], unit=MetricUnit.Count, value=1)
+    duration = result.job.duration() if result.job is not None else None
+    if result.outcome is Outcome.COMPLETED and duration is not None:
+        metrics.add_metric(
+            name="JobDuration", unit=MetricUnit.Seconds, value=duration.total_seconds()
+        )
 
 
 @logger.inject_lambda_context

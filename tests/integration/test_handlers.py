@@ -312,3 +312,23 @@ def test_the_api_rejects_an_id_that_is_not_a_uuid(stack: Stack) -> None:
     response = api.handler(event, FakeContext())
     assert response["statusCode"] == 400
     assert "must be a UUID" in response["body"]
+
+
+def test_a_completed_job_is_measured(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/d.txt", Body=b"d\n")
+    invoke(ingest.handler, receive(stack, "IngestQueue"))
+    capsys.readouterr()
+    monkeypatch.setenv("JOB_TYPE", "virus_scan")
+
+    invoke(worker.handler, receive(stack, "VirusScanQueue"))
+
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    [blob] = emf
+    names = {m["Name"] for m in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert {"JobsStarted", "JobsCompleted", "JobDuration"} <= names
+    assert blob["job_type"] == "virus_scan"
+    assert blob["JobsStarted"] == blob["JobsCompleted"] == [1.0]
+    [seconds] = blob["JobDuration"]
+    assert 0 <= seconds < 60
