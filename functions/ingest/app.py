@@ -31,8 +31,13 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 
 
 def ingest_one(created: ObjectCreated) -> None:
+    # Keys scoped to this object: the next record of the batch must not inherit them.
+    with logger.append_context_keys(bucket=created.bucket, key=created.key):
+        record_upload(created)
+
+
+def record_upload(created: ObjectCreated) -> None:
     service = IngestService(runtime.files(), S3HeadReader(runtime.s3()))
-    logger.append_keys(bucket=created.bucket, key=created.key)
     try:
         result = service.ingest(created)
     except InvalidUploadError as refused:

@@ -44,7 +44,12 @@ def job_type() -> JobType:
 def record_handler(record: SQSRecord) -> None:
     # A malformed message raises here: it fails alone and, after maxReceiveCount, rests in the DLQ.
     message = JobMessage.parse(record.body)
-    logger.append_keys(job_id=message.job_id, job_type=message.job_type.value)
+    # Keys scoped to this record: the next record of the batch must not inherit them.
+    with logger.append_context_keys(job_id=message.job_id, job_type=message.job_type.value):
+        handle(message, record.message_id)
+
+
+def handle(message: JobMessage, message_id: str) -> None:
     settings = runtime.settings()
     service = WorkerService(
         runtime.jobs(),
@@ -53,12 +58,19 @@ def record_handler(record: SQSRecord) -> None:
         job_type(),
         lease=settings.lease,
         retention=settings.retention,
-        worker_id=runtime.worker_id(record.message_id),
+        worker_id=runtime.worker_id(message_id),
     )
     result = service.handle(message)
-    if result.job is not None:
-        logger.append_keys(file_id=result.job.file_id, attempt=result.job.attempt)
-    logger.info("job handled", outcome=result.outcome.value, detail=result.detail)
+    job = result.job
+    logger.info(
+        "job handled",
+        extra={
+            "outcome": result.outcome.value,
+            "detail": result.detail,
+            "file_id": None if job is None else job.file_id,
+            "attempt": None if job is None else job.attempt,
+        },
+    )
     record_metrics(result)
 
 
