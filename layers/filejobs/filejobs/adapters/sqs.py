@@ -7,13 +7,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from filejobs.domain.job import JobType, ProcessingJob
-from filejobs.domain.messages import JobMessage, Lane, lane_of
+from filejobs.domain.messages import MAX_MESSAGE_DELAY, JobMessage, Lane, lane_of
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-# SQS holds a message back for at most 15 minutes; longer retries wait for the sweep.
-MAX_DELAY = timedelta(minutes=15)
 _BATCH = 10  # SendMessageBatch takes at most 10 entries
 
 
@@ -23,7 +21,7 @@ class SqsDispatcher:
         self._queue_urls = queue_urls
 
     def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
-        seconds = int(min(max(delay, timedelta(0)), MAX_DELAY).total_seconds())
+        seconds = int(min(max(delay, timedelta(0)), MAX_MESSAGE_DELAY).total_seconds())
         self._client.send_message(
             QueueUrl=self._queue_url(job),
             MessageBody=JobMessage.for_job(job).to_json(),

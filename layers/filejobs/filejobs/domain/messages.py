@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -17,6 +18,8 @@ from filejobs.domain.job import JobType, ProcessingJob
 # Jobs at or above this priority travel in their type's high-priority lane: they start before
 # a backlog of normal jobs queued earlier.
 HIGH_PRIORITY = 1
+# SQS holds a message back for at most 15 minutes; a later retry waits for the sweep.
+MAX_MESSAGE_DELAY = timedelta(minutes=15)
 
 
 class Lane(StrEnum):

@@ -19,19 +19,27 @@ from typing import Protocol
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.messages import MAX_MESSAGE_DELAY
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy, TransientError
 from filejobs.domain.time import utcnow
 
 logger = logging.getLogger(__name__)
 
-# SQS holds a message back for at most 15 minutes.
-MAX_DISPATCH_DELAY = timedelta(minutes=15)
-
 
 class Dispatcher(Protocol):
     def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
         """Send the job's message to its worker queue, visible after `delay`."""
+
+
+def dispatch_retry_if_soon(dispatcher: Dispatcher, job: ProcessingJob, now: datetime) -> None:
+    """Send a scheduled job's message now, delayed until its retry is due, when SQS can hold
+    it that long; a later retry is left to the sweep, which promotes it when due."""
+    if job.status is not JobStatus.SCHEDULED or job.scheduled_at is None:
+        return
+    delay = max(job.scheduled_at - now, timedelta(0))
+    if delay <= MAX_MESSAGE_DELAY:
+        dispatcher.dispatch(job, delay)
 
 
 @dataclass
@@ -83,7 +91,10 @@ class SweepService:
             report.lost_races += 1  # a worker or another sweep moved it first: nothing to do
             return
         report.actions[action] += 1
-        self._dispatch_if_due_soon(result.job, now)
+        if result.job.status is JobStatus.PENDING:
+            self._dispatcher.dispatch(result.job)
+        else:
+            dispatch_retry_if_soon(self._dispatcher, result.job, now)
 
     def _plan(self, job: ProcessingJob, now: datetime) -> tuple[str, transitions.Transition] | None:
         if job.status is JobStatus.SCHEDULED:
@@ -105,11 +116,3 @@ class SweepService:
         return "recovered", transitions.recover_lease(
             job, now=now, retry_at=retry_at, retention=self._retention
         )
-
-    def _dispatch_if_due_soon(self, job: ProcessingJob, now: datetime) -> None:
-        if job.status is JobStatus.PENDING:
-            self._dispatcher.dispatch(job)
-        elif job.status is JobStatus.SCHEDULED and job.scheduled_at is not None:
-            delay = max(job.scheduled_at - now, timedelta(0))
-            if delay <= MAX_DISPATCH_DELAY:
-                self._dispatcher.dispatch(job, delay)

@@ -24,7 +24,7 @@ from filejobs.domain.outcome import Applied, Lost
 from filejobs.domain.retry import ErrorKind, RetryPolicy, classify
 from filejobs.domain.time import utcnow
 from filejobs.processors.base import Processor, StopRequested
-from filejobs.services.sweep import MAX_DISPATCH_DELAY, Dispatcher
+from filejobs.services.sweep import Dispatcher, dispatch_retry_if_soon
 
 logger = logging.getLogger(__name__)
 
@@ -113,11 +113,9 @@ class WorkerService:
         if isinstance(written, Lost):
             return WorkResult(Outcome.ABANDONED, written.current, str(written.conflict))
         stored = written.job
-        if stored.status is JobStatus.SCHEDULED and stored.scheduled_at is not None:
-            delay = stored.scheduled_at - now
-            if delay <= MAX_DISPATCH_DELAY:
-                # A short retry does not wait for the sweep; the sweep is the safety net.
-                self._dispatcher.dispatch(stored, delay)
+        if stored.status is JobStatus.SCHEDULED:
+            # A short retry does not wait for the sweep; the sweep is the safety net.
+            dispatch_retry_if_soon(self._dispatcher, stored, now)
             return WorkResult(Outcome.RETRYING, stored, stored.error_message or "")
         return WorkResult(Outcome.FAILED, stored, stored.error_message or "")
 
