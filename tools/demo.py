@@ -11,13 +11,12 @@ Exits 0 only when every job ends in the state this script expects.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import zlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from moto import mock_aws
@@ -36,11 +35,13 @@ from filejobs.data.models import bind_tables  # noqa: E402
 from filejobs.domain import transitions  # noqa: E402
 from filejobs.domain.ingest import ObjectCreated  # noqa: E402
 from filejobs.domain.job import JobStatus, ProcessingJob  # noqa: E402
-from filejobs.domain.outcome import Applied  # noqa: E402
+from filejobs.domain.messages import JobMessage  # noqa: E402
 from filejobs.domain.retry import RetryPolicy, TransientError  # noqa: E402
 from filejobs.infra.template import create_tables  # noqa: E402
+from filejobs.processors.digest import ObjectDigest  # noqa: E402
 from filejobs.services.ingest import IngestService  # noqa: E402
 from filejobs.services.sweep import SweepService  # noqa: E402
+from filejobs.services.worker import Outcome, WorkerService  # noqa: E402
 
 BUCKET = "filejobs-demo-uploads"
 LEASE = timedelta(minutes=5)
@@ -102,43 +103,13 @@ def upload_all(s3: S3Client, files: dict[str, bytes]) -> list[ObjectCreated]:
     return records
 
 
-def real_work(s3: S3Client, job: ProcessingJob) -> dict[str, object]:
-    """What every worker does until the processors land: read the object, measure it."""
-    data = job.input_data or {}
-    body = s3.get_object(Bucket=str(data["bucket"]), Key=str(data["key"]))["Body"].read()
-    return {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()}
-
-
-def run_worker(
-    jobs: JobRepository,
-    job: ProcessingJob,
-    clock: Clock,
-    work: Callable[[ProcessingJob], dict[str, object]],
-) -> str:
-    claimed = jobs.apply(
-        job.id, job.job_type, transitions.claim(now=clock.now, lease=LEASE, worker="demo")
-    )
-    if not isinstance(claimed, Applied):
-        return f"skipped ({claimed.conflict})"
-    running = claimed.job
-    try:
-        result = work(running)
-    except TransientError as error:
-        retry_at = RETRY.retry_at(running, error, clock.now)
-        jobs.apply(
-            job.id,
-            job.job_type,
-            transitions.fail(
-                running, error=str(error), now=clock.now, retry_at=retry_at, retention=KEEP
-            ),
-        )
-        return f"failed: {error} (retry scheduled)"
-    done = jobs.apply(
-        job.id,
-        job.job_type,
-        transitions.complete(running, result=result, now=clock.now, retention=KEEP),
-    )
-    return "completed" if isinstance(done, Applied) else f"result discarded ({done.conflict})"
+_SAYS = {
+    Outcome.COMPLETED: "completed",
+    Outcome.RETRYING: "failed: {detail} (retry scheduled)",
+    Outcome.FAILED: "failed: {detail}",
+    Outcome.SKIPPED: "skipped ({detail})",
+    Outcome.ABANDONED: "result discarded ({detail})",
+}
 
 
 class Demo:
@@ -185,9 +156,7 @@ class Demo:
                 self.jobs.apply(job.id, job.job_type, claim)
                 print(f"   {job.job_type.value:<22} worker died mid-job (no outcome written)")
                 continue
-            print(
-                f"   {job.job_type.value:<22} {run_worker(self.jobs, job, self.clock, self._work)}"
-            )
+            print(f"   {job.job_type.value:<22} {self._run_worker(job)}")
 
     def act_3_sweep(self) -> None:
         print("\n3. Six minutes later the sweep runs: due retries and lost leases move on:")
@@ -196,7 +165,7 @@ class Demo:
             report = self.sweep.run()
             print(f"   sweep examined {report.examined} job(s): {dict(report.actions)}")
         for job in self.queue.messages:
-            outcome = run_worker(self.jobs, job, self.clock, self._work)
+            outcome = self._run_worker(job)
             print(f"   redelivered {job.job_type.value:<22} {outcome}")
 
     def act_4_report(self) -> bool:
@@ -221,11 +190,27 @@ class Demo:
     def _first(self, job_type: str) -> ProcessingJob:
         return next(j for j in self.planned if j.job_type.value == job_type)
 
-    def _work(self, job: ProcessingJob) -> dict[str, object]:
+    def _run_worker(self, job: ProcessingJob) -> str:
+        """What a worker Lambda does with the job's message: the real worker service."""
+        service = WorkerService(
+            self.jobs,
+            self.queue,
+            self._work,
+            job.job_type,
+            lease=LEASE,
+            retention=KEEP,
+            worker_id="demo",
+            retry_policy=RETRY,
+            clock=self.clock,
+        )
+        result = service.handle(JobMessage.for_job(job))
+        return _SAYS[result.outcome].format(detail=result.detail)
+
+    def _work(self, job: ProcessingJob, should_stop: Callable[[], bool]) -> dict[str, Any]:
         if self.failures.get(job.id, 0) > 0:
             self.failures[job.id] -= 1
             raise TransientError("S3 answered 503 SlowDown")
-        return real_work(self.s3, job)
+        return ObjectDigest(self.s3)(job, should_stop)
 
 
 def main() -> int:
