@@ -123,10 +123,14 @@ class JobRepository:
             yield from (job_from_model(m) for m in models)
 
     def _full(self, projected: Iterable[JobModel]) -> list[ProcessingJob]:
-        """The whole items behind INCLUDE-projected index entries, in the same order."""
-        jobs = (self.get(entry.id, consistent=False) for entry in projected)
+        """The whole items behind INCLUDE-projected index entries, in the same order.
+
+        One BatchGetItem per 100 entries (PynamoDB batches and retries unprocessed keys).
+        """
+        ids = [entry.id for entry in projected]
+        found = {m.id: m for m in _J.batch_get(ids, consistent_read=False)}
         # An item deleted between the index read and this one is simply not listed.
-        return [job for job in jobs if job is not None]
+        return [job_from_model(found[job_id]) for job_id in ids if job_id in found]
 
 
 # --- rendering a transition ----------------------------------------------------------------------
