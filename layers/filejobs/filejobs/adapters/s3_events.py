@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes import S3Event
 
 from filejobs.domain.ingest import ObjectCreated
-from filejobs.domain.messages import MalformedMessageError
+from filejobs.domain.messages import MalformedMessageError, json_object
 
 
 def object_created_records(body: str) -> list[ObjectCreated]:
@@ -17,12 +16,7 @@ def object_created_records(body: str) -> list[ObjectCreated]:
 
     Raises MalformedMessageError for anything that is not an S3 notification.
     """
-    try:
-        data: Any = json.loads(body)
-    except (TypeError, ValueError) as error:
-        raise MalformedMessageError(f"S3 notification is not JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise MalformedMessageError("S3 notification must be a JSON object")
+    data = json_object(body, "S3 notification")
     if data.get("Event") == "s3:TestEvent":
         return []  # sent once when the notification is configured
     if not isinstance(data.get("Records"), list):

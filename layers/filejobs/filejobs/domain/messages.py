@@ -45,18 +45,24 @@ class JobMessage:
 
     @classmethod
     def parse(cls, body: str) -> JobMessage:
-        try:
-            data: Any = json.loads(body)
-        except (TypeError, ValueError) as error:
-            raise MalformedMessageError(f"job message is not JSON: {error}") from None
-        if not isinstance(data, dict):
-            raise MalformedMessageError("job message must be a JSON object")
+        data = json_object(body, "job message")
         job_id, job_type = data.get("job_id"), data.get("job_type")
         if not isinstance(job_id, str) or not _is_uuid(job_id):
             raise MalformedMessageError(f"job_id must be a UUID, got {job_id!r}")
         if job_type not in {t.value for t in JobType}:
             raise MalformedMessageError(f"unknown job_type {job_type!r}")
         return cls(job_id, JobType(job_type))
+
+
+def json_object(body: str, what: str) -> dict[str, Any]:
+    """A message body that must be a JSON object, or a MalformedMessageError naming `what`."""
+    try:
+        data: Any = json.loads(body)
+    except (TypeError, ValueError) as error:
+        raise MalformedMessageError(f"{what} is not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise MalformedMessageError(f"{what} must be a JSON object")
+    return data
 
 
 def lane_of(job: ProcessingJob) -> Lane:
