@@ -42,7 +42,9 @@ DEAD_LETTER_QUEUE_OF = {
     **{f"{t}Queue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
     **{f"{t}HighQueue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
 }
-DEAD_LETTER_QUEUES = set(DEAD_LETTER_QUEUE_OF.values())
+# Stream records the events function gives up on (its on-failure destination, not a redrive).
+STREAM_FAILURE_QUEUE = "EventsDeadLetterQueue"
+DEAD_LETTER_QUEUES = {*DEAD_LETTER_QUEUE_OF.values(), STREAM_FAILURE_QUEUE}
 JOB_QUEUES = {q for q in DEAD_LETTER_QUEUE_OF if q != "IngestQueue"}
 
 BUCKETS = ("UploadsBucket", "OutputsBucket", "QuarantineBucket", "AccessLogsBucket")
@@ -50,10 +52,11 @@ FUNCTIONS = {
     "IngestFunction",
     "SweepFunction",
     "ApiFunction",
+    "EventsFunction",
     *(f"{t}Worker" for t in JOB_TYPES),
 }
 
-# A deployed stack's X-Ray grant is SAM's managed policy, never one of our statements.
+# X-Ray supports no resource-level permissions: the one grant AWS requires on Resource "*".
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 
 
@@ -117,6 +120,10 @@ def _getatt_logical_id(value: Any) -> str:
     return str(target.partition(".")[0] if isinstance(target, str) else target[0])
 
 
+def _functions_of(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return resources_of_type(template, "AWS::Serverless::Function")
+
+
 def _sqs_events(spec: FunctionSpec) -> list[dict[str, Any]]:
     return [properties for kind, properties in spec.events if kind == "SQS"]
 
@@ -144,9 +151,10 @@ def test_the_template_defines_every_work_queue_and_its_dead_letter_queue(
     # given the template
     # when its queues are listed
     queues = set(resources_of_type(template, "AWS::SQS::Queue"))
-    # then there is an ingest queue, two lanes per job type and one DLQ each, and nothing else
+    # then there is an ingest queue, two lanes per job type and one DLQ each, the events
+    # function's failure queue, and nothing else
     assert queues == set(DEAD_LETTER_QUEUE_OF) | DEAD_LETTER_QUEUES
-    assert len(queues) == 20
+    assert len(queues) == 21
 
 
 def test_every_work_queue_redrives_to_its_dead_letter_queue_after_5_receives(stack: Stack) -> None:
@@ -361,23 +369,70 @@ def test_every_function_knows_every_job_queue_and_table(
         assert spec.environment["LEASE_SECONDS"] == {"Ref": "JobLeaseSeconds"}, name
 
 
-def test_no_function_policy_statement_grants_every_resource(
+def _statements(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(_as_list(document["Statement"]))
+
+
+def _identity_policies(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(owner, document) of every IAM role's inline policy and every managed policy."""
+    documents = [
+        (role, policy["PolicyDocument"])
+        for role, resource in resources_of_type(template, "AWS::IAM::Role").items()
+        for policy in resource["Properties"].get("Policies", [])
+    ]
+    documents += [
+        (name, resource["Properties"]["PolicyDocument"])
+        for name, resource in resources_of_type(template, "AWS::IAM::ManagedPolicy").items()
+    ]
+    return documents
+
+
+def test_no_iam_statement_grants_every_resource_except_x_ray(template: dict[str, Any]) -> None:
+    # given every identity policy of the template (no SAM policy templates: they grant "*")
+    assert all("Policies" not in f["Properties"] for f in _functions_of(template).values())
+    for owner, document in _identity_policies(template):
+        for statement in _statements(document):
+            resources = _as_list(statement["Resource"])
+            actions = set(_as_list(statement["Action"]))
+            # then no statement grants "*", except X-Ray's, which AWS cannot scope
+            if "*" in resources:
+                assert actions <= XRAY_ACTIONS, f"{owner}: {statement}"
+            # and every action is named: no service-wide wildcard
+            assert not any(a.endswith(":*") or a == "*" for a in actions), owner
+
+
+def test_each_function_runs_as_a_role_of_its_own_that_may_consume_its_event_sources(
     functions: dict[str, FunctionSpec],
 ) -> None:
-    # given every IAM policy the template gives a function
+    # given each function's role
+    roles = [spec.role for spec in functions.values()]
+    assert None not in roles
+    assert len(set(roles)) == len(roles)
     for name, spec in functions.items():
-        assert spec.policies, f"{name} has no policy of its own"
-        for policy in spec.policies:
-            # then it is an explicit document (no SAM policy template, no managed policy name)
-            assert isinstance(policy, dict), f"{name}: {policy!r}"
-            assert set(policy) == {"Version", "Statement"}, name
-            for statement in policy["Statement"]:
-                resources = _as_list(statement["Resource"])
-                actions = set(_as_list(statement["Action"]))
-                # and no statement grants "*", except X-Ray's (which SAM's Tracing adds anyway)
-                if "*" in resources:
-                    assert actions <= XRAY_ACTIONS, f"{name}: {statement}"
-                assert not any(a.endswith(":*") or a == "*" for a in actions), name
+        statements = [st for doc in spec.policies for st in _statements(doc)]
+
+        def granted(
+            action: str, resource: Any, statements: list[dict[str, Any]] = statements
+        ) -> bool:
+            return any(
+                action in _as_list(st["Action"]) and resource in _as_list(st["Resource"])
+                for st in statements
+            )
+
+        # then Lambda's pollers may read and delete each of its queues' messages
+        for event in _sqs_events(spec):
+            for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"):
+                assert granted(action, event["Queue"]), f"{name}: {action}"
+        # and read each of its streams
+        for kind, event in spec.events:
+            if kind == "DynamoDB":
+                assert granted("dynamodb:GetRecords", event["Stream"]), name
+        # and the function writes traces and its own log group, nothing more of CloudWatch Logs
+        assert granted("xray:PutTraceSegments", "*"), name
+        logs = [
+            st for st in statements if any(a.startswith("logs:") for a in _as_list(st["Action"]))
+        ]
+        assert [st["Resource"] for st in logs] == [{"Fn::GetAtt": f"{name}LogGroup.Arn"}], name
 
 
 def test_every_sqs_event_reports_batch_item_failures_and_caps_concurrency(
@@ -407,13 +462,17 @@ def test_the_sweep_runs_alone_every_minute_without_retries(
     assert len(sweep.events) == 1
 
 
-def test_every_function_logs_to_a_group_kept_30_days(template: dict[str, Any]) -> None:
-    # given the template's log groups
+def test_every_function_logs_to_a_group_of_its_own_kept_30_days(template: dict[str, Any]) -> None:
+    # given the template's functions and log groups
     groups = resources_of_type(template, "AWS::Logs::LogGroup")
-    for function in FUNCTIONS:
-        # then each function has its own, under the name Lambda writes to
+    for function, resource in _functions_of(template).items():
+        # then each function logs JSON to its own group, which the template creates first
+        logging = resource["Properties"]["LoggingConfig"]
+        assert logging == {"LogFormat": "JSON", "LogGroup": {"Ref": f"{function}LogGroup"}}
         group = groups[f"{function}LogGroup"]["Properties"]
-        assert group["LogGroupName"] == {"Fn::Sub": f"/aws/lambda/${{{function}}}"}
+        # named by the stack, not by the function: no reference back to the function
+        assert group["LogGroupName"]["Fn::Sub"].startswith("/aws/lambda/${AWS::StackName}/")
+        assert function not in json.dumps(group)
         assert group["RetentionInDays"] == 30
 
 
@@ -428,3 +487,41 @@ def test_every_dead_letter_queue_has_an_alarm(template: dict[str, Any]) -> None:
     # then any message in any DLQ raises one
     assert watched == DEAD_LETTER_QUEUES
     assert "JobFailureRateAlarm" in alarms
+    # and every alarm notifies the alarm topic
+    for name, alarm in alarms.items():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": "AlarmTopic"}], name
+
+
+# --- Outcome events ---------------------------------------------------------------------------
+
+
+def test_the_events_function_reads_both_tables_streams_for_possible_outcomes_only(
+    template: dict[str, Any], functions: dict[str, FunctionSpec]
+) -> None:
+    # given both tables and the events function
+    tables = resources_of_type(template, "AWS::DynamoDB::Table")
+    for table in ("JobsTable", "FilesTable"):
+        # then each table streams every change with the item before and after it
+        stream = tables[table]["Properties"]["StreamSpecification"]
+        assert stream == {"StreamViewType": "NEW_AND_OLD_IMAGES"}, table
+    spec = functions["EventsFunction"]
+    streams = {kind: e for kind, e in spec.events}
+    assert set(streams) == {"DynamoDB"}
+    events = {e["Stream"]["Fn::GetAtt"]: e for kind, e in spec.events}
+    assert set(events) == {"JobsTable.StreamArn", "FilesTable.StreamArn"}
+    for event in events.values():
+        # and a failed record is retried alone, then parked in the failure queue, never dropped
+        assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert event["BisectBatchOnFunctionError"] is True
+        destination = event["DestinationConfig"]["OnFailure"]["Destination"]
+        assert _getatt_logical_id(destination) == STREAM_FAILURE_QUEUE
+    # and only writes that leave a job terminal or a file quarantined wake the function
+    patterns = {
+        name: json.loads(e["FilterCriteria"]["Filters"][0]["Pattern"]) for name, e in events.items()
+    }
+    job_statuses = patterns["JobsTable.StreamArn"]["dynamodb"]["NewImage"]["status"]["S"]
+    assert set(job_statuses) == {"completed", "failed", "cancelled"}
+    file_statuses = patterns["FilesTable.StreamArn"]["dynamodb"]["NewImage"]["status"]["S"]
+    assert file_statuses == ["quarantined"]
+    # and it publishes to the stack's bus
+    assert spec.environment["EVENT_BUS_NAME"] == {"Ref": "JobEventsBus"}

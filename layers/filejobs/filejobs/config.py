@@ -23,6 +23,7 @@ class Settings:
     retention: timedelta
     queue_urls: Mapping[tuple[JobType, Lane], str]
     outputs_bucket: str | None = None
+    event_bus: str | None = None
     endpoint_url: str | None = None
 
     @classmethod
@@ -39,8 +40,14 @@ class Settings:
                 if (url := env.get(queue_url_variable(job_type, lane)))
             },
             outputs_bucket=env.get("OUTPUTS_BUCKET"),
+            event_bus=env.get("EVENT_BUS_NAME"),
             endpoint_url=env.get("AWS_ENDPOINT_URL"),
         )
+
+    def require_event_bus(self) -> str:
+        if not self.event_bus:
+            raise ConfigurationError("environment variable EVENT_BUS_NAME is not set")
+        return self.event_bus
 
 
 def queue_url_variable(job_type: JobType, lane: Lane) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from filejobs.domain.file import StoredFile
 from filejobs.domain.job import ProcessingJob
 
 
@@ -45,3 +46,21 @@ def job_view(job: ProcessingJob) -> dict[str, Any]:
 
 def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
+
+
+def file_view(stored: StoredFile) -> dict[str, Any]:
+    return {
+        "id": stored.id,
+        "tenant": stored.tenant,
+        "bucket": stored.bucket,
+        "key": stored.key,
+        "version_id": stored.version_id,
+        "size": stored.size,
+        "content_type": stored.content_type,
+        "sha256": stored.sha256,
+        "status": stored.status.value,
+        "status_reason": stored.status_reason,
+        "duplicate_of": stored.duplicate_of,
+        "created_at": _iso(stored.metadata.created_at),
+        "updated_at": _iso(stored.metadata.updated_at),
+    }

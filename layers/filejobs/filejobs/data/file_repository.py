@@ -5,14 +5,15 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
-from pynamodb.exceptions import TransactWriteError
+from pynamodb.exceptions import TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from filejobs.data.mapping import file_from_model, file_to_model, job_to_model
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
-from filejobs.domain.file import StoredFile
+from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan
 
 # Concurrent deliveries of one record collide as TransactionConflict; a retry then finds the
@@ -39,6 +40,31 @@ class FileRepository:
             return file_from_model(FileModel.get(file_id, consistent_read=consistent))
         except FileModel.DoesNotExist:
             return None
+
+    def quarantine(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
+        """Mark an active file quarantined, in one conditional write.
+
+        Returns the file as stored afterwards (already quarantined or deleted files are left as
+        they are), or None when there is no such file.
+        """
+        model = FileModel(id=file_id)
+        try:
+            model.update(
+                actions=[
+                    FileModel.status.set(FileStatus.QUARANTINED.value),
+                    FileModel.status_reason.set(reason),
+                    FileModel.updated_at.set(at),
+                    FileModel.updated_by.set(by),
+                ],
+                condition=FileModel.id.exists()
+                & (FileModel.status == FileStatus.ACTIVE.value)
+                & FileModel.deleted_at.does_not_exist(),
+            )
+        except UpdateError as error:
+            if error.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            return self.get(file_id)
+        return file_from_model(model)
 
     def versions_of(self, bucket: str, key: str) -> list[StoredFile]:
         """Every recorded version of an object key, newest first."""

@@ -134,6 +134,7 @@ def file_to_model(stored: StoredFile) -> FileModel:
         content_type=stored.content_type,
         sha256=stored.sha256,
         status=stored.status.value,
+        status_reason=stored.status_reason,
         duplicate_of=stored.duplicate_of,
         created_at=meta.created_at,
         updated_at=meta.updated_at,
@@ -157,6 +158,7 @@ def file_from_model(model: FileModel) -> StoredFile:
         content_type=model.content_type,
         sha256=model.sha256,
         status=FileStatus(model.status),
+        status_reason=model.status_reason,
         duplicate_of=model.duplicate_of,
         metadata=AuditMetadata(
             created_at=model.created_at,

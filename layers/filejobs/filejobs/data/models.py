@@ -143,6 +143,7 @@ class FileModel(_Audited):
     content_type = UnicodeAttribute()
     sha256 = UnicodeAttribute(null=True)
     status = UnicodeAttribute()
+    status_reason = UnicodeAttribute(null=True)
     duplicate_of = UnicodeAttribute(null=True)
 
     by_object = FilesByObject()

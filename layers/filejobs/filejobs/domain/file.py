@@ -31,4 +31,6 @@ class StoredFile:
     metadata: AuditMetadata
     sha256: str | None = None
     status: FileStatus = FileStatus.ACTIVE
+    # Why the status is what it is (the virus scan's verdict for a quarantined file).
+    status_reason: str | None = None
     duplicate_of: str | None = None

@@ -17,6 +17,7 @@ import yaml
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import (
         CreateBucketConfigurationTypeDef,
@@ -90,6 +91,9 @@ def _create_table_args(properties: dict[str, Any]) -> dict[str, Any]:
         sse = dict(args["SSESpecification"])
         sse["Enabled"] = sse.pop("SSEEnabled", False)
         args["SSESpecification"] = sse
+    if "StreamSpecification" in args:
+        # CloudFormation enables the stream by giving a view type; the API wants it said.
+        args["StreamSpecification"] = {"StreamEnabled": True, **args["StreamSpecification"]}
     return args
 
 
@@ -120,6 +124,24 @@ def create_tables(
                 TableName=name,
                 TimeToLiveSpecification={"AttributeName": ttl, "Enabled": True},
             )
+
+
+# ---------------------------------------------------------------------------------------------
+# Event buses
+
+
+def create_event_buses(
+    client: EventBridgeClient,
+    bus_names: dict[str, str],
+    template: dict[str, Any] | None = None,
+) -> dict[str, str]:
+    """Create each AWS::Events::EventBus under `bus_names[logical_id]`; its ARN by logical id."""
+    template = template or load_template()
+    arns: dict[str, str] = {}
+    for logical_id in resources_of_type(template, "AWS::Events::EventBus"):
+        if logical_id in bus_names:
+            arns[logical_id] = client.create_event_bus(Name=bus_names[logical_id])["EventBusArn"]
+    return arns
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,7 +394,8 @@ class FunctionSpec:
 
     `environment` values that are intrinsics (`!Ref JobsTable`) stay as the intrinsic dict
     (`{"Ref": "JobsTable"}`): whoever runs the function resolves them. `events` holds
-    (event type, properties) in template order.
+    (event type, properties) in template order. `policies` are the documents of the function's
+    role: its inline policies and the template's managed policies it attaches.
     """
 
     code_uri: str
@@ -383,7 +406,8 @@ class FunctionSpec:
     events: list[tuple[str, dict[str, Any]]]
     ephemeral_storage: int = _DEFAULT_EPHEMERAL_STORAGE
     reserved_concurrency: int | None = None
-    policies: list[Any] = field(default_factory=list)
+    role: str | None = None
+    policies: list[dict[str, Any]] = field(default_factory=list)
 
 
 def function_definitions(template: dict[str, Any]) -> dict[str, FunctionSpec]:
@@ -391,12 +415,27 @@ def function_definitions(template: dict[str, Any]) -> dict[str, FunctionSpec]:
     defaults: dict[str, Any] = template.get("Globals", {}).get("Function", {})
     functions = resources_of_type(template, "AWS::Serverless::Function")
     return {
-        logical_id: _function_spec(defaults, resource.get("Properties", {}))
+        logical_id: _function_spec(template, defaults, resource.get("Properties", {}))
         for logical_id, resource in functions.items()
     }
 
 
-def _function_spec(defaults: dict[str, Any], properties: dict[str, Any]) -> FunctionSpec:
+def role_policies(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    """The policy documents of an AWS::IAM::Role of the template (inline and managed)."""
+    resources = template.get("Resources", {})
+    properties = resources[role].get("Properties", {})
+    documents = [policy["PolicyDocument"] for policy in properties.get("Policies", [])]
+    for managed in properties.get("ManagedPolicyArns", []):
+        logical_id = managed.get("Ref") if isinstance(managed, dict) else None
+        if logical_id is None or logical_id not in resources:
+            raise ValueError(f"{role} attaches {managed!r}, which the template does not define")
+        documents.append(resources[logical_id]["Properties"]["PolicyDocument"])
+    return documents
+
+
+def _function_spec(
+    template: dict[str, Any], defaults: dict[str, Any], properties: dict[str, Any]
+) -> FunctionSpec:
     def setting(key: str, default: Any = None) -> Any:
         # SAM Globals: a scalar set on the function replaces the global one.
         return properties.get(key, defaults.get(key, default))
@@ -411,6 +450,8 @@ def _function_spec(defaults: dict[str, Any], properties: dict[str, Any]) -> Func
     ]
     storage = setting("EphemeralStorage", {}).get("Size", _DEFAULT_EPHEMERAL_STORAGE)
     reserved = properties.get("ReservedConcurrentExecutions")
+    role = _getatt(properties.get("Role"))
+    role_id = None if role is None else role[0]
     return FunctionSpec(
         code_uri=str(setting("CodeUri")),
         handler=str(setting("Handler")),
@@ -420,5 +461,6 @@ def _function_spec(defaults: dict[str, Any], properties: dict[str, Any]) -> Func
         events=events,
         ephemeral_storage=int(storage),
         reserved_concurrency=None if reserved is None else int(reserved),
-        policies=list(properties.get("Policies", [])),
+        role=role_id,
+        policies=[] if role_id is None else role_policies(template, role_id),
     )

@@ -1,0 +1,62 @@
+"""Outcome events: which recorded changes the outside world hears about.
+
+A change is published when a job enters a terminal status (completed, failed, cancelled) or a
+file enters quarantine. The decision looks only at the item before and after one write, as the
+table's stream delivers it, so every writer (worker, sweep, API) is covered without publishing
+anything itself, and a write that never committed can never be announced.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from filejobs.domain.file import FileStatus, StoredFile
+from filejobs.domain.job import JobStatus, ProcessingJob
+
+SOURCE = "filejobs"
+
+
+class DetailType(StrEnum):
+    JOB_COMPLETED = "Job Completed"
+    JOB_FAILED = "Job Failed"
+    JOB_CANCELLED = "Job Cancelled"
+    FILE_QUARANTINED = "File Quarantined"
+
+
+_JOB_OUTCOMES = {
+    JobStatus.COMPLETED: DetailType.JOB_COMPLETED,
+    JobStatus.FAILED: DetailType.JOB_FAILED,
+    JobStatus.CANCELLED: DetailType.JOB_CANCELLED,
+}
+
+
+def job_outcome(before: ProcessingJob | None, after: ProcessingJob) -> DetailType | None:
+    """The event a job write announces, if it moved the job into a terminal status.
+
+    A write that leaves a terminal status as it was (a soft delete, say) announces nothing again;
+    a job retried in place passes through pending and running, so its next ending is announced.
+    """
+    outcome = _JOB_OUTCOMES.get(after.status)
+    if outcome is None or (before is not None and before.status is after.status):
+        return None
+    return outcome
+
+
+def file_outcome(before: StoredFile | None, after: StoredFile) -> DetailType | None:
+    """The event a file write announces, if it put the file into quarantine."""
+    quarantined = FileStatus.QUARANTINED
+    if after.status is not quarantined or (before is not None and before.status is quarantined):
+        return None
+    return DetailType.FILE_QUARANTINED
+
+
+def job_event_id(job: ProcessingJob) -> str:
+    """Names one announcement: a consumer that sees it twice (at-least-once) can drop the copy."""
+    # updated_at changes on every write: a job cancelled, retried and cancelled again at the
+    # same attempt is announced twice, under two ids.
+    moment = job.metadata.updated_at.isoformat()
+    return f"job:{job.id}:{job.attempt}:{job.status.value}:{moment}"
+
+
+def file_event_id(stored: StoredFile) -> str:
+    return f"file:{stored.id}:{stored.status.value}:{stored.metadata.updated_at.isoformat()}"

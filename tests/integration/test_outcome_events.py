@@ -1,0 +1,335 @@
+"""Outcome events: terminal jobs and quarantined files reach the stack's EventBridge bus.
+
+Real writes go through the repositories into moto tables created from template.yaml (with their
+streams); the stream records moto keeps are filtered with the template's FilterCriteria and fed
+to the events handler as Lambda's DynamoDB event source would; a rule on the bus forwards what
+is published to a queue the test reads.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
+from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
+from mypy_boto3_sqs import SQSClient
+
+from filejobs import runtime
+from filejobs.data.file_repository import FileRepository
+from filejobs.data.job_repository import JobRepository
+from filejobs.data.models import bind_tables
+from filejobs.domain import transitions
+from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.infra.event_filter import filter_patterns, passes
+from filejobs.infra.template import (
+    create_event_buses,
+    create_tables,
+    function_definitions,
+    load_template,
+)
+from functions.events import app as events_app
+from tests.conftest import FakeClock
+from tests.factories import ingest_plan
+
+TEMPLATE = load_template()
+EVENTS_FUNCTION = function_definitions(TEMPLATE)["EventsFunction"]
+SAMPLE_EVENT = Path(__file__).resolve().parents[2] / "events" / "events_job_completed.json"
+KEEP = timedelta(days=30)
+LEASE = timedelta(minutes=5)
+
+
+@dataclass
+class _Context:
+    function_name: str = "events"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:events"
+    aws_request_id: str = "6f1c4b8e-2d47-4a57-9d0e-3b5f2f9d8a10"
+
+
+def context() -> LambdaContext:
+    return cast(LambdaContext, _Context())
+
+
+@dataclass
+class StreamTap:
+    """Reads a moto table's stream from the start, as Lambda's event source mapping would."""
+
+    client: DynamoDBStreamsClient
+    table: str
+    stream_arn: str
+    iterators: dict[str, str] = field(default_factory=dict)
+
+    def read(self) -> list[dict[str, Any]]:
+        """The records written since the last read, with the source ARN Lambda adds."""
+        shards = self.client.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
+        records: list[dict[str, Any]] = []
+        for shard in shards["Shards"]:
+            shard_id = shard["ShardId"]
+            if shard_id not in self.iterators:
+                self.iterators[shard_id] = self.client.get_shard_iterator(
+                    StreamArn=self.stream_arn,
+                    ShardId=shard_id,
+                    ShardIteratorType="TRIM_HORIZON",
+                )["ShardIterator"]
+            got = self.client.get_records(ShardIterator=self.iterators[shard_id])
+            self.iterators[shard_id] = got["NextShardIterator"]
+            for record in got["Records"]:
+                raw = json.loads(json.dumps(record, default=str))
+                records.append({**raw, "eventSourceARN": self.stream_arn})
+        return records
+
+
+@dataclass
+class Outcomes:
+    jobs: StreamTap
+    files: StreamTap
+    sqs: SQSClient
+    inbox: str  # a queue that receives everything published on the bus
+
+    def stream_event(self, *, filtered: bool = True) -> dict[str, Any]:
+        """The next batch of both streams as a DynamoDB event, filtered like the template says."""
+        records: list[dict[str, Any]] = []
+        for tap, name in ((self.jobs, "JobChanges"), (self.files, "FileChanges")):
+            patterns = filter_patterns(_event_source(name))
+            records += [r for r in tap.read() if not filtered or passes(patterns, r)]
+        return {"Records": records}
+
+    def published(self) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        while got := self.sqs.receive_message(QueueUrl=self.inbox, MaxNumberOfMessages=10).get(
+            "Messages", []
+        ):
+            for message in got:
+                events.append(json.loads(message["Body"]))
+                self.sqs.delete_message(QueueUrl=self.inbox, ReceiptHandle=message["ReceiptHandle"])
+        return events
+
+
+def _event_source(name: str) -> dict[str, Any]:
+    events = dict(TEMPLATE["Resources"]["EventsFunction"]["Properties"]["Events"])
+    properties: dict[str, Any] = events[name]["Properties"]
+    return properties
+
+
+@pytest.fixture
+def outcomes(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Outcomes]:
+    suffix = uuid.uuid4().hex[:8]
+    names = {"JobsTable": f"jobs-{suffix}", "FilesTable": f"files-{suffix}"}
+    dynamodb = boto3.client("dynamodb")
+    create_tables(dynamodb, names, TEMPLATE)
+    bind_tables(jobs_table=names["JobsTable"], files_table=names["FilesTable"])
+    bus = f"jobs-{suffix}"
+    create_event_buses(boto3.client("events"), {"JobEventsBus": bus}, TEMPLATE)
+    sqs = boto3.client("sqs")
+    inbox = sqs.create_queue(QueueName=f"inbox-{suffix}")["QueueUrl"]
+    inbox_arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])
+    events = boto3.client("events")
+    events.put_rule(Name="all", EventBusName=bus, EventPattern=json.dumps({"source": ["filejobs"]}))
+    events.put_targets(
+        Rule="all",
+        EventBusName=bus,
+        Targets=[{"Id": "inbox", "Arn": inbox_arn["Attributes"]["QueueArn"]}],
+    )
+    # Given a stream ARN, botocore aims at the account's own endpoint ({account}.ddb...),
+    # which moto does not answer: the regional endpoint serves the same API.
+    streams = boto3.client("dynamodbstreams", config=Config(account_id_endpoint_mode="disabled"))
+
+    def tap(table: str) -> StreamTap:
+        arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+        return StreamTap(streams, table, arn)
+
+    monkeypatch.setenv("JOBS_TABLE_NAME", names["JobsTable"])
+    monkeypatch.setenv("FILES_TABLE_NAME", names["FilesTable"])
+    monkeypatch.setenv("EVENT_BUS_NAME", bus)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
+    runtime.reset()
+    yield Outcomes(tap(names["JobsTable"]), tap(names["FilesTable"]), sqs, inbox)
+    runtime.reset()
+
+
+def ingested(clock: FakeClock) -> list[ProcessingJob]:
+    plan = ingest_plan(clock.now, "image/png")
+    FileRepository().record_ingest(plan)
+    return list(plan.jobs)
+
+
+def run_to_completion(job: ProcessingJob, clock: FakeClock) -> ProcessingJob:
+    repository = JobRepository()
+    claimed = repository.apply(
+        job.id, job.job_type, transitions.claim(now=clock.now, lease=LEASE, worker="w1")
+    )
+    running = claimed.job  # type: ignore[union-attr]
+    clock.advance(timedelta(seconds=1))
+    beat = transitions.heartbeat(running, now=clock.now, lease=LEASE, worker="w1")
+    repository.apply(job.id, job.job_type, beat)
+    clock.advance(timedelta(seconds=1))
+    done = transitions.complete(
+        running, result={"width": 128}, now=clock.now, retention=KEEP, worker="w1"
+    )
+    return repository.apply(job.id, job.job_type, done).job  # type: ignore[union-attr]
+
+
+def fail_for_good(job: ProcessingJob, clock: FakeClock) -> ProcessingJob:
+    repository = JobRepository()
+    claim = transitions.claim(now=clock.now, lease=LEASE, worker="w1")
+    running = repository.apply(job.id, job.job_type, claim).job  # type: ignore[union-attr]
+    failure = transitions.fail(
+        running,
+        error="PermanentError: not an image",
+        now=clock.now,
+        retry_at=None,
+        retention=KEEP,
+        worker="w1",
+    )
+    return repository.apply(job.id, job.job_type, failure).job  # type: ignore[union-attr]
+
+
+def handle(event: dict[str, Any]) -> dict[str, Any]:
+    return dict(events_app.handler(event, context()))
+
+
+def test_a_completed_job_is_announced_once_with_its_result(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given a job that was claimed, heartbeaten and completed
+    job = run_to_completion(ingested(clock)[0], clock)
+    # when the stream's records pass the template's filter and reach the handler
+    event = outcomes.stream_event()
+    response = handle(event)
+    # then only the completion got through the filter, and it was published
+    assert len(event["Records"]) == 1
+    assert response == {"batchItemFailures": []}
+    (published,) = outcomes.published()
+    assert published["source"] == "filejobs"
+    assert published["detail-type"] == "Job Completed"
+    detail = published["detail"]
+    assert (detail["id"], detail["file_id"], detail["tenant"]) == (job.id, job.file_id, "acme")
+    assert detail["status"] == "completed"
+    assert detail["result"] == {"width": 128}
+    assert detail["event_id"].startswith(f"job:{job.id}:1:completed:")
+    # and the event carries the moment of the change, not of the publication
+    assert published["time"].startswith(clock.now.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def test_a_job_failed_for_good_is_announced_with_its_error(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given a job that failed with no retry
+    fail_for_good(ingested(clock)[0], clock)
+    # when its changes are handled
+    handle(outcomes.stream_event())
+    # then one Job Failed event says why
+    (published,) = outcomes.published()
+    assert published["detail-type"] == "Job Failed"
+    assert published["detail"]["error_message"] == "PermanentError: not an image"
+
+
+def test_a_failure_that_will_be_retried_is_not_an_outcome(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given a job whose attempt failed and that is scheduled for a retry
+    job = ingested(clock)[0]
+    repository = JobRepository()
+    claim = transitions.claim(now=clock.now, lease=LEASE, worker="w1")
+    running = repository.apply(job.id, job.job_type, claim).job  # type: ignore[union-attr]
+    retry_at = clock.now + timedelta(seconds=30)
+    failure = transitions.fail(
+        running, error="TransientError: timeout", now=clock.now, retry_at=retry_at,
+        retention=KEEP, worker="w1",
+    )  # fmt: skip
+    repository.apply(job.id, job.job_type, failure)
+    # when every change reaches the handler, unfiltered
+    response = handle(outcomes.stream_event(filtered=False))
+    # then nothing is published
+    assert response == {"batchItemFailures": []}
+    assert outcomes.published() == []
+
+
+def test_a_cancelled_job_is_announced_with_who_cancelled_it(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given a pending job cancelled by a user
+    job = ingested(clock)[0]
+    cancel = transitions.cancel(now=clock.now, by="alice", reason="wrong file", retention=KEEP)
+    JobRepository().apply(job.id, job.job_type, cancel)
+    # when its changes are handled
+    handle(outcomes.stream_event())
+    # then one Job Cancelled event names the canceller
+    (published,) = outcomes.published()
+    assert published["detail-type"] == "Job Cancelled"
+    assert (published["detail"]["cancelled_by"], published["detail"]["cancel_reason"]) == (
+        "alice",
+        "wrong file",
+    )
+
+
+def test_a_quarantined_file_is_announced_once(outcomes: Outcomes, clock: FakeClock) -> None:
+    # given an ingested file the virus scan quarantines, twice (a redelivered scan)
+    file_id = ingested(clock)[0].file_id
+    files = FileRepository()
+    first = files.quarantine(file_id, reason="Eicar-Signature", at=clock.now, by="virus_scan")
+    again = files.quarantine(file_id, reason="Eicar-Signature", at=clock.now, by="virus_scan")
+    assert first is not None and again is not None
+    assert first.status_reason == again.status_reason == "Eicar-Signature"
+    # when the files stream is handled
+    handle(outcomes.stream_event())
+    # then one File Quarantined event carries the verdict: the second write changed nothing
+    (published,) = outcomes.published()
+    assert published["detail-type"] == "File Quarantined"
+    assert published["detail"]["id"] == file_id
+    assert published["detail"]["status_reason"] == "Eicar-Signature"
+
+
+def test_a_redelivered_batch_publishes_copies_a_consumer_can_drop(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given a completed job's change, delivered twice (a retried stream batch)
+    run_to_completion(ingested(clock)[0], clock)
+    event = outcomes.stream_event()
+    handle(event)
+    handle(event)
+    # then both publications name the same event id
+    first, second = outcomes.published()
+    assert first["detail"]["event_id"] == second["detail"]["event_id"]
+
+
+def test_a_bad_record_fails_alone_and_the_rest_of_the_batch_is_published(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given a batch of two completions with a record from an unknown stream between them
+    jobs = ingested(clock)
+    for job in jobs[:2]:
+        run_to_completion(job, clock)
+    records = outcomes.stream_event()["Records"]
+    stranger = {**records[0], "eventSourceARN": "arn:aws:dynamodb:us-east-1:1:table/x/stream/1"}
+    stranger["dynamodb"] = {**stranger["dynamodb"], "SequenceNumber": "999"}
+    # when the batch is handled
+    response = handle({"Records": [records[0], stranger, records[1]]})
+    # then only the stranger is reported failed (Lambda retries from it), and both jobs published
+    assert response == {"batchItemFailures": [{"itemIdentifier": "999"}]}
+    assert len(outcomes.published()) == 2
+
+
+def test_the_sample_stream_event_is_published(
+    outcomes: Outcomes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given events/events_job_completed.json, aimed at this test's jobs table
+    event = json.loads(SAMPLE_EVENT.read_text())
+    for record in event["Records"]:
+        record["eventSourceARN"] = outcomes.jobs.stream_arn
+    # when it is handled
+    response = handle(event)
+    # then its job's completion is published
+    assert response == {"batchItemFailures": []}
+    (published,) = outcomes.published()
+    assert published["detail-type"] == "Job Completed"
+    assert published["detail"]["status"] == JobStatus.COMPLETED.value
