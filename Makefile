@@ -39,13 +39,15 @@ $(SAM):
 	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli
 
 # sam validate --lint, then a container-free sam build (a real python3.13 first on PATH) into a
-# scratch folder, so the working tree gets no .aws-sam.
+# scratch folder, so the working tree gets no .aws-sam; then every native library of the build
+# must match its function's architecture and every function fit Lambda's 250 MB with its layers.
 template: install $(SAM)
 	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint --region us-east-1
-	build_dir=$$(mktemp -d) && trap 'rm -rf "$$build_dir"' EXIT && \
+	build_dir=$$(mktemp -d) && trap 'rm -rf "$$build_dir" "$$build_dir.log"' EXIT && \
 	  PATH="$(CURDIR)/$(BIN):$$PATH" SAM_CLI_TELEMETRY=0 \
 	  $(SAM) build --region us-east-1 --build-dir "$$build_dir" --cache-dir "$$build_dir/cache" > "$$build_dir.log" 2>&1 \
-	  || { cat "$$build_dir.log"; exit 1; }; echo "sam build: ok"
+	  || { cat "$$build_dir.log"; exit 1; }; echo "sam build: ok" && \
+	  $(BIN)/python tools/check_build.py "$$build_dir"
 
 test: lint typecheck template unit
 

@@ -7,8 +7,10 @@ redrive policy, a visibility timeout or a notification changed in the template i
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -47,6 +49,7 @@ STREAM_FAILURE_QUEUE = "EventsDeadLetterQueue"
 DEAD_LETTER_QUEUES = {*DEAD_LETTER_QUEUE_OF.values(), STREAM_FAILURE_QUEUE}
 JOB_QUEUES = {q for q in DEAD_LETTER_QUEUE_OF if q != "IngestQueue"}
 
+ROOT = Path(__file__).resolve().parents[2]
 BUCKETS = ("UploadsBucket", "OutputsBucket", "QuarantineBucket", "AccessLogsBucket")
 FUNCTIONS = {
     "IngestFunction",
@@ -525,3 +528,44 @@ def test_the_events_function_reads_both_tables_streams_for_possible_outcomes_onl
     assert file_statuses == ["quarantined"]
     # and it publishes to the stack's bus
     assert spec.environment["EVENT_BUS_NAME"] == {"Ref": "JobEventsBus"}
+
+
+# --- Layers and architecture ------------------------------------------------------------------
+
+MEDIA_LAYERS = {
+    "ThumbnailGenerationWorker": ["ImagingLayer"],
+    "VideoThumbnailWorker": ["ImagingLayer", "VideoLayer"],
+    "DocumentPreviewWorker": ["ImagingLayer", "DocumentsLayer"],
+    "CompressionWorker": ["CompressionLayer"],
+    "VirusScanWorker": ["ScanningLayer"],
+}
+
+
+def _requirement_names(layer_dir: str) -> set[str]:
+    lines = (ROOT / layer_dir / "requirements.txt").read_text().splitlines()
+    names = {line.split("#")[0].strip() for line in lines}
+    return {re.split(r"[<>=!~\[ ]", name, maxsplit=1)[0].lower() for name in names if name}
+
+
+def test_each_function_ships_the_shared_layer_and_only_the_media_layers_it_imports(
+    functions: dict[str, FunctionSpec],
+) -> None:
+    for name, spec in functions.items():
+        # then the shared layer comes first, then the function's own media layers
+        assert spec.layers == ["FileJobsLayer", *MEDIA_LAYERS.get(name, [])], name
+        # and everything runs on Graviton
+        assert spec.architecture == "arm64", name
+
+
+def test_every_layer_is_built_for_arm64_and_no_package_is_in_two_layers(
+    template: dict[str, Any],
+) -> None:
+    seen: dict[str, str] = {}
+    for name, layer in resources_of_type(template, "AWS::Serverless::LayerVersion").items():
+        # then SAM builds it for the functions' architecture (it would default to x86_64)
+        assert layer["Metadata"] == {"BuildMethod": "python3.13", "BuildArchitecture": "arm64"}
+        assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"], name
+        # and no requirement is also another layer's (the later layer would shadow it)
+        for requirement in _requirement_names(layer["Properties"]["ContentUri"]):
+            assert requirement not in seen, f"{requirement} in {name} and {seen[requirement]}"
+            seen[requirement] = name

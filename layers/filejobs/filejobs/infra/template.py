@@ -171,6 +171,13 @@ def _getatt(value: Any) -> tuple[str, str] | None:
     return None
 
 
+def _ref(value: Any) -> str:
+    """X of `!Ref X`."""
+    if not isinstance(value, dict) or set(value) != {"Ref"}:
+        raise ValueError(f"expected a Ref to a resource of the template, got {value!r}")
+    return str(value["Ref"])
+
+
 def _resolve_arn(value: Any, arns: Mapping[str, str], what: str) -> Any:
     """An ARN for `!GetAtt X.Arn` when `arns` knows X; a literal ARN as it is; else `value`."""
     target = _getatt(value)
@@ -408,6 +415,9 @@ class FunctionSpec:
     reserved_concurrency: int | None = None
     role: str | None = None
     policies: list[dict[str, Any]] = field(default_factory=list)
+    # Logical ids of the template's layers, Globals' first (the order Lambda stacks them in /opt).
+    layers: list[str] = field(default_factory=list)
+    architecture: str = "x86_64"
 
 
 def function_definitions(template: dict[str, Any]) -> dict[str, FunctionSpec]:
@@ -451,6 +461,9 @@ def _function_spec(
     storage = setting("EphemeralStorage", {}).get("Size", _DEFAULT_EPHEMERAL_STORAGE)
     reserved = properties.get("ReservedConcurrentExecutions")
     role = _getatt(properties.get("Role"))
+    # SAM Globals: a list set on the function is added to the global one, not put in its place.
+    layers = [_ref(layer) for layer in [*defaults.get("Layers", []), *properties.get("Layers", [])]]
+    (architecture,) = setting("Architectures", ["x86_64"])
     role_id = None if role is None else role[0]
     return FunctionSpec(
         code_uri=str(setting("CodeUri")),
@@ -462,5 +475,7 @@ def _function_spec(
         ephemeral_storage=int(storage),
         reserved_concurrency=None if reserved is None else int(reserved),
         role=role_id,
+        layers=layers,
+        architecture=str(architecture),
         policies=[] if role_id is None else role_policies(template, role_id),
     )
