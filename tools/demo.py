@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import sys
 import zlib
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,7 @@ from filejobs.domain.job import JobStatus, ProcessingJob  # noqa: E402
 from filejobs.domain.messages import JobMessage  # noqa: E402
 from filejobs.domain.retry import RetryPolicy, TransientError  # noqa: E402
 from filejobs.infra.template import create_tables  # noqa: E402
+from filejobs.processors.base import Work  # noqa: E402
 from filejobs.processors.digest import ObjectDigest  # noqa: E402
 from filejobs.services.ingest import IngestService  # noqa: E402
 from filejobs.services.sweep import SweepService  # noqa: E402
@@ -206,11 +206,12 @@ class Demo:
         result = service.handle(JobMessage.for_job(job))
         return _SAYS[result.outcome].format(detail=result.detail)
 
-    def _work(self, job: ProcessingJob, should_stop: Callable[[], bool]) -> dict[str, Any]:
+    def _work(self, work: Work) -> dict[str, Any]:
+        job = work.job
         if self.failures.get(job.id, 0) > 0:
             self.failures[job.id] -= 1
             raise TransientError("S3 answered 503 SlowDown")
-        return ObjectDigest(self.s3)(job, should_stop)
+        return ObjectDigest(self.s3)(work)
 
 
 def main() -> int:

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
+from filejobs.adapters.s3 import S3Outputs
+from filejobs.adapters.workspace import Scratch
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
@@ -17,7 +22,8 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.retry import PermanentError, RetryPolicy, TransientError
 from filejobs.domain.time import utcnow
-from filejobs.processors.base import StopRequested
+from filejobs.infra.template import create_buckets, load_template
+from filejobs.processors.base import OutputWriter, Processor, StopRequested, Work
 from filejobs.services.worker import Outcome, WorkerService
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
@@ -41,12 +47,13 @@ def job(tables: dict[str, str], clock: FakeClock) -> ProcessingJob:
 
 
 def worker(
-    processor: Callable[[ProcessingJob, Callable[[], bool]], dict[str, Any]],
+    processor: Processor,
     dispatcher: Recorder,
     clock: FakeClock | None = None,
     lease: timedelta = timedelta(minutes=5),
+    scratch: Scratch | None = None,
+    outputs: Callable[[ProcessingJob], OutputWriter] | None = None,
 ) -> WorkerService:
-    extra = {"clock": clock} if clock else {}
     return WorkerService(
         JobRepository(),
         dispatcher,
@@ -55,8 +62,10 @@ def worker(
         lease=lease,
         retention=KEEP,
         worker_id="test-worker",
+        outputs=outputs,
+        scratch=scratch,
         retry_policy=RetryPolicy(base=timedelta(seconds=4), cap=timedelta(minutes=1)),
-        **extra,
+        clock=clock or utcnow,
     )
 
 
@@ -67,7 +76,7 @@ def stored(job: ProcessingJob) -> ProcessingJob:
 
 
 def test_a_job_runs_to_completion_with_its_result(job: ProcessingJob, clock: FakeClock) -> None:
-    result = worker(lambda j, stop: {"seen": j.input_data}, Recorder(), clock).handle(
+    result = worker(lambda work: {"seen": work.job.input_data}, Recorder(), clock).handle(
         JobMessage.for_job(job)
     )
 
@@ -81,7 +90,7 @@ def test_a_job_runs_to_completion_with_its_result(job: ProcessingJob, clock: Fak
 def test_a_transient_failure_is_retried_by_a_delayed_message(
     job: ProcessingJob, clock: FakeClock
 ) -> None:
-    def flaky(j: ProcessingJob, stop: Callable[[], bool]) -> dict[str, Any]:
+    def flaky(work: Work) -> dict[str, Any]:
         raise TransientError("S3 SlowDown")
 
     dispatcher = Recorder()
@@ -99,7 +108,7 @@ def test_a_transient_failure_is_retried_by_a_delayed_message(
 def test_a_permanent_failure_fails_the_job_with_a_readable_message(
     job: ProcessingJob, clock: FakeClock
 ) -> None:
-    def corrupt(j: ProcessingJob, stop: Callable[[], bool]) -> dict[str, Any]:
+    def corrupt(work: Work) -> dict[str, Any]:
         raise PermanentError("not a PDF: the file ends after 12 bytes")
 
     dispatcher = Recorder()
@@ -117,8 +126,8 @@ def test_a_duplicate_message_for_a_finished_job_is_skipped(
 ) -> None:
     calls: list[str] = []
 
-    def count(j: ProcessingJob, stop: Callable[[], bool]) -> dict[str, Any]:
-        calls.append(j.id)
+    def count(work: Work) -> dict[str, Any]:
+        calls.append(work.job.id)
         return {}
 
     service = worker(count, Recorder(), clock)
@@ -134,7 +143,7 @@ def test_a_message_naming_another_type_is_skipped_without_a_write(
     job: ProcessingJob, clock: FakeClock
 ) -> None:
     message = JobMessage(job.id, JobType.COMPRESSION)
-    result = worker(lambda j, s: {}, Recorder(), clock).handle(message)
+    result = worker(lambda work: {}, Recorder(), clock).handle(message)
     assert (result.outcome, result.detail) == (Outcome.SKIPPED, "wrong_type")
     assert stored(job).status is JobStatus.PENDING
 
@@ -146,7 +155,7 @@ def test_a_forged_message_cannot_make_a_worker_take_another_types_job(
     service = WorkerService(
         JobRepository(),
         Recorder(),
-        lambda j, s: {},
+        lambda work: {},
         JobType.COMPRESSION,
         lease=timedelta(minutes=5),
         retention=KEEP,
@@ -162,7 +171,7 @@ def test_a_forged_message_cannot_make_a_worker_take_another_types_job(
 
 def test_a_long_job_keeps_its_lease_alive(job: ProcessingJob) -> None:
     # Given a real clock and a 0.3 s lease, and work that takes four leases' time
-    def slow(j: ProcessingJob, stop: Callable[[], bool]) -> dict[str, Any]:
+    def slow(work: Work) -> dict[str, Any]:
         time.sleep(1.2)
         return {"slow": True}
 
@@ -178,11 +187,11 @@ def test_a_cancel_during_processing_stops_the_worker_and_discards_its_result(
 ) -> None:
     started = threading.Event()
 
-    def cooperative(j: ProcessingJob, stop: Callable[[], bool]) -> dict[str, Any]:
+    def cooperative(work: Work) -> dict[str, Any]:
         started.set()
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            if stop():
+            if work.should_stop():
                 raise StopRequested
             time.sleep(0.02)
         return {"finished": True}
@@ -204,3 +213,121 @@ def _cancel_when(started: threading.Event, job: ProcessingJob) -> None:
     started.wait(5)
     cancel = transitions.cancel(now=utcnow(), by="alice", reason="stop", retention=KEEP)
     JobRepository().apply(job.id, job.job_type, cancel)
+
+
+# --- Scratch space and derived files ----------------------------------------------------------
+
+
+def test_every_attempt_works_in_a_fresh_directory_that_is_gone_when_it_ends(
+    job: ProcessingJob, clock: FakeClock, tmp_path: Path
+) -> None:
+    # given a processor that fills its workspace, then fails once and succeeds on the retry
+    scratch = Scratch(tmp_path / "scratch")
+    seen: list[Path] = []
+
+    def fill(work: Work) -> dict[str, Any]:
+        assert list(work.workspace.iterdir()) == []
+        (work.workspace / "frame.raw").write_bytes(b"\0" * 4096)
+        seen.append(work.workspace)
+        if len(seen) == 1:
+            raise TransientError("decoder crashed")
+        return {}
+
+    service = worker(fill, Recorder(), clock, scratch=scratch)
+    # when the job fails, is retried and completes
+    assert service.handle(JobMessage.for_job(job)).outcome is Outcome.RETRYING
+    clock.advance(timedelta(minutes=2))
+    assert service.handle(JobMessage.for_job(job)).outcome is Outcome.COMPLETED
+    # then each attempt had its own directory, and none is left on disk
+    assert len(set(seen)) == 2
+    assert not any(path.exists() for path in seen)
+    assert list(scratch.root.iterdir()) == []
+
+
+def test_files_left_by_a_killed_attempt_are_removed_before_the_next_job(
+    job: ProcessingJob, clock: FakeClock, tmp_path: Path
+) -> None:
+    # given the scratch root of this process holds what a timed-out invocation left behind
+    scratch = Scratch(tmp_path / "scratch")
+    leftover = scratch.root / "job-earlier-0123abcd"
+    leftover.mkdir(parents=True)
+    (leftover / "half.mp4").write_bytes(b"\0" * 1024)
+    # when the next job runs
+    worker(lambda work: {}, Recorder(), clock, scratch=scratch).handle(JobMessage.for_job(job))
+    # then the leftover is gone
+    assert not leftover.exists()
+
+
+@pytest.fixture
+def outputs_bucket(aws: None) -> str:
+    bucket = f"outputs-{uuid.uuid4().hex[:8]}"
+    create_buckets(boto3.client("s3"), {"OutputsBucket": bucket}, {}, load_template())
+    return bucket
+
+
+def test_derived_files_land_under_deterministic_keys_and_a_rerun_overwrites_them(
+    job: ProcessingJob, clock: FakeClock, outputs_bucket: str
+) -> None:
+    # given a processor writing one derived file, failing the first time after writing it
+    s3 = boto3.client("s3")
+    outputs = S3Outputs(s3, outputs_bucket)
+    attempts: list[int] = []
+
+    def thumbnail(work: Work) -> dict[str, Any]:
+        attempts.append(work.job.attempt)
+        key = work.outputs.put_bytes(
+            "thumb-128.webp", f"attempt {work.job.attempt}".encode(), "image/webp"
+        )
+        if len(attempts) == 1:
+            raise TransientError("S3 SlowDown")
+        return {"thumbnail": key}
+
+    service = worker(thumbnail, Recorder(), clock, outputs=outputs.for_job)
+    # when the job runs twice (a retry)
+    service.handle(JobMessage.for_job(job))
+    clock.advance(timedelta(minutes=2))
+    result = service.handle(JobMessage.for_job(job))
+    # then one object exists, under the job's folder, holding the second attempt's bytes
+    expected = f"derived/acme/{job.file_id}/virus_scan/thumb-128.webp"
+    assert result.job is not None and result.job.result_data == {"thumbnail": expected}
+    listed = s3.list_objects_v2(Bucket=outputs_bucket)["Contents"]
+    assert [o["Key"] for o in listed] == [expected]
+    stored_object = s3.get_object(Bucket=outputs_bucket, Key=expected)
+    assert stored_object["Body"].read() == b"attempt 2"
+    assert stored_object["ContentType"] == "image/webp"
+    assert stored_object["Metadata"] == {"job-id": job.id, "attempt": "2"}
+
+
+@pytest.mark.parametrize("name", ["../escape.webp", "a/b.webp", "", ".hidden"])
+def test_an_output_name_that_is_not_a_plain_file_name_fails_the_job_for_good(
+    job: ProcessingJob, clock: FakeClock, outputs_bucket: str, name: str
+) -> None:
+    # given a processor that asks for a path outside its folder
+    outputs = S3Outputs(boto3.client("s3"), outputs_bucket)
+
+    def escape(work: Work) -> dict[str, Any]:
+        work.outputs.put_bytes(name, b"x", "text/plain")
+        return {}
+
+    # when the job runs
+    result = worker(escape, Recorder(), clock, outputs=outputs.for_job).handle(
+        JobMessage.for_job(job)
+    )
+    # then it failed without a retry, saying why, and nothing was written
+    assert result.outcome is Outcome.FAILED
+    assert result.job is not None
+    assert "is not a plain file name" in (result.job.error_message or "")
+    assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=outputs_bucket)
+
+
+def test_a_worker_without_an_outputs_bucket_fails_a_writing_job_with_a_clear_error(
+    job: ProcessingJob, clock: FakeClock
+) -> None:
+    def write(work: Work) -> dict[str, Any]:
+        work.outputs.put_bytes("x.txt", b"x", "text/plain")
+        return {}
+
+    result = worker(write, Recorder(), clock).handle(JobMessage.for_job(job))
+    assert result.outcome is Outcome.FAILED
+    assert result.job is not None
+    assert "no outputs bucket" in (result.job.error_message or "")

@@ -1,8 +1,13 @@
-"""S3 access the core needs: the first bytes of an object version, for content sniffing."""
+"""S3 access the core needs: the first bytes of an object version (content sniffing), and the
+outputs bucket where jobs write derived files."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from filejobs.domain.job import ProcessingJob
+from filejobs.domain.keys import derived_key
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -26,3 +31,50 @@ class S3HeadReader:
             raise
         body: bytes = response["Body"].read(length)
         return body
+
+
+class S3Outputs:
+    """The outputs bucket, handing each job a writer for its own folder of derived files.
+
+    The bucket has no event notification: nothing written here is ever ingested again.
+    """
+
+    def __init__(self, client: S3Client, bucket: str) -> None:
+        self._client = client
+        self._bucket = bucket
+
+    def for_job(self, job: ProcessingJob) -> JobOutputs:
+        return JobOutputs(self._client, self._bucket, job)
+
+
+class JobOutputs:
+    def __init__(self, client: S3Client, bucket: str, job: ProcessingJob) -> None:
+        self._client = client
+        self._bucket = bucket
+        self._job = job
+
+    def put_bytes(self, name: str, data: bytes, content_type: str) -> str:
+        key = self._key(name)
+        self._client.put_object(
+            Bucket=self._bucket,
+            Key=key,
+            Body=data,
+            ContentType=content_type,
+            Metadata=self._metadata(),
+        )
+        return key
+
+    def put_file(self, name: str, path: Path, content_type: str) -> str:
+        """Uploads from disk; large files go up in parts (boto3's managed transfer)."""
+        key = self._key(name)
+        extra = {"ContentType": content_type, "Metadata": self._metadata()}
+        self._client.upload_file(str(path), self._bucket, key, ExtraArgs=extra)
+        return key
+
+    def _key(self, name: str) -> str:
+        job = self._job
+        return derived_key(job.tenant, job.file_id, job.job_type, name)
+
+    def _metadata(self) -> dict[str, str]:
+        # Which job and attempt wrote the object, for whoever finds it without the table.
+        return {"job-id": self._job.id, "attempt": str(self._job.attempt)}

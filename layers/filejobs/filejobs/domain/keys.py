@@ -10,10 +10,12 @@ for the partition arithmetic behind each N.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 
 from filejobs.domain.job import PRIORITY_MAX, JobStatus, JobType
+from filejobs.domain.retry import PermanentError
 
 # Fixed width, so string order is time order (isoformat() drops zero microseconds).
 SORTABLE_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -77,3 +79,19 @@ def sweep_partitions() -> list[str]:
 
 def object_ref(bucket: str, key: str) -> str:
     return f"{bucket}/{key}"
+
+
+# Derived files: one folder per job under the tenant's prefix of the outputs bucket. A re-run of
+# the job writes the same keys, so it overwrites its earlier outputs instead of adding copies.
+DERIVED_PREFIX = "derived"
+_OUTPUT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class InvalidOutputNameError(PermanentError):
+    """An output name that could escape its job's folder or is not a plain file name."""
+
+
+def derived_key(tenant: str, file_id: str, job_type: JobType, name: str) -> str:
+    if not _OUTPUT_NAME.fullmatch(name) or ".." in name:
+        raise InvalidOutputNameError(f"output name {name!r} is not a plain file name")
+    return f"{DERIVED_PREFIX}/{tenant}/{file_id}/{job_type.value}/{name}"

@@ -1,9 +1,11 @@
-"""What a processor is, and how it stops early."""
+"""What a processor is given, what it returns, and how it stops early."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 from filejobs.domain.job import ProcessingJob
 
@@ -12,6 +14,28 @@ class StopRequested(Exception):  # noqa: N818 (a signal, not an error)
     """Raised by a processor that noticed its job was cancelled or taken over."""
 
 
-# Does the job's work on its object and returns result_data; calls `should_stop` (the second
-# argument) often and raises StopRequested when it turns true.
-type Processor = Callable[[ProcessingJob, Callable[[], bool]], dict[str, Any]]
+class OutputWriter(Protocol):
+    """Writes a job's derived files under deterministic keys (domain.keys.derived_key).
+
+    Each method returns the object key written; writing the same name again overwrites it.
+    """
+
+    def put_bytes(self, name: str, data: bytes, content_type: str) -> str: ...
+
+    def put_file(self, name: str, path: Path, content_type: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Work:
+    """One attempt of one job, as the worker hands it to a processor."""
+
+    job: ProcessingJob
+    # True once the job was cancelled or taken over: check it often, then raise StopRequested.
+    should_stop: Callable[[], bool]
+    # An empty directory of this attempt's own; removed with everything in it when it ends.
+    workspace: Path
+    outputs: OutputWriter
+
+
+# Does the job's work and returns its result_data (sizes, dimensions, output keys, verdicts).
+type Processor = Callable[[Work], dict[str, Any]]

@@ -6,12 +6,10 @@ Every job type runs this until its real processor lands: a trivial but real read
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from filejobs.domain.job import ProcessingJob
 from filejobs.domain.retry import PermanentError
-from filejobs.processors.base import StopRequested
+from filejobs.processors.base import StopRequested, Work
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -23,8 +21,8 @@ class ObjectDigest:
     def __init__(self, s3: S3Client) -> None:
         self._s3 = s3
 
-    def __call__(self, job: ProcessingJob, should_stop: Callable[[], bool]) -> dict[str, Any]:
-        location = job.input_data or {}
+    def __call__(self, work: Work) -> dict[str, Any]:
+        location = work.job.input_data or {}
         bucket, key = location.get("bucket"), location.get("key")
         if not isinstance(bucket, str) or not isinstance(key, str):
             raise PermanentError("job input_data names no object (bucket and key)")
@@ -34,7 +32,7 @@ class ObjectDigest:
         body = self._s3.get_object(**request)["Body"]
         digest, size = hashlib.sha256(), 0
         for chunk in iter(lambda: body.read(CHUNK), b""):
-            if should_stop():
+            if work.should_stop():
                 raise StopRequested
             digest.update(chunk)
             size += len(chunk)

@@ -1,7 +1,8 @@
 """The worker use case: run one job message to a recorded outcome.
 
-claim (one conditional write, returns the job) -> process while a lease keeper heartbeats ->
-complete, or fail (scheduled for a retry with backoff, or failed for good). A message for a job
+claim (one conditional write, returns the job) -> process in a scratch directory of its own
+while a lease keeper heartbeats -> complete, or fail (scheduled for a retry with backoff, or
+failed for good). A message for a job
 that is taken, finished or cancelled is acknowledged without work: SQS redelivers, and the
 claim's condition is what makes that harmless.
 """
@@ -16,14 +17,15 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from filejobs.adapters.workspace import Scratch, shared_scratch
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied, Lost
-from filejobs.domain.retry import ErrorKind, RetryPolicy, classify
+from filejobs.domain.retry import ErrorKind, PermanentError, RetryPolicy, classify
 from filejobs.domain.time import utcnow
-from filejobs.processors.base import Processor, StopRequested
+from filejobs.processors.base import OutputWriter, Processor, StopRequested, Work
 from filejobs.services.sweep import Dispatcher, dispatch_retry_if_soon
 
 logger = logging.getLogger(__name__)
@@ -55,6 +57,8 @@ class WorkerService:
         lease: timedelta,
         retention: timedelta,
         worker_id: str,
+        outputs: Callable[[ProcessingJob], OutputWriter] | None = None,
+        scratch: Scratch | None = None,
         retry_policy: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen dataclass: immutable)
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
@@ -65,6 +69,8 @@ class WorkerService:
         self._lease = lease
         self._retention = retention
         self._worker = worker_id
+        self._outputs = outputs or _NoOutputs
+        self._scratch = scratch or shared_scratch()
         self._retry = retry_policy
         self._clock = clock
 
@@ -78,9 +84,10 @@ class WorkerService:
             return WorkResult(Outcome.SKIPPED, claimed.current, str(claimed.conflict))
         job = claimed.job
         keeper = LeaseKeeper(self._jobs, job, self._lease, self._worker, self._clock)
-        with keeper:
+        with keeper, self._scratch.for_job(job.id) as workspace:
+            work = Work(job, keeper.should_stop, workspace, self._outputs(job))
             try:
-                result = self._processor(job, keeper.should_stop)
+                result = self._processor(work)
             except StopRequested:
                 return WorkResult(Outcome.ABANDONED, job, keeper.reason)
             except Exception as error:  # every failure is recorded on the job
@@ -170,6 +177,19 @@ class LeaseKeeper:
             self.reason = str(result.conflict)
             self._stop.set()
             return
+
+
+class _NoOutputs:
+    """The writer of a worker given no outputs bucket: a processor that writes fails clearly."""
+
+    def __init__(self, job: ProcessingJob) -> None:
+        self._job = job
+
+    def put_bytes(self, name: str, data: bytes, content_type: str) -> str:
+        raise PermanentError("this worker has no outputs bucket (OUTPUTS_BUCKET is not set)")
+
+    def put_file(self, name: str, path: object, content_type: str) -> str:
+        raise PermanentError("this worker has no outputs bucket (OUTPUTS_BUCKET is not set)")
 
 
 def _describe(error: Exception) -> str:
