@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -19,8 +19,6 @@ from typing import Any, cast
 import boto3
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from botocore.config import Config
-from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
 from mypy_boto3_sqs import SQSClient
 
 from filejobs import runtime
@@ -39,6 +37,7 @@ from filejobs.infra.template import (
 from functions.events import app as events_app
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
+from tests.streams import StreamTap
 
 TEMPLATE = load_template()
 EVENTS_FUNCTION = function_definitions(TEMPLATE)["EventsFunction"]
@@ -57,35 +56,6 @@ class _Context:
 
 def context() -> LambdaContext:
     return cast(LambdaContext, _Context())
-
-
-@dataclass
-class StreamTap:
-    """Reads a moto table's stream from the start, as Lambda's event source mapping would."""
-
-    client: DynamoDBStreamsClient
-    table: str
-    stream_arn: str
-    iterators: dict[str, str] = field(default_factory=dict)
-
-    def read(self) -> list[dict[str, Any]]:
-        """The records written since the last read, with the source ARN Lambda adds."""
-        shards = self.client.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
-        records: list[dict[str, Any]] = []
-        for shard in shards["Shards"]:
-            shard_id = shard["ShardId"]
-            if shard_id not in self.iterators:
-                self.iterators[shard_id] = self.client.get_shard_iterator(
-                    StreamArn=self.stream_arn,
-                    ShardId=shard_id,
-                    ShardIteratorType="TRIM_HORIZON",
-                )["ShardIterator"]
-            got = self.client.get_records(ShardIterator=self.iterators[shard_id])
-            self.iterators[shard_id] = got["NextShardIterator"]
-            for record in got["Records"]:
-                raw = json.loads(json.dumps(record, default=str))
-                records.append({**raw, "eventSourceARN": self.stream_arn})
-        return records
 
 
 @dataclass
@@ -139,13 +109,9 @@ def outcomes(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Outcomes]:
         EventBusName=bus,
         Targets=[{"Id": "inbox", "Arn": inbox_arn["Attributes"]["QueueArn"]}],
     )
-    # Given a stream ARN, botocore aims at the account's own endpoint ({account}.ddb...),
-    # which moto does not answer: the regional endpoint serves the same API.
-    streams = boto3.client("dynamodbstreams", config=Config(account_id_endpoint_mode="disabled"))
 
     def tap(table: str) -> StreamTap:
-        arn = dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
-        return StreamTap(streams, table, arn)
+        return StreamTap.of_table(dynamodb, table)
 
     monkeypatch.setenv("JOBS_TABLE_NAME", names["JobsTable"])
     monkeypatch.setenv("FILES_TABLE_NAME", names["FilesTable"])

@@ -1,0 +1,238 @@
+"""Least privilege that still works: every AWS call each handler makes is allowed by its role.
+
+moto never checks IAM, so a grant missing from template.yaml would only show as AccessDenied in
+a deployed stack. Here the real handlers run against moto resources created from the template,
+every botocore call they make is recorded, and each is checked against the statements of the
+function's own role (tests/iam.py), the template's intrinsics resolved to those resources.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from filejobs import runtime
+from filejobs.data.file_repository import FileRepository
+from filejobs.data.job_repository import JobRepository
+from filejobs.domain import transitions
+from filejobs.domain.job import JobType
+from filejobs.domain.time import utcnow
+from filejobs.infra.template import (
+    FunctionSpec,
+    create_buckets,
+    create_event_buses,
+    create_queues,
+    create_tables,
+    function_definitions,
+    load_template,
+    queue_arns,
+    resources_of_type,
+)
+from functions.api import app as api
+from functions.events import app as events
+from functions.ingest import app as ingest
+from functions.sweep import app as sweep
+from functions.worker import app as worker
+from tests.factories import ingest_plan
+from tests.iam import ACCOUNT, PARTITION, REGION, Call, Resolver, denied, grants, recording_calls
+from tests.streams import StreamTap
+
+TEMPLATE = load_template()
+FUNCTIONS = function_definitions(TEMPLATE)
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64
+MP4 = b"\0\0\0\x18ftypmp42\0\0\0\0mp42isom" + b"\0" * 64
+PDF = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n" + b"\0" * 64
+
+
+@dataclass
+class _Context:
+    function_name: str = "iam-check"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:iam-check"
+    aws_request_id: str = "0f0e4a57-93c1-4b8e-b3a7-5d1a2c9e7f40"
+
+
+CONTEXT = cast(LambdaContext, _Context())
+
+
+@dataclass
+class Stack:
+    refs: dict[str, str]  # logical id -> what its Ref gives (name, or URL for queues)
+    resolver: Resolver
+    monkeypatch: pytest.MonkeyPatch
+
+    def become(self, function: str) -> FunctionSpec:
+        """Set the environment the template gives the function, as Lambda would."""
+        spec = FUNCTIONS[function]
+        parameters = TEMPLATE.get("Parameters", {})
+        for name, value in spec.environment.items():
+            resolved = value
+            if isinstance(value, dict):
+                target = value["Ref"]
+                known = target in self.refs
+                resolved = self.refs[target] if known else parameters[target]["Default"]
+            self.monkeypatch.setenv(name, str(resolved))
+        runtime.reset()
+        return spec
+
+    def refused(self, function: str, calls: list[Call]) -> list[str]:
+        assert calls, f"{function} made no AWS call: the check would prove nothing"
+        return denied(calls, grants(FUNCTIONS[function].policies, self.resolver))
+
+    def queue_records(self, logical_id: str) -> list[dict[str, Any]]:
+        sqs = boto3.client("sqs")
+        url = self.refs[logical_id]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        records = []
+        while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+            for message in got:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                records.append(
+                    {
+                        "messageId": message["MessageId"],
+                        "receiptHandle": message["ReceiptHandle"],
+                        "body": message["Body"],
+                        "attributes": {},
+                        "messageAttributes": {},
+                        "md5OfBody": message["MD5OfBody"],
+                        "eventSource": "aws:sqs",
+                        "eventSourceARN": arn["Attributes"]["QueueArn"],
+                        "awsRegion": REGION,
+                    }
+                )
+        return records
+
+
+@pytest.fixture
+def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+    suffix = uuid.uuid4().hex[:8]
+    dynamodb, sqs, s3 = boto3.client("dynamodb"), boto3.client("sqs"), boto3.client("s3")
+    tables = {t: f"{t}-{suffix}" for t in resources_of_type(TEMPLATE, "AWS::DynamoDB::Table")}
+    create_tables(dynamodb, tables, TEMPLATE)
+    urls = create_queues(
+        sqs, {q: f"{q}-{suffix}" for q in resources_of_type(TEMPLATE, "AWS::SQS::Queue")}, TEMPLATE
+    )
+    arns = queue_arns(sqs, urls)
+    buckets = {b: f"{b.lower()}-{suffix}" for b in resources_of_type(TEMPLATE, "AWS::S3::Bucket")}
+    create_buckets(s3, buckets, arns, TEMPLATE)
+    bus_arns = create_event_buses(boto3.client("events"), {"JobEventsBus": f"bus-{suffix}"})
+    attributes = {
+        **{f"{q}.Arn": arn for q, arn in arns.items()},
+        **{f"{b}.Arn": f"arn:{PARTITION}:s3:::{name}" for b, name in buckets.items()},
+        **{f"{bus}.Arn": arn for bus, arn in bus_arns.items()},
+    }
+    for table, name in tables.items():
+        described = dynamodb.describe_table(TableName=name)["Table"]
+        attributes[f"{table}.Arn"] = described["TableArn"]
+        attributes[f"{table}.StreamArn"] = described["LatestStreamArn"]
+    for group in resources_of_type(TEMPLATE, "AWS::Logs::LogGroup"):
+        attributes[f"{group}.Arn"] = f"arn:{PARTITION}:logs:{REGION}:{ACCOUNT}:log-group:{group}:*"
+    refs = {**tables, **urls, **buckets, "JobEventsBus": f"bus-{suffix}"}
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
+    yield Stack(refs, Resolver(attributes), monkeypatch)
+    runtime.reset()
+
+
+def upload(stack: Stack, name: str, body: bytes) -> None:
+    boto3.client("s3").put_object(
+        Bucket=stack.refs["UploadsBucket"], Key=f"uploads/acme/{name}", Body=body
+    )
+
+
+def ingest_everything(stack: Stack) -> list[Call]:
+    stack.become("IngestFunction")
+    with recording_calls() as recorder:
+        records = stack.queue_records("IngestQueue")
+        # a duplicate delivery takes the other path: it re-sends the file's pending jobs
+        ingest.handler({"Records": records + records}, CONTEXT)
+    return recorder.calls
+
+
+def test_ingest_may_do_everything_it_does(stack: Stack) -> None:
+    # given uploads of an image and a video, each notification delivered twice
+    upload(stack, "photo.png", PNG)
+    upload(stack, "clip.mp4", MP4)
+    # when ingest handles them, then every call it made is granted
+    calls = ingest_everything(stack)
+    assert {c.operation for c in calls} >= {"GetObject", "TransactWriteItems", "Query"}
+    assert stack.refused("IngestFunction", calls) == []
+
+
+@pytest.mark.parametrize("job_type", list(JobType))
+def test_each_worker_may_do_everything_it_does(stack: Stack, job_type: JobType) -> None:
+    # given uploads that make jobs of every type, ingested
+    for name, body in (("photo.png", PNG), ("clip.mp4", MP4), ("doc.pdf", PDF)):
+        upload(stack, name, body)
+    ingest_everything(stack)
+    # when the worker of one type handles both its lanes' messages
+    pascal = "".join(part.title() for part in job_type.value.split("_"))
+    stack.become(f"{pascal}Worker")
+    records = stack.queue_records(f"{pascal}Queue") + stack.queue_records(f"{pascal}HighQueue")
+    assert records
+    with recording_calls() as recorder:
+        response = worker.handler({"Records": records}, CONTEXT)
+    assert response["batchItemFailures"] == []
+    # then every call it made is granted by its own role
+    assert stack.refused(f"{pascal}Worker", recorder.calls) == []
+
+
+def test_the_sweep_may_do_everything_it_does(stack: Stack) -> None:
+    # given jobs written an hour ago whose messages were never sent (the sweep must send them)
+    stack.become("SweepFunction")
+    runtime.settings()
+    FileRepository().record_ingest(ingest_plan(utcnow() - timedelta(hours=1), "image/png"))
+    # when the sweep runs
+    with recording_calls() as recorder:
+        summary = sweep.handler({}, CONTEXT)
+    # then it re-sent them, and every call it made is granted
+    assert sum(summary["actions"].values()) >= 1
+    assert {c.operation for c in recorder.calls} >= {"Query", "UpdateItem", "SendMessage"}
+    assert stack.refused("SweepFunction", recorder.calls) == []
+
+
+def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
+    # given a job
+    stack.become("ApiFunction")
+    runtime.settings()
+    plan = ingest_plan(utcnow(), "image/png")
+    FileRepository().record_ingest(plan)
+    event = json.loads((EVENTS / "api_get_job.json").read_text())
+    event["pathParameters"]["job_id"] = plan.jobs[0].id
+    event["path"] = f"/jobs/{plan.jobs[0].id}"
+    # when it is asked for
+    with recording_calls() as recorder:
+        response = api.handler(event, CONTEXT)
+    # then it answered, and every call it made is granted
+    assert response["statusCode"] == 200
+    assert stack.refused("ApiFunction", recorder.calls) == []
+
+
+def test_the_events_function_may_do_everything_it_does(stack: Stack) -> None:
+    # given a job cancelled, as its table's stream carries it
+    stack.become("EventsFunction")
+    runtime.settings()
+    plan = ingest_plan(utcnow(), "image/png")
+    FileRepository().record_ingest(plan)
+    jobs = JobRepository()
+    job = plan.jobs[0]
+    cancel = transitions.cancel(now=utcnow(), by="alice", reason="r", retention=timedelta(1))
+    jobs.apply(job.id, job.job_type, cancel)
+    tap = StreamTap.of_table(boto3.client("dynamodb"), stack.refs["JobsTable"])
+    # when the events function handles the stream
+    records = tap.read()
+    with recording_calls() as recorder:
+        response = events.handler({"Records": records}, CONTEXT)
+    # then it published, and every call it made is granted
+    assert response["batchItemFailures"] == []
+    assert [c.operation for c in recorder.calls] == ["PutEvents"]
+    assert stack.refused("EventsFunction", recorder.calls) == []
