@@ -15,6 +15,7 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import bind_tables
 
 if TYPE_CHECKING:
+    from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sqs import SQSClient
 
@@ -40,6 +41,11 @@ def sqs() -> SQSClient:
     return boto3.client("sqs", endpoint_url=settings().endpoint_url)
 
 
+@cache
+def events() -> EventBridgeClient:
+    return boto3.client("events", endpoint_url=settings().endpoint_url)
+
+
 def jobs() -> JobRepository:
     settings()
     return JobRepository()
@@ -61,5 +67,5 @@ def worker_id(context_request_id: str | None = None) -> str:
 
 def reset() -> None:
     """Forget every cached client and setting (tests change the environment between cases)."""
-    for cached in (settings, s3, sqs):
+    for cached in (settings, s3, sqs, events):
         cached.cache_clear()
