@@ -3,19 +3,38 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
 from filejobs.adapters.s3_events import object_created_records
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage, MalformedMessageError
+from tests.factories import pending_job
 
 JOB_ID = "5368c92a-dbb6-510d-b34e-246abad353a0"
+FILE_ID = "0b7e5d43-2a61-5c1e-9d0f-3c2b1a4e6f70"
 
 
 def test_a_job_message_round_trips() -> None:
-    message = JobMessage(JOB_ID, JobType.VIRUS_SCAN)
+    message = JobMessage(JOB_ID, JobType.VIRUS_SCAN, FILE_ID)
     assert JobMessage.parse(message.to_json()) == message
+
+
+def test_a_jobs_message_names_its_file() -> None:
+    job = pending_job(datetime(2026, 11, 29, tzinfo=UTC))
+    message = JobMessage.for_job(job)
+    assert (message.job_id, message.job_type, message.file_id) == (
+        job.id,
+        job.job_type,
+        job.file_id,
+    )
+    assert json.loads(message.to_json())["file_id"] == job.file_id
+
+
+def test_a_message_sent_before_file_ids_still_parses() -> None:
+    body = json.dumps({"job_id": JOB_ID, "job_type": "virus_scan"})
+    assert JobMessage.parse(body) == JobMessage(JOB_ID, JobType.VIRUS_SCAN, file_id=None)
 
 
 @pytest.mark.parametrize(
@@ -26,6 +45,14 @@ def test_a_job_message_round_trips() -> None:
         ('{"job_type": "virus_scan"}', "job_id must be a UUID"),
         ('{"job_id": "../../etc", "job_type": "virus_scan"}', "job_id must be a UUID"),
         (json.dumps({"job_id": JOB_ID, "job_type": "mining"}), "unknown job_type"),
+        (
+            json.dumps({"job_id": JOB_ID, "job_type": "virus_scan", "file_id": "../../etc"}),
+            "file_id must be a UUID",
+        ),
+        (
+            json.dumps({"job_id": JOB_ID, "job_type": "virus_scan", "file_id": 7}),
+            "file_id must be a UUID",
+        ),
     ],
 )
 def test_malformed_job_messages_are_refused_with_a_reason(body: str, complaint: str) -> None:

@@ -2,6 +2,8 @@
 
 Everything else (the object's location, the attempt number) comes back from the claim, so a
 forged or stale message can at worst make a worker try a claim that the database refuses.
+The file id rides along for the logs only: every line about a job names its file, even a line
+written before (or instead of) the claim.
 """
 
 from __future__ import annotations
@@ -35,23 +37,32 @@ class MalformedMessageError(ValueError):
 class JobMessage:
     job_id: str
     job_type: JobType
+    # For logging only: the claim returns the job as stored, file id included. None in messages
+    # sent before the field existed; they still parse.
+    file_id: str | None = None
 
     @classmethod
     def for_job(cls, job: ProcessingJob) -> JobMessage:
-        return cls(job.id, job.job_type)
+        return cls(job.id, job.job_type, job.file_id)
 
     def to_json(self) -> str:
-        return json.dumps({"job_id": self.job_id, "job_type": self.job_type.value})
+        body = {"job_id": self.job_id, "job_type": self.job_type.value}
+        if self.file_id is not None:
+            body["file_id"] = self.file_id
+        return json.dumps(body)
 
     @classmethod
     def parse(cls, body: str) -> JobMessage:
         data = json_object(body, "job message")
-        job_id, job_type = data.get("job_id"), data.get("job_type")
+        job_id, job_type, file_id = data.get("job_id"), data.get("job_type"), data.get("file_id")
         if not isinstance(job_id, str) or not _is_uuid(job_id):
             raise MalformedMessageError(f"job_id must be a UUID, got {job_id!r}")
         if job_type not in {t.value for t in JobType}:
             raise MalformedMessageError(f"unknown job_type {job_type!r}")
-        return cls(job_id, JobType(job_type))
+        # Logged as given, so held to the same shape as the job id.
+        if file_id is not None and (not isinstance(file_id, str) or not _is_uuid(file_id)):
+            raise MalformedMessageError(f"file_id must be a UUID when given, got {file_id!r}")
+        return cls(job_id, JobType(job_type), file_id)
 
 
 def json_object(body: str, what: str) -> dict[str, Any]:
