@@ -2,42 +2,53 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs import runtime
 from filejobs.adapters.s3 import S3HeadReader
 from filejobs.adapters.s3_events import object_created_records
-from filejobs.data.file_repository import AlreadyIngested
+from filejobs.data.file_repository import AlreadyIngested, FileRepository
+from filejobs.domain import keys
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
 from filejobs.domain.job import JobStatus
-from filejobs.observability import METRICS_NAMESPACE, SERVICE
+from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
 from filejobs.services.ingest import IngestService
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-# A batch whose every record failed is reported item by item, like any other: no function error.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+
+
+def files() -> FileRepository:
+    runtime.settings()  # binds the models to the environment's tables
+    return FileRepository()
+
+
+def file_id_of(created: ObjectCreated) -> str | None:
+    """The id the upload gets (or got, on a redelivery): known before any I/O."""
+    try:
+        return keys.file_id_for(created.bucket, created.key, created.version_marker)
+    except InvalidUploadError:
+        return None  # no version marker: refused by the ingest itself
 
 
 def ingest_one(created: ObjectCreated) -> None:
-    # Keys scoped to this object: the next record of the batch must not inherit them.
-    with logger.append_context_keys(bucket=created.bucket, key=created.key):
+    file_id = file_id_of(created)
+    if file_id is not None:
+        tracer.put_annotation(key="file_id", value=file_id)
+    # Every line about this object names it and its file; the next one starts clean.
+    with record_scope(logger, bucket=created.bucket, key=created.key, file_id=file_id):
         record_upload(created)
 
 
 def record_upload(created: ObjectCreated) -> None:
-    service = IngestService(runtime.files(), S3HeadReader(runtime.s3()))
+    service = IngestService(files(), S3HeadReader(runtime.s3()))
     try:
         result = service.ingest(created)
     except InvalidUploadError as refused:
@@ -49,27 +60,27 @@ def record_upload(created: ObjectCreated) -> None:
         # A redelivery: the first delivery may have died before sending the messages.
         pending = runtime.jobs().jobs_of_file(result.file_id, JobStatus.PENDING)
         runtime.dispatcher().dispatch_all(pending)
-        logger.info("duplicate delivery", file_id=result.file_id, redispatched=len(pending))
+        logger.info("duplicate delivery", redispatched=len(pending))
         metrics.add_metric(name="DuplicateDeliveries", unit=MetricUnit.Count, value=1)
         return
     runtime.dispatcher().dispatch_all(result.plan.jobs)
     logger.info(
         "file ingested",
-        file_id=result.plan.file.id,
         content_type=result.plan.file.content_type,
         jobs=[j.job_type.value for j in result.plan.jobs],
     )
     metrics.add_metric(name="FilesIngested", unit=MetricUnit.Count, value=1)
 
 
-def record_handler(record: SQSRecord) -> None:
-    for created in object_created_records(record.body):
+@tracer.capture_method(capture_response=False)
+def record_handler(record: runtime.SqsRecord) -> None:
+    # One notification usually holds one object; each is ingested in its own log scope.
+    for created in object_created_records(record["body"]):
         ingest_one(created)
 
 
 @logger.inject_lambda_context
+@tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+def handler(event: dict[str, Any], context: LambdaContext) -> runtime.PartialBatchResponse:
+    return runtime.sqs_batch(event, record_handler, logger)

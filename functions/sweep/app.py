@@ -2,25 +2,46 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs import runtime
-from filejobs.observability import METRICS_NAMESPACE, SERVICE
+from filejobs.data.job_repository import JobRepository
+from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
 from filejobs.services.sweep import SweepService
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from datetime import datetime
+
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from filejobs.domain.job import ProcessingJob
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+
+
+class SweptJobs(JobRepository):
+    """The jobs repository, with each due job's ids on every log line while the sweep acts on it."""
+
+    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
+        for job in super().due_for_sweep(now, per_shard=per_shard):
+            # The sweep handles a job between two `next()` calls, so the job's keys stay while
+            # it does, and are gone before the next job's (or once the sweep stops asking).
+            with logger.append_context_keys(job_id=job.id, file_id=job.file_id):
+                yield job
 
 
 @logger.inject_lambda_context
+@tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    settings = runtime.settings()
-    sweep = SweepService(runtime.jobs(), runtime.dispatcher(), retention=settings.retention)
+    settings = runtime.settings()  # binds the models to the environment's tables
+    sweep = SweepService(SweptJobs(), runtime.dispatcher(), retention=settings.retention)
     report = sweep.run()
     summary = {
         "examined": report.examined,

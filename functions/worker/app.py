@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs import runtime
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
-from filejobs.observability import METRICS_NAMESPACE, SERVICE
+from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
 from filejobs.processors.digest import ObjectDigest
 from filejobs.services.worker import Outcome, WorkerService, WorkResult
 
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-# A batch whose every record failed is reported item by item, like any other: no function error.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
 
 _METRIC = {
     Outcome.COMPLETED: "JobsCompleted",
@@ -41,12 +35,20 @@ def job_type() -> JobType:
     return JobType(os.environ["JOB_TYPE"])
 
 
-def record_handler(record: SQSRecord) -> None:
+@tracer.capture_method(capture_response=False)
+def record_handler(record: runtime.SqsRecord) -> None:
     # A malformed message raises here: it fails alone and, after maxReceiveCount, rests in the DLQ.
-    message = JobMessage.parse(record.body)
-    # Keys scoped to this record: the next record of the batch must not inherit them.
-    with logger.append_context_keys(job_id=message.job_id, job_type=message.job_type.value):
-        handle(message, record.message_id)
+    message = JobMessage.parse(record["body"])
+    tracer.put_annotation(key="job_id", value=message.job_id)
+    tracer.put_annotation(key="job_type", value=message.job_type.value)
+    # Every line about this job names it and its file; the next record of the batch starts clean.
+    with record_scope(
+        logger,
+        job_id=message.job_id,
+        file_id=message.file_id,
+        job_type=message.job_type.value,
+    ):
+        handle(message, record["messageId"])
 
 
 def handle(message: JobMessage, message_id: str) -> None:
@@ -62,15 +64,14 @@ def handle(message: JobMessage, message_id: str) -> None:
     )
     result = service.handle(message)
     job = result.job
-    logger.info(
-        "job handled",
-        extra={
-            "outcome": result.outcome.value,
-            "detail": result.detail,
-            "file_id": None if job is None else job.file_id,
-            "attempt": None if job is None else job.attempt,
-        },
-    )
+    extra: dict[str, Any] = {
+        "outcome": result.outcome.value,
+        "detail": result.detail,
+        "attempt": None if job is None else job.attempt,
+    }
+    if job is not None and job.file_id != message.file_id:
+        extra["file_id"] = job.file_id  # the stored truth (an old message carries no file id)
+    logger.info("job handled", extra=extra)
     record_metrics(result)
 
 
@@ -87,8 +88,7 @@ def record_metrics(result: WorkResult) -> None:
 
 
 @logger.inject_lambda_context
+@tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+def handler(event: dict[str, Any], context: LambdaContext) -> runtime.PartialBatchResponse:
+    return runtime.sqs_batch(event, record_handler, logger)

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TextIO, cast
 from urllib.parse import unquote_plus
 
 import boto3
@@ -20,9 +23,12 @@ from mypy_boto3_s3 import S3Client
 from mypy_boto3_sqs import SQSClient
 
 from filejobs import runtime
+from filejobs.adapters.sqs import SqsDispatcher
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
-from filejobs.domain.job import JobStatus, JobType
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.retry import TransientError
+from filejobs.domain.time import utcnow
 from filejobs.infra.template import (
     create_buckets,
     create_queues,
@@ -32,10 +38,14 @@ from filejobs.infra.template import (
     queue_arns,
     resources_of_type,
 )
+from filejobs.processors.base import Work
+from filejobs.processors.digest import ObjectDigest
+from filejobs.services.worker import WorkerService
 from functions.api import app as api
 from functions.ingest import app as ingest
 from functions.sweep import app as sweep
 from functions.worker import app as worker
+from tests.factories import ingest_plan
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 TEMPLATE = load_template()
@@ -332,3 +342,200 @@ def test_a_completed_job_is_measured(
     assert blob["JobsStarted"] == blob["JobsCompleted"] == [1.0]
     [seconds] = blob["JobDuration"]
     assert 0 <= seconds < 60
+
+
+# --- every log line of a record names what it is about --------------------------------------
+
+type LogLine = dict[str, Any]
+
+
+class _CurrentStdout:
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+@pytest.fixture
+def logs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[[], list[LogLine]]:
+    """The JSON log lines the handlers wrote since the last call (metric blobs left out).
+
+    Every handler's Logger writes through one stream handler, whose stream was taken at import:
+    for the test it writes to whatever sys.stdout is when a line is written, capsys's.
+    """
+    handler = cast(logging.StreamHandler[TextIO], worker.logger.registered_handler)
+    monkeypatch.setattr(handler, "stream", _CurrentStdout())
+
+    def read() -> list[LogLine]:
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        return [line for line in lines if "level" in line]
+
+    return read
+
+
+def by_message(lines: list[LogLine]) -> dict[str, list[LogLine]]:
+    grouped: dict[str, list[LogLine]] = {}
+    for line in lines:
+        grouped.setdefault(line.get("message_id", "(none)"), []).append(line)
+    return grouped
+
+
+def job_of(record: dict[str, Any]) -> ProcessingJob:
+    job = JobRepository().get(json.loads(record["body"])["job_id"])
+    assert job is not None
+    return job
+
+
+def upload(stack: Stack, *names: str) -> list[dict[str, Any]]:
+    """Upload text files and ingest them; return the virus-scan queue's job messages."""
+    for name in names:
+        stack.s3.put_object(Bucket=stack.uploads, Key=f"uploads/acme/{name}", Body=b"text\n")
+    assert invoke(ingest.handler, receive(stack, "IngestQueue")) == []
+    return receive(stack, "VirusScanQueue")
+
+
+def test_every_worker_line_names_its_job_and_file_and_the_next_record_starts_clean(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, logs: Callable[[], list[LogLine]]
+) -> None:
+    # Given a batch of two job messages for two files, and a malformed message last
+    flaky, steady = upload(stack, "one.txt", "two.txt")
+    malformed = {**steady, "messageId": "malformed-1", "body": '{"job_id": "nope"}'}
+    flaky_job, steady_job = job_of(flaky), job_of(steady)
+
+    def processor(s3: Any) -> Callable[[Work], dict[str, Any]]:
+        def process(work: Work) -> dict[str, Any]:
+            if work.job.id == flaky_job.id:
+                raise TransientError("throttled")  # logged by the worker service, then retried
+            return ObjectDigest(s3)(work)
+
+        return process
+
+    monkeypatch.setattr(worker, "ObjectDigest", processor)
+    monkeypatch.setenv("JOB_TYPE", "virus_scan")
+    logs()
+
+    # When the worker handles the batch
+    failed = invoke(worker.handler, [flaky, steady, malformed])
+
+    # Then every line of a job's record names that job and its file, and nothing else's
+    assert failed == ["malformed-1"]
+    lines = by_message(logs())
+    for record, job in ((flaky, flaky_job), (steady, steady_job)):
+        assert lines[record["messageId"]], record
+        for line in lines[record["messageId"]]:
+            assert (line.get("job_id"), line.get("file_id")) == (job.id, job.file_id), line
+    assert {line["level"] for line in lines[flaky["messageId"]]} == {"WARNING", "INFO"}
+    # and the malformed message's lines inherit no job from the records before it
+    [refusal] = lines["malformed-1"]
+    assert "job_id" not in refusal and "file_id" not in refusal
+    assert "job_id must be a UUID" in refusal["exception"]
+
+
+def test_a_failure_escaping_a_job_is_logged_once_with_its_job_and_file(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, logs: Callable[[], list[LogLine]]
+) -> None:
+    [record] = upload(stack, "three.txt")
+    job = job_of(record)
+
+    def unreachable(self: object, message: object) -> object:
+        raise ConnectionError("table unreachable")
+
+    monkeypatch.setattr(WorkerService, "handle", unreachable)
+    monkeypatch.setenv("JOB_TYPE", "virus_scan")
+    logs()
+
+    assert invoke(worker.handler, [record]) == [record["messageId"]]
+
+    [failure] = logs()
+    assert (failure["level"], failure["message"]) == ("ERROR", "record failed")
+    assert (failure["job_id"], failure["file_id"]) == (job.id, job.file_id)
+    assert "table unreachable" in failure["exception"]
+
+
+def test_a_message_without_a_file_id_still_runs_and_its_outcome_names_the_file(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, logs: Callable[[], list[LogLine]]
+) -> None:
+    # Given a job message as sent before messages carried the file id
+    [record] = upload(stack, "four.txt")
+    job = job_of(record)
+    old = {**record, "body": json.dumps({"job_id": job.id, "job_type": job.job_type.value})}
+    monkeypatch.setenv("JOB_TYPE", "virus_scan")
+    logs()
+
+    assert invoke(worker.handler, [old]) == []
+
+    # Then the job completes and the outcome line names the file the claim returned
+    [handled] = logs()
+    assert (handled["message"], handled["outcome"]) == ("job handled", "completed")
+    assert (handled["job_id"], handled["file_id"]) == (job.id, job.file_id)
+
+
+def test_every_ingest_line_names_the_file_being_ingested(
+    stack: Stack, logs: Callable[[], list[LogLine]]
+) -> None:
+    # Given two uploads, each announced by its own notification, and one delivered twice
+    for name in ("five.txt", "six.txt"):
+        stack.s3.put_object(Bucket=stack.uploads, Key=f"uploads/acme/{name}", Body=b"x\n")
+    records = [r for r in receive(stack, "IngestQueue") if "TestEvent" not in r["body"]]
+    again = {**records[0], "messageId": "redelivered-1"}
+    logs()
+
+    # When the ingest handles them in one batch
+    assert invoke(ingest.handler, [*records, again]) == []
+
+    # Then each record's lines name its file (the id it is stored under) and no other
+    lines = by_message(logs())
+    for record in [*records, again]:
+        key = json.loads(record["body"])["Records"][0]["s3"]["object"]["key"]
+        [stored] = FileRepository().versions_of(stack.uploads, unquote_plus(key))
+        assert lines[record["messageId"]], record
+        for line in lines[record["messageId"]]:
+            assert (line["file_id"], line["key"]) == (stored.id, stored.key), line
+    assert [line["message"] for line in lines["redelivered-1"]] == ["duplicate delivery"]
+
+
+def test_every_sweep_line_about_a_job_names_the_job_and_its_file(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, logs: Callable[[], list[LogLine]]
+) -> None:
+    # Given a file's jobs left pending an hour ago (their messages lost), and SQS refusing one
+    runtime.settings()
+    plan = ingest_plan(utcnow() - timedelta(hours=1), "text/plain")
+    FileRepository().record_ingest(plan)
+    refused = plan.jobs[0]
+    send = SqsDispatcher.dispatch
+
+    def dispatch(self: SqsDispatcher, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
+        if job.id == refused.id:
+            raise ConnectionError("SQS unreachable")
+        send(self, job, delay)
+
+    monkeypatch.setattr(SqsDispatcher, "dispatch", dispatch)
+    logs()
+
+    # When the sweep runs
+    summary = sweep.handler(event_file("sweep_schedule.json"), FakeContext())
+
+    # Then the line about the job it could not re-dispatch names that job and its file
+    assert summary["errors"] == 1
+    *about_jobs, finished = logs()
+    assert about_jobs
+    for line in about_jobs:
+        assert (line["job_id"], line["file_id"]) == (refused.id, refused.file_id), line
+    # and the run's summary, after the last job, carries no job's keys
+    assert finished["message"] == "sweep finished"
+    assert "job_id" not in finished and "file_id" not in finished
+
+
+def test_an_api_line_names_the_requested_job(
+    stack: Stack, logs: Callable[[], list[LogLine]]
+) -> None:
+    event = event_file("api_get_job.json")
+    logs()
+
+    assert api.handler(event, FakeContext())["statusCode"] == 404
+
+    [line] = logs()
+    assert (line["message"], line["job_id"]) == ("job not found", event["pathParameters"]["job_id"])
