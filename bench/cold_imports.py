@@ -9,15 +9,18 @@ noise hits both sides alike; the medians are compared. Two figures per handler:
   PynamoDB), against `import boto3` plus the same clients built with boto3. Work moved out of
   the import into the first invocation shows up here: Lambda bills it and a user waits for it.
 
-The interpreter gets the environment Lambda gives it where that changes what runs: the handler's
-folder as working directory, the layer's package on PYTHONPATH, LAMBDA_TASK_ROOT (the Tracer then
-enables itself and patches botocore, as deployed), and the table names the settings require.
+The interpreter sees what a deployed function sees: the shared layer as `sam build` makes it
+(layers/Makefile: its packages and the filejobs package, compiled ahead of time), built here for
+this machine's platform, and the standard library, nothing of the project's venv (`python -S`);
+the handler's folder as working directory; LAMBDA_TASK_ROOT (the Tracer then enables itself and
+patches botocore, as deployed); the table names the settings require. `import boto3` runs from
+the same layer, under the same conditions.
 Setup counts the DynamoDB client PynamoDB builds, in a botocore session of its own, for the model
 the handler's first invocation uses. Not counted: the second model's (a duplicate ingest reads
 jobs too), nor the extra ones several threads can race to build when a 16-way fan-out (the
 sweep's, the listings') makes the first DynamoDB call.
 
-    .venv/bin/python bench/cold_imports.py [--runs 7]
+    .venv/bin/python bench/cold_imports.py [--runs 7] [--layer BUILD/FileJobsLayer/python]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +62,7 @@ HANDLERS = {
         "runtime.sqs(); dynamodb(models.JobModel)",
     ),
     "api": Handler("functions/api", ("dynamodb",), "dynamodb(models.JobModel)"),
+    "events": Handler("functions/events", ("events",), "runtime.events()"),
 }
 
 # Run after the timed import, in the same interpreter; prints the setup's seconds.
@@ -81,24 +86,32 @@ class Sample:
     setup_seconds: float
 
 
-def cold_start(module: str, code_dir: Path, prelude: str, setup: str) -> Sample:
+def build_layer(into: Path) -> Path:
+    """The shared layer, built by the recipe `sam build` uses, for this machine's platform."""
+    subprocess.run(  # noqa: S603 (fixed arguments)
+        ["make", "-s", "-C", str(ROOT / "layers"), "build-FileJobsLayer",  # noqa: S607
+         f"ARTIFACTS_DIR={into}", f"PYTHON={sys.executable}", "PLATFORM="],
+        check=True,
+    )  # fmt: skip
+    return into / "python"
+
+
+def cold_start(layer: Path, module: str, code_dir: Path, prelude: str, setup: str) -> Sample:
     """`import module` in a new interpreter (its -X importtime total), then `setup` (wall time)."""
     env = {
-        **os.environ,
-        "PYTHONDONTWRITEBYTECODE": "1",
-        # The layer as Lambda mounts it: this checkout's package, ahead of any installed copy.
-        "PYTHONPATH": os.pathsep.join(
-            p for p in (str(ROOT / "layers" / "filejobs"), os.environ.get("PYTHONPATH")) if p
-        ),
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONDONTWRITEBYTECODE": "1",  # the layer is read-only in Lambda
+        "PYTHONPATH": str(layer),
         "LAMBDA_TASK_ROOT": str(code_dir),
+        "AWS_DEFAULT_REGION": "us-east-1",
         "JOBS_TABLE_NAME": "bench-jobs",
         "FILES_TABLE_NAME": "bench-files",
+        "OUTPUTS_BUCKET": "bench-outputs",
         "JOB_TYPE": "virus_scan",
     }
-    env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     code = f"import {module}\n" + _SETUP.format(prelude=prelude, setup=setup)
     result = subprocess.run(  # noqa: S603 (our own interpreter, fixed arguments)
-        [sys.executable, "-X", "importtime", "-c", code],
+        [sys.executable, "-S", "-X", "importtime", "-c", code],
         cwd=code_dir,  # like Lambda: the handler's folder is the working directory, on sys.path
         env=env,
         capture_output=True,
@@ -119,18 +132,25 @@ def cold_start(module: str, code_dir: Path, prelude: str, setup: str) -> Sample:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
-    runs = parser.parse_args().runs
+    parser.add_argument("--layer", type=Path, help="a built FileJobsLayer/python folder")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        layer = args.layer or build_layer(Path(scratch))
+        return measure(layer, args.runs)
+
+
+def measure(layer: Path, runs: int) -> int:
     boto3_imports: list[float] = []
     baselines: dict[str, list[float]] = {name: [] for name in HANDLERS}
     handlers: dict[str, list[Sample]] = {name: [] for name in HANDLERS}
     for _ in range(runs):
         for name, handler in HANDLERS.items():
             clients = "; ".join(f"boto3.client({c!r})" for c in handler.boto3_clients)
-            base = cold_start("boto3", ROOT, "", clients)
+            base = cold_start(layer, "boto3", ROOT, "", clients)
             boto3_imports.append(base.import_seconds)
             baselines[name].append(base.import_seconds + base.setup_seconds)
             handlers[name].append(
-                cold_start("app", ROOT / handler.folder, _HANDLER_PRELUDE, handler.setup)
+                cold_start(layer, "app", ROOT / handler.folder, _HANDLER_PRELUDE, handler.setup)
             )
     boto3_import = statistics.median(boto3_imports)
     print(

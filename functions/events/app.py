@@ -23,12 +23,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs import runtime
 from filejobs.adapters.eventbridge import EventBridgePublisher
-from filejobs.observability import METRICS_NAMESPACE, SERVICE
+from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
 from filejobs.services.outcomes import Change, OutcomeService, Table
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE)
+tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
 processor = BatchProcessor(
     event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
 )

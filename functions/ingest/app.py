@@ -6,6 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
 
 from filejobs import runtime
 from filejobs.adapters.s3 import S3HeadReader
@@ -18,11 +23,15 @@ from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, r
 from filejobs.services.ingest import IngestService
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+# A batch whose every record failed is reported item by item, like any other: no function error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def files() -> FileRepository:
@@ -73,14 +82,17 @@ def record_upload(created: ObjectCreated) -> None:
 
 
 @tracer.capture_method(capture_response=False)
-def record_handler(record: runtime.SqsRecord) -> None:
+def record_handler(record: SQSRecord) -> None:
     # One notification usually holds one object; each is ingested in its own log scope.
-    for created in object_created_records(record["body"]):
-        ingest_one(created)
+    with record_scope(logger, message_id=record.message_id):
+        for created in object_created_records(record.body):
+            ingest_one(created)
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> runtime.PartialBatchResponse:
-    return runtime.sqs_batch(event, record_handler, logger)
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

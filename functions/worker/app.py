@@ -7,8 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
 
 from filejobs import runtime
+from filejobs.adapters.s3 import S3Outputs
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
@@ -16,11 +22,15 @@ from filejobs.processors.digest import ObjectDigest
 from filejobs.services.worker import Outcome, WorkerService, WorkResult
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+# A batch whose every record failed is reported item by item, like any other: no function error.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 _METRIC = {
     Outcome.COMPLETED: "JobsCompleted",
@@ -36,9 +46,14 @@ def job_type() -> JobType:
 
 
 @tracer.capture_method(capture_response=False)
-def record_handler(record: runtime.SqsRecord) -> None:
+def record_handler(record: SQSRecord) -> None:
+    with record_scope(logger, message_id=record.message_id):
+        handle_record(record)
+
+
+def handle_record(record: SQSRecord) -> None:
     # A malformed message raises here: it fails alone and, after maxReceiveCount, rests in the DLQ.
-    message = JobMessage.parse(record["body"])
+    message = JobMessage.parse(record.body)
     tracer.put_annotation(key="job_id", value=message.job_id)
     tracer.put_annotation(key="job_type", value=message.job_type.value)
     # Every line about this job names it and its file; the next record of the batch starts clean.
@@ -48,7 +63,7 @@ def record_handler(record: runtime.SqsRecord) -> None:
         file_id=message.file_id,
         job_type=message.job_type.value,
     ):
-        handle(message, record["messageId"])
+        handle(message, record.message_id)
 
 
 def handle(message: JobMessage, message_id: str) -> None:
@@ -61,6 +76,7 @@ def handle(message: JobMessage, message_id: str) -> None:
         lease=settings.lease,
         retention=settings.retention,
         worker_id=runtime.worker_id(message_id),
+        outputs=S3Outputs(runtime.s3(), settings.require_outputs_bucket()).for_job,
     )
     result = service.handle(message)
     job = result.job
@@ -90,5 +106,7 @@ def record_metrics(result: WorkResult) -> None:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> runtime.PartialBatchResponse:
-    return runtime.sqs_batch(event, record_handler, logger)
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -44,7 +44,7 @@ def test_new_jobs_go_to_their_types_queue_in_batches(
 
     for job in plan.jobs:
         assert drain(sqs, queues[(job.job_type, Lane.NORMAL)]) == [
-            {"job_id": job.id, "job_type": job.job_type.value}
+            {"job_id": job.id, "job_type": job.job_type.value, "file_id": job.file_id}
         ]
         assert drain(sqs, queues[(job.job_type, Lane.HIGH)]) == []
 

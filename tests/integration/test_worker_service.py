@@ -331,3 +331,25 @@ def test_a_worker_without_an_outputs_bucket_fails_a_writing_job_with_a_clear_err
     assert result.outcome is Outcome.FAILED
     assert result.job is not None
     assert "no outputs bucket" in (result.job.error_message or "")
+
+
+def test_a_derived_file_made_in_the_workspace_is_uploaded_from_disk(
+    job: ProcessingJob, clock: FakeClock, outputs_bucket: str
+) -> None:
+    # given a processor that renders a preview into its workspace, then uploads it
+    s3 = boto3.client("s3")
+    preview = b"%PDF-1.7 preview bytes" * 1000
+
+    def render(work: Work) -> dict[str, Any]:
+        path = work.workspace / "preview.pdf"
+        path.write_bytes(preview)
+        return {"preview": work.outputs.put_file("preview.pdf", path, "application/pdf")}
+
+    # when the job runs
+    result = worker(
+        render, Recorder(), clock, outputs=S3Outputs(s3, outputs_bucket).for_job
+    ).handle(JobMessage.for_job(job))
+    # then the file is in the outputs bucket, byte for byte
+    assert result.outcome is Outcome.COMPLETED
+    key = f"derived/acme/{job.file_id}/virus_scan/preview.pdf"
+    assert s3.get_object(Bucket=outputs_bucket, Key=key)["Body"].read() == preview

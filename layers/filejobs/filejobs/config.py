@@ -44,6 +44,11 @@ class Settings:
             endpoint_url=env.get("AWS_ENDPOINT_URL"),
         )
 
+    def require_outputs_bucket(self) -> str:
+        if not self.outputs_bucket:
+            raise ConfigurationError("environment variable OUTPUTS_BUCKET is not set")
+        return self.outputs_bucket
+
     def require_event_bus(self) -> str:
         if not self.event_bus:
             raise ConfigurationError("environment variable EVENT_BUS_NAME is not set")

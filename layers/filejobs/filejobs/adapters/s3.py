@@ -65,10 +65,16 @@ class JobOutputs:
         return key
 
     def put_file(self, name: str, path: Path, content_type: str) -> str:
-        """Uploads from disk; large files go up in parts (boto3's managed transfer)."""
+        """Uploads from disk, streaming (one PUT: up to 5 GB, far above any derived file)."""
         key = self._key(name)
-        extra = {"ContentType": content_type, "Metadata": self._metadata()}
-        self._client.upload_file(str(path), self._bucket, key, ExtraArgs=extra)
+        with path.open("rb") as body:
+            self._client.put_object(
+                Bucket=self._bucket,
+                Key=key,
+                Body=body,
+                ContentType=content_type,
+                Metadata=self._metadata(),
+            )
         return key
 
     def _key(self, name: str) -> str:
