@@ -1,0 +1,99 @@
+"""Where a processor reads its object from: the uploads bucket version named by the job.
+
+The object's bucket, key and version come from the job's input_data, written at ingest from the
+S3 record (never from the queue message). Reads stream in chunks and check the stop signal
+between them, so a cancelled job stops reading within one chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from filejobs.domain.job import ProcessingJob
+from filejobs.domain.retry import PermanentError
+from filejobs.processors.base import StopRequested
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ObjectLocation:
+    bucket: str
+    key: str
+    version_id: str | None
+
+    @classmethod
+    def of(cls, job: ProcessingJob) -> ObjectLocation:
+        data = job.input_data or {}
+        bucket, key, version = data.get("bucket"), data.get("key"), data.get("version_id")
+        if not isinstance(bucket, str) or not isinstance(key, str):
+            raise PermanentError("job input_data names no object (bucket and key)")
+        return cls(bucket, key, version if isinstance(version, str) and version else None)
+
+    def request(self) -> dict[str, Any]:
+        """GetObject/HeadObject arguments for exactly this version."""
+        request: dict[str, Any] = {"Bucket": self.bucket, "Key": self.key}
+        if self.version_id:
+            request["VersionId"] = self.version_id
+        return request
+
+
+class ObjectSource:
+    def __init__(self, s3: S3Client) -> None:
+        self._s3 = s3
+
+    def size(self, job: ProcessingJob) -> int:
+        return int(self._s3.head_object(**ObjectLocation.of(job).request())["ContentLength"])
+
+    def chunks(
+        self, job: ProcessingJob, should_stop: Callable[[], bool], chunk: int = CHUNK
+    ) -> Iterator[bytes]:
+        """The object's bytes in order, `chunk` at a time; StopRequested once told to stop."""
+        body = self._s3.get_object(**ObjectLocation.of(job).request())["Body"]
+        try:
+            for piece in iter(lambda: body.read(chunk), b""):
+                if should_stop():
+                    raise StopRequested
+                yield piece
+        finally:
+            body.close()
+
+    def head(self, job: ProcessingJob, length: int) -> bytes:
+        """At most `length` leading bytes (a ranged GET)."""
+        request = {**ObjectLocation.of(job).request(), "Range": f"bytes=0-{max(length, 1) - 1}"}
+        try:
+            data: bytes = self._s3.get_object(**request)["Body"].read()
+        except self._s3.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "InvalidRange":
+                return b""  # an empty object has no byte 0
+            raise
+        return data
+
+    def download(
+        self,
+        job: ProcessingJob,
+        into: Path,
+        should_stop: Callable[[], bool],
+        *,
+        max_bytes: int | None = None,
+    ) -> Path:
+        """Copies the object to `into` (in the job's workspace), streaming; returns `into`.
+
+        Refuses (PermanentError) an object larger than `max_bytes` before filling the disk.
+        """
+        written = 0
+        with into.open("wb") as out:
+            for piece in self.chunks(job, should_stop):
+                written += len(piece)
+                if max_bytes is not None and written > max_bytes:
+                    raise PermanentError(
+                        f"object is larger than the {max_bytes} bytes this job type accepts"
+                    )
+                out.write(piece)
+        return into
