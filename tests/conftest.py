@@ -59,3 +59,7 @@ def tables(aws: None) -> dict[str, str]:
     create_tables(boto3.client("dynamodb"), names)
     bind_tables(jobs_table=names["JobsTable"], files_table=names["FilesTable"])
     return names
+
+
+# Fixtures of shared test benches (tests/processing.py: `media`).
+pytest_plugins = ["tests.processing"]
