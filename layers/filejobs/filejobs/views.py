@@ -60,6 +60,7 @@ def file_view(stored: StoredFile) -> dict[str, Any]:
         "sha256": stored.sha256,
         "status": stored.status.value,
         "status_reason": stored.status_reason,
+        "scan_status": None if stored.scan_status is None else stored.scan_status.value,
         "duplicate_of": stored.duplicate_of,
         "created_at": _iso(stored.metadata.created_at),
         "updated_at": _iso(stored.metadata.updated_at),

@@ -7,7 +7,7 @@ from typing import Any
 
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
-from filejobs.domain.file import FileStatus, StoredFile
+from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
 from filejobs.domain.job import (
     Attempt,
     AttemptOutcome,
@@ -135,6 +135,7 @@ def file_to_model(stored: StoredFile) -> FileModel:
         sha256=stored.sha256,
         status=stored.status.value,
         status_reason=stored.status_reason,
+        scan_status=None if stored.scan_status is None else stored.scan_status.value,
         duplicate_of=stored.duplicate_of,
         created_at=meta.created_at,
         updated_at=meta.updated_at,
@@ -159,6 +160,7 @@ def file_from_model(model: FileModel) -> StoredFile:
         sha256=model.sha256,
         status=FileStatus(model.status),
         status_reason=model.status_reason,
+        scan_status=None if model.scan_status is None else ScanStatus(model.scan_status),
         duplicate_of=model.duplicate_of,
         metadata=AuditMetadata(
             created_at=model.created_at,

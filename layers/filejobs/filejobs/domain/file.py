@@ -8,6 +8,13 @@ from enum import StrEnum
 from filejobs.domain.job import AuditMetadata
 
 
+class ScanStatus(StrEnum):
+    """The virus scan's verdict on a file. Until it is clean, no decoder may parse the file."""
+
+    CLEAN = "clean"
+    INFECTED = "infected"
+
+
 class FileStatus(StrEnum):
     ACTIVE = "active"
     QUARANTINED = "quarantined"
@@ -33,4 +40,5 @@ class StoredFile:
     status: FileStatus = FileStatus.ACTIVE
     # Why the status is what it is (the virus scan's verdict for a quarantined file).
     status_reason: str | None = None
+    scan_status: ScanStatus | None = None
     duplicate_of: str | None = None
