@@ -13,7 +13,7 @@ from pynamodb.transactions import TransactWrite
 from filejobs.data.mapping import file_from_model, file_to_model, job_to_model
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
-from filejobs.domain.file import FileStatus, StoredFile
+from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan
 
 # Concurrent deliveries of one record collide as TransactionConflict; a retry then finds the
@@ -59,6 +59,32 @@ class FileRepository:
                 condition=FileModel.id.exists()
                 & (FileModel.status == FileStatus.ACTIVE.value)
                 & FileModel.deleted_at.does_not_exist(),
+            )
+        except UpdateError as error:
+            if error.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            return self.get(file_id)
+        return file_from_model(model)
+
+    def record_scan(
+        self, file_id: str, verdict: ScanStatus, *, at: datetime, by: str
+    ) -> StoredFile | None:
+        """Record the virus scan's verdict, in one conditional write; None if no such file.
+
+        A verdict is final: a later scan (a redelivered job) cannot turn infected into clean.
+        """
+        model = FileModel(id=file_id)
+        allowed = FileModel.scan_status.does_not_exist() | (FileModel.scan_status == verdict.value)
+        if verdict is ScanStatus.INFECTED:
+            allowed = allowed | (FileModel.scan_status == ScanStatus.CLEAN.value)
+        try:
+            model.update(
+                actions=[
+                    FileModel.scan_status.set(verdict.value),
+                    FileModel.updated_at.set(at),
+                    FileModel.updated_by.set(by),
+                ],
+                condition=FileModel.id.exists() & allowed,
             )
         except UpdateError as error:
             if error.cause_response_code != "ConditionalCheckFailedException":

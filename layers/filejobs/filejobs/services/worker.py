@@ -15,18 +15,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filejobs.adapters.workspace import Scratch, shared_scratch
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
+from filejobs.domain.file import StoredFile
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied, Lost
 from filejobs.domain.retry import ErrorKind, PermanentError, RetryPolicy, classify
+from filejobs.domain.scanning import Gate, refusal_reason
 from filejobs.domain.time import utcnow
 from filejobs.processors.base import OutputWriter, Processor, StopRequested, Work
 from filejobs.services.sweep import Dispatcher, dispatch_retry_if_soon
+
+if TYPE_CHECKING:
+    from filejobs.services.scan_gate import ScanGate
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +64,7 @@ class WorkerService:
         worker_id: str,
         outputs: Callable[[ProcessingJob], OutputWriter] | None = None,
         scratch: Scratch | None = None,
+        gate: ScanGate | None = None,
         retry_policy: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen dataclass: immutable)
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
@@ -71,18 +77,29 @@ class WorkerService:
         self._worker = worker_id
         self._outputs = outputs or _NoOutputs
         self._scratch = scratch or shared_scratch()
+        self._gate = gate
         self._retry = retry_policy
         self._clock = clock
 
     def handle(self, message: JobMessage) -> WorkResult:
         if message.job_type is not self._job_type:
             return WorkResult(Outcome.SKIPPED, None, "wrong_type")
+        held, decided = self._check_scan(message)
+        if held is not None:
+            return held
         claim = transitions.claim(now=self._clock(), lease=self._lease, worker=self._worker)
         # The worker's own type, not the message's, derives the index keys it writes.
         claimed = self._jobs.apply(message.job_id, self._job_type, claim)
         if isinstance(claimed, Lost):
             return WorkResult(Outcome.SKIPPED, claimed.current, str(claimed.conflict))
         job = claimed.job
+        if decided is not None and job.file_id != decided.id:
+            # The message named another file than its job's: never parse an unchecked file.
+            return self._fail(job, PermanentError("the job message names another file"))
+        return self._run(job)
+
+    def _run(self, job: ProcessingJob) -> WorkResult:
+        """The claimed job's attempt: its processor under a kept lease, in a fresh workspace."""
         keeper = LeaseKeeper(self._jobs, job, self._lease, self._worker, self._clock)
         with keeper, self._scratch.for_job(job.id) as workspace:
             work = Work(job, keeper.should_stop, workspace, self._outputs(job))
@@ -93,6 +110,20 @@ class WorkerService:
             except Exception as error:  # every failure is recorded on the job
                 return self._fail(job, error)
         return self._complete(job, result)
+
+    def _check_scan(self, message: JobMessage) -> tuple[WorkResult | None, StoredFile | None]:
+        """Scan before parse: a result when the job may not run now, and the file checked."""
+        if self._gate is None:
+            return None, None
+        decision, decided = self._gate.decide(message)
+        if decision is Gate.WAIT:
+            # Left pending: the scan's worker sends it again on a clean verdict.
+            return WorkResult(Outcome.SKIPPED, None, "waiting for the virus scan"), decided
+        if decision is Gate.REFUSE:
+            refused = self._gate.refuse(message, decided)
+            detail = f"cancelled: {refusal_reason(decided)}"
+            return WorkResult(Outcome.SKIPPED, refused, detail), decided
+        return None, decided
 
     def _complete(self, job: ProcessingJob, result: dict[str, Any]) -> WorkResult:
         done = transitions.complete(
@@ -189,6 +220,9 @@ class _NoOutputs:
         raise PermanentError("this worker has no outputs bucket (OUTPUTS_BUCKET is not set)")
 
     def put_file(self, name: str, path: object, content_type: str) -> str:
+        raise PermanentError("this worker has no outputs bucket (OUTPUTS_BUCKET is not set)")
+
+    def put_stream(self, name: str, chunks: object, content_type: str) -> str:
         raise PermanentError("this worker has no outputs bucket (OUTPUTS_BUCKET is not set)")
 
 

@@ -1,0 +1,92 @@
+"""Scan before parse, as a use case: hold gated jobs until the file's virus scan is clean.
+
+`decide` runs before a gated job's claim (one GetItem of the file). `ScanRecording` wraps the
+virus scan's processor: before the scan job completes, it records the verdict on the file (one
+conditional write), then sends the file's waiting jobs on a clean verdict, or quarantines the
+file and cancels them on an infected one. A worker that dies in between leaves the scan job to
+be retried, and every step is idempotent, so the follow-up is never lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from filejobs.data.file_repository import FileRepository
+from filejobs.data.job_repository import JobRepository
+from filejobs.domain import transitions
+from filejobs.domain.file import ScanStatus, StoredFile
+from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.messages import JobMessage
+from filejobs.domain.outcome import Applied
+from filejobs.domain.scanning import GATED_JOB_TYPES, SCANNER, Gate, gate, refusal_reason
+from filejobs.domain.time import utcnow
+from filejobs.processors.base import Processor, Work
+from filejobs.services.sweep import Dispatcher
+
+INFECTED = "infected"
+
+
+class ScanGate:
+    def __init__(
+        self,
+        files: FileRepository,
+        jobs: JobRepository,
+        dispatcher: Dispatcher,
+        *,
+        retention: timedelta,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._files, self._jobs, self._dispatcher = files, jobs, dispatcher
+        self._retention, self._clock = retention, clock
+
+    def decide(self, message: JobMessage) -> tuple[Gate, StoredFile | None]:
+        """Whether the message's job may run now; the file it was decided on."""
+        if message.job_type not in GATED_JOB_TYPES:
+            return Gate.RUN, None
+        file_id = message.file_id
+        if file_id is None:  # a message from before file ids travelled with it
+            job = self._jobs.get(message.job_id, consistent=False)
+            file_id = None if job is None else job.file_id
+        stored = None if file_id is None else self._files.get(file_id)
+        return gate(message.job_type, stored), stored
+
+    def refuse(self, message: JobMessage, stored: StoredFile | None) -> ProcessingJob | None:
+        """Cancel a job whose file will never be clean; the job as it is afterwards."""
+        cancel = transitions.cancel(
+            now=self._clock(), by=SCANNER, reason=refusal_reason(stored), retention=self._retention
+        )
+        result = self._jobs.apply(message.job_id, message.job_type, cancel)
+        return result.job if isinstance(result, Applied) else result.current
+
+    def record_verdict(self, scan: ProcessingJob, infected: bool, reason: str) -> None:
+        """The scan's verdict on its file, then the file's gated jobs released or cancelled."""
+        now = self._clock()
+        verdict = ScanStatus.INFECTED if infected else ScanStatus.CLEAN
+        stored = self._files.record_scan(scan.file_id, verdict, at=now, by=SCANNER)
+        if stored is not None and stored.scan_status is ScanStatus.INFECTED:
+            stored = self._files.quarantine(scan.file_id, reason=reason, at=now, by=SCANNER)
+        for job in self._jobs.jobs_of_file(scan.file_id):
+            if job.job_type not in GATED_JOB_TYPES or job.status.is_terminal:
+                continue
+            if stored is None or stored.scan_status is not ScanStatus.CLEAN:
+                self.refuse(JobMessage.for_job(job), stored)
+            elif job.status is JobStatus.PENDING:
+                self._dispatcher.dispatch(job)
+
+
+class ScanRecording:
+    """The virus scan's processor, followed by the verdict's consequences for the file."""
+
+    def __init__(self, scan: Processor, gate: ScanGate) -> None:
+        self._scan = scan
+        self._gate = gate
+
+    def __call__(self, work: Work) -> dict[str, Any]:
+        result = self._scan(work)
+        infected = result.get("verdict") == INFECTED
+        signatures = result.get("signatures") or []
+        reason = ", ".join(str(s) for s in signatures) or "infected"
+        self._gate.record_verdict(work.job, infected, reason)
+        return result

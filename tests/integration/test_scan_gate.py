@@ -1,0 +1,173 @@
+"""Scan before parse: parsing jobs wait for a clean verdict and are cancelled on an infected one.
+
+The scan's verdict here comes from a stand-in for the scanning engines (their own tests are
+tests/integration/test_virus_scan_processor.py): what is tested is what the verdict does to the
+file and its other jobs, through the real worker service and real conditional writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from filejobs.data.file_repository import FileRepository
+from filejobs.data.job_repository import JobRepository
+from filejobs.domain.file import FileStatus, ScanStatus
+from filejobs.domain.ingest import IngestPlan
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.messages import JobMessage
+from filejobs.processors.base import Processor, Work
+from filejobs.services.scan_gate import ScanGate, ScanRecording
+from filejobs.services.worker import Outcome, WorkerService
+from tests.conftest import FakeClock
+from tests.factories import ingest_plan
+
+KEEP = timedelta(days=1)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
+        self.sent.append(job.id)
+
+
+@pytest.fixture
+def plan(tables: dict[str, str], clock: FakeClock) -> IngestPlan:
+    plan = ingest_plan(clock.now, "image/png")
+    FileRepository().record_ingest(plan)
+    return plan
+
+
+def job_of(plan: IngestPlan, job_type: JobType) -> ProcessingJob:
+    return next(j for j in plan.jobs if j.job_type is job_type)
+
+
+def service(
+    job_type: JobType, processor: Processor, gate: ScanGate, clock: FakeClock
+) -> WorkerService:
+    return WorkerService(
+        JobRepository(),
+        Recorder(),
+        processor,
+        job_type,
+        lease=timedelta(minutes=5),
+        retention=KEEP,
+        worker_id=f"{job_type.value}-worker",
+        gate=gate,
+        clock=clock,
+    )
+
+
+def scan_saying(verdict: str, *signatures: str) -> Processor:
+    def scan(work: Work) -> dict[str, Any]:
+        return {"verdict": verdict, "signatures": list(signatures)}
+
+    return scan
+
+
+def thumbnail(work: Work) -> dict[str, Any]:
+    return {"made": work.job.file_id}
+
+
+def stored(job: ProcessingJob) -> ProcessingJob:
+    found = JobRepository().get(job.id)
+    assert found is not None
+    return found
+
+
+def run_scan(plan: IngestPlan, verdict: str, gate: ScanGate, clock: FakeClock) -> None:
+    scan = job_of(plan, JobType.VIRUS_SCAN)
+    recording = ScanRecording(scan_saying(verdict, "Eicar-Test-Signature"), gate)
+    result = service(JobType.VIRUS_SCAN, recording, gate, clock).handle(JobMessage.for_job(scan))
+    assert result.outcome is Outcome.COMPLETED
+
+
+def test_a_parsing_job_waits_for_the_scan_and_runs_once_it_is_clean(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    dispatcher = Recorder()
+    gate = ScanGate(FileRepository(), JobRepository(), dispatcher, retention=KEEP, clock=clock)
+    job = job_of(plan, JobType.THUMBNAIL_GENERATION)
+    thumbnails = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock)
+    # given the thumbnail's message arrives before the file was scanned
+    early = thumbnails.handle(JobMessage.for_job(job))
+    # then it is acknowledged without work and the job stays pending, unclaimed
+    assert (early.outcome, early.detail) == (Outcome.SKIPPED, "waiting for the virus scan")
+    assert stored(job).status is JobStatus.PENDING
+    assert stored(job).attempt == 0
+    # when the scan comes back clean
+    run_scan(plan, "clean", gate, clock)
+    # then the file says so and the waiting job was sent again
+    assert FileRepository().get(job.file_id).scan_status is ScanStatus.CLEAN  # type: ignore[union-attr]
+    assert dispatcher.sent == [job.id]
+    # and the re-sent message runs it
+    assert thumbnails.handle(JobMessage.for_job(job)).outcome is Outcome.COMPLETED
+
+
+def test_an_infected_file_is_quarantined_and_its_parsing_jobs_cancelled_with_the_reason(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    # when the scan finds the file infected
+    run_scan(plan, "infected", gate, clock)
+    # then the file is quarantined, saying by what
+    file = FileRepository().get(plan.file.id)
+    assert file is not None
+    assert (file.status, file.scan_status) == (FileStatus.QUARANTINED, ScanStatus.INFECTED)
+    assert file.status_reason == "Eicar-Test-Signature"
+    # and every job that would parse it is cancelled by the scan, with the reason
+    for job in plan.jobs:
+        now = stored(job)
+        if job.job_type is JobType.THUMBNAIL_GENERATION or job.job_type is JobType.COMPRESSION:
+            assert now.status is JobStatus.CANCELLED, job.job_type
+            assert now.cancelled_by == "virus_scan"
+            assert "quarantined by the virus scan: Eicar-Test-Signature" in (
+                now.cancel_reason or ""
+            )
+    # and hashing, which never decodes, still runs
+    assert stored(job_of(plan, JobType.DEDUPLICATION_CHECK)).status is JobStatus.PENDING
+    # and a late message of a cancelled job does nothing
+    late = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
+        JobMessage.for_job(job_of(plan, JobType.THUMBNAIL_GENERATION))
+    )
+    assert late.outcome is Outcome.SKIPPED
+    assert late.job is not None and late.job.status is JobStatus.CANCELLED
+
+
+def test_a_later_clean_scan_cannot_clear_an_infected_file(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    files = FileRepository()
+    files.record_scan(plan.file.id, ScanStatus.INFECTED, at=clock.now, by="virus_scan")
+    after = files.record_scan(plan.file.id, ScanStatus.CLEAN, at=clock.now, by="virus_scan")
+    assert after is not None and after.scan_status is ScanStatus.INFECTED
+
+
+def test_a_message_naming_another_file_never_runs_its_job(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    # given a clean file, and a message for one of its jobs that names another (clean) file
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    run_scan(plan, "clean", gate, clock)
+    other = ingest_plan(clock.now, "image/png", name="other.png")
+    FileRepository().record_ingest(other)
+    run_scan(other, "clean", gate, clock)
+    job = job_of(plan, JobType.THUMBNAIL_GENERATION)
+    forged = replace(JobMessage.for_job(job), file_id=other.file.id)
+    ran: list[str] = []
+
+    def spy(work: Work) -> dict[str, Any]:
+        ran.append(work.job.id)
+        return {}
+
+    # when it is handled
+    result = service(JobType.THUMBNAIL_GENERATION, spy, gate, clock).handle(forged)
+    # then the processor never ran and the job failed, saying why
+    assert ran == []
+    assert result.outcome is Outcome.FAILED
+    assert "names another file" in (stored(job).error_message or "")
