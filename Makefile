@@ -12,7 +12,7 @@ SAM := $(SAM_VENV)/bin/sam
 CHECKOV_VENV := .tools/checkov
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
 
-.PHONY: install test lint typecheck unit template security demo clean
+.PHONY: install system-deps test lint typecheck unit template security demo clean
 
 $(BIN)/python:
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)" >&2; exit 1; }
@@ -33,7 +33,16 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+# ClamAV (the virus scan's second engine) and its test files, from Debian. Signature databases
+# cannot be downloaded here: the tests write their own.
+system-deps:
+	@command -v clamscan >/dev/null && test -d /usr/share/clamav-testfiles || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+	    clamav clamav-testfiles >/dev/null; }
+
+unit: install system-deps
 	$(BIN)/pytest
 
 $(SAM):
