@@ -1,0 +1,324 @@
+"""thumbnail_generation: small WebP (or JPEG) renditions of an uploaded image, one per size.
+
+The object is streamed to the attempt's workspace (never held in memory twice), its declared
+dimensions are checked against a pixel budget before a single pixel is decoded (a PNG of a few
+hundred bytes can declare 30000x30000), then it is decoded once and resized to every requested
+long edge, largest first, each smaller one from the previous.
+
+JPEG is decoded at reduced scale (libjpeg's DCT scaling, `Image.draft`) to the smallest of 1/8,
+1/4, 1/2 or 1 that still covers the largest requested size: most of the speed is there.
+
+Input a retry cannot fix (corrupt, truncated, empty, unsupported, too large, bad options) is a
+PermanentError with a readable message; anything else is retried as transient.
+
+`render_thumbnails` is the core (a path in, encoded thumbnails out), with no S3: the bench calls it.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
+
+from filejobs.domain.retry import PermanentError
+from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.source import ObjectSource
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+try:  # HEIC/HEIF decoding, where the imaging layer ships pi-heif.
+    from pi_heif import register_heif_opener  # type: ignore[import-untyped]
+except ImportError:  # pragma: no cover - the layer without pi-heif still reads the rest
+    pass
+else:
+    register_heif_opener()
+
+DEFAULT_SIZES: Final = (128, 256, 512)
+MIN_SIZE: Final = 16
+MAX_SIZE: Final = 4096
+MAX_SIZE_COUNT: Final = 8
+# Declared width x height above this is refused before decoding. Below Pillow's own
+# MAX_IMAGE_PIXELS (about 89 MP), so Pillow's DecompressionBombWarning never fires on an image we
+# accept; its DecompressionBombError (above twice that) is caught and reported the same way.
+MAX_PIXELS: Final = 50_000_000
+MAX_BYTES: Final = 200 * 1024 * 1024
+
+FORMATS: Final[Mapping[str, tuple[str, str]]] = {
+    # input_data["format"] -> (Pillow format, content type)
+    "webp": ("WEBP", "image/webp"),
+    "jpeg": ("JPEG", "image/jpeg"),
+}
+DEFAULT_FORMAT: Final = "webp"
+WEBP_QUALITY: Final = 80
+JPEG_QUALITY: Final = 85
+# Box-reduce to within this factor of the target, then Lanczos: Pillow's thumbnail() default.
+REDUCING_GAP: Final = 2.0
+
+_ORIENTATION_TAG: Final = 0x0112
+_ALPHA_MODES: Final = frozenset({"RGBA", "LA", "PA", "RGBa", "La"})
+_SRGB = ImageCms.createProfile("sRGB")
+
+
+@dataclass(frozen=True)
+class Options:
+    sizes: tuple[int, ...]
+    format: str  # a key of FORMATS
+
+    @classmethod
+    def of(cls, input_data: Mapping[str, Any] | None) -> Options:
+        """The job's sizes and format, validated (PermanentError: a retry cannot fix them)."""
+        data = input_data or {}
+        raw_sizes = data.get("sizes", DEFAULT_SIZES)
+        if not isinstance(raw_sizes, (list, tuple)) or not raw_sizes:
+            raise PermanentError("sizes must be a non-empty list of pixel sizes")
+        if len(raw_sizes) > MAX_SIZE_COUNT:
+            raise PermanentError(f"at most {MAX_SIZE_COUNT} sizes, got {len(raw_sizes)}")
+        for size in raw_sizes:
+            if isinstance(size, bool) or not isinstance(size, int):
+                raise PermanentError(f"size {size!r} is not a whole number of pixels")
+            if not MIN_SIZE <= size <= MAX_SIZE:
+                raise PermanentError(f"size {size} is outside {MIN_SIZE}..{MAX_SIZE} pixels")
+        fmt = data.get("format", DEFAULT_FORMAT)
+        if not isinstance(fmt, str) or fmt.lower() not in FORMATS:
+            raise PermanentError(f"format {fmt!r} is not one of {', '.join(sorted(FORMATS))}")
+        return cls(tuple(sorted(set(raw_sizes), reverse=True)), fmt.lower())
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    width: int
+    height: int
+    format: str
+    mode: str
+    frames: int
+    orientation_applied: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "width": self.width,
+            "height": self.height,
+            "format": self.format,
+            "mode": self.mode,
+            "frames": self.frames,
+            "orientation_applied": self.orientation_applied,
+        }
+
+
+@dataclass(frozen=True)
+class Rendered:
+    size: int  # the requested long edge
+    width: int
+    height: int
+    format: str
+    data: bytes
+
+    @property
+    def name(self) -> str:
+        return f"thumb-{self.size}.{self.format}"
+
+
+def render_thumbnails(
+    path: Path,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    fmt: str = DEFAULT_FORMAT,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    max_pixels: int = MAX_PIXELS,
+) -> tuple[SourceInfo, list[Rendered]]:
+    """Decodes the image at `path` once and encodes one thumbnail per size, largest first.
+
+    A thumbnail never upscales: an image smaller than a size is encoded at its own dimensions.
+    Raises PermanentError for input no retry can fix, StopRequested when told to stop.
+    """
+    wanted = sorted(set(sizes), reverse=True)
+    pil_format, _ = FORMATS[fmt]
+    try:
+        with Image.open(path) as im:
+            info, base = _decode(im, wanted[0], max_pixels)
+    except PermanentError:
+        raise
+    except Image.DecompressionBombError as error:
+        raise PermanentError(f"image refused as a decompression bomb: {_short(error)}") from None
+    except UnidentifiedImageError:
+        raise PermanentError(_unidentified(path)) from None
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError) as error:
+        # Pillow's ways of saying "this file is broken": truncated, bad header, bad chunk.
+        raise PermanentError(f"the image could not be decoded: {_short(error)}") from None
+
+    rendered: list[Rendered] = []
+    current = base
+    for size in wanted:
+        if should_stop():
+            raise StopRequested
+        target = _fit(base.size, size)
+        if current.size != target:
+            current = current.resize(target, Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP)
+        rendered.append(Rendered(size, *current.size, fmt, _encode(current, pil_format)))
+    return info, rendered
+
+
+def _decode(im: Image.Image, largest: int, max_pixels: int) -> tuple[SourceInfo, Image.Image]:
+    """The first frame, upright, in RGB, RGBA or L, at least `largest` on its long edge if the
+    image is that large (JPEG decoded at reduced scale)."""
+    width, height = im.size
+    if width <= 0 or height <= 0:
+        raise PermanentError(f"the image declares no pixels ({width}x{height})")
+    if width * height > max_pixels:
+        raise PermanentError(
+            f"the image declares {width}x{height} pixels ({width * height / 1e6:.1f} MP), "
+            f"above the {max_pixels / 1e6:.0f} MP this job accepts"
+        )
+    source_format = im.format or "unknown"
+    source_mode = im.mode
+    frames = int(getattr(im, "n_frames", 1))
+    if frames > 1:
+        im.seek(0)
+    orientation = im.getexif().get(_ORIENTATION_TAG, 1)
+    if source_format == "JPEG" and largest < max(width, height):
+        # Ask for the largest thumbnail's box: draft picks the smallest DCT scale covering it.
+        im.draft(im.mode, _fit((width, height), largest))
+    im.load()
+    icc = im.info.get("icc_profile")
+    image: Image.Image = im
+    rotate = isinstance(orientation, int) and 2 <= orientation <= 8
+    if rotate:
+        image = ImageOps.exif_transpose(image)
+    image = _normalise(image, icc if isinstance(icc, bytes) else None)
+    info = SourceInfo(width, height, source_format, source_mode, frames, rotate)
+    return info, image
+
+
+def _normalise(im: Image.Image, icc: bytes | None) -> Image.Image:
+    """RGB, RGBA (alpha kept) or L with 8 bits a channel, whatever the source's mode."""
+    mode = im.mode
+    if mode == "CMYK":
+        return _cmyk_to_rgb(im, icc)
+    if mode.startswith("I") or mode == "F":
+        return _to_8_bit(im)
+    if mode in _ALPHA_MODES or "transparency" in im.info:  # RGBA, LA, PA; P, L, RGB with a key
+        return im if mode == "RGBA" else im.convert("RGBA")
+    return im if mode in ("RGB", "L") else im.convert("RGB")  # "1", "P", "YCbCr", "LAB", "HSV"
+
+
+def _cmyk_to_rgb(im: Image.Image, icc: bytes | None) -> Image.Image:
+    """Through the embedded ICC profile when there is one (print CMYK), else Pillow's formula."""
+    if icc:
+        try:
+            profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+            converted = ImageCms.profileToProfile(im, profile, _SRGB, outputMode="RGB")
+        except (ImageCms.PyCMSError, OSError, ValueError):
+            pass  # a broken or non-CMYK profile: the plain conversion below is still right enough
+        else:
+            if converted is not None:
+                return converted
+    return im.convert("RGB")
+
+
+def _to_8_bit(im: Image.Image) -> Image.Image:
+    """16-bit and 32-bit grey (I;16*, I, F) scaled into 0..255, not clipped at 255.
+
+    Integer images within 0..65535 are 16-bit samples (scaled by 1/257); floats within 0..1 are
+    normalised samples (x255); anything else is stretched from its own minimum to maximum.
+    """
+    wide = im.convert("F")
+    low, high = cast("tuple[float, float]", wide.getextrema())  # one band: (min, max)
+    if im.mode != "F" and low >= 0 and high <= 65535:
+        scale, offset = 1 / 257, 0.0
+    elif im.mode == "F" and low >= 0 and high <= 1:
+        scale, offset = 255.0, 0.0
+    elif high > low:
+        scale, offset = 255 / (high - low), -low * 255 / (high - low)
+    else:
+        scale, offset = 0.0, 0.0
+    return wide.point(lambda v: v * scale + offset).convert("L")
+
+
+def _encode(im: Image.Image, pil_format: str) -> bytes:
+    out = io.BytesIO()
+    if pil_format == "JPEG":
+        if im.mode == "RGBA":  # JPEG has no alpha: flatten onto white
+            flat = Image.new("RGB", im.size, (255, 255, 255))
+            flat.paste(im, mask=im.getchannel("A"))
+            im = flat
+        im.save(out, "JPEG", quality=JPEG_QUALITY)
+    else:
+        if im.mode == "L":
+            im = im.convert("RGB")
+        im.save(out, "WEBP", quality=WEBP_QUALITY)
+    return out.getvalue()
+
+
+def _fit(size: tuple[int, int], long_edge: int) -> tuple[int, int]:
+    """`size` scaled so its long edge is `long_edge` (never up), each side at least 1."""
+    width, height = size
+    longest = max(width, height)
+    if longest <= long_edge:
+        return size
+    scale = long_edge / longest
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def _short(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _unidentified(path: Path) -> str:
+    if path.stat().st_size == 0:
+        return "the file is empty (0 bytes): there is no image to thumbnail"
+    return (
+        "the file is not an image in a supported format "
+        "(JPEG, PNG, WebP, GIF, TIFF, BMP, AVIF, HEIC)"
+    )
+
+
+class ThumbnailProcessor:
+    def __init__(
+        self, s3: S3Client, *, max_pixels: int = MAX_PIXELS, max_bytes: int = MAX_BYTES
+    ) -> None:
+        self._source = ObjectSource(s3)
+        self._max_pixels = max_pixels
+        self._max_bytes = max_bytes
+
+    def __call__(self, work: Work) -> dict[str, Any]:
+        started = time.perf_counter()
+        options = Options.of(work.job.input_data)
+        path = self._source.download(
+            work.job, work.workspace / "source", work.should_stop, max_bytes=self._max_bytes
+        )
+        if work.should_stop():
+            raise StopRequested
+        info, rendered = render_thumbnails(
+            path,
+            options.sizes,
+            options.format,
+            should_stop=work.should_stop,
+            max_pixels=self._max_pixels,
+        )
+        _, content_type = FORMATS[options.format]
+        thumbnails = []
+        for thumb in sorted(rendered, key=lambda t: t.size):
+            if work.should_stop():
+                raise StopRequested
+            key = work.outputs.put_bytes(thumb.name, thumb.data, content_type)
+            thumbnails.append(
+                {
+                    "size": thumb.size,
+                    "width": thumb.width,
+                    "height": thumb.height,
+                    "key": key,
+                    "bytes": len(thumb.data),
+                    "format": thumb.format,
+                }
+            )
+        return {
+            "source": info.as_dict(),
+            "thumbnails": thumbnails,
+            "duration_ms": round((time.perf_counter() - started) * 1000),
+        }
