@@ -1,0 +1,242 @@
+"""Scan engines: one protocol, YARA in-process and ClamAV as a subprocess.
+
+An engine scans one local file and says what it found. It never raises for what it found or
+could not do: an infection, an engine failure (`errors`: another attempt may succeed) and a limit
+that refused part of the file (`refusals`: no attempt will get further) are all in its result.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+import yara  # type: ignore[import-not-found]  # a C extension without stubs
+
+from filejobs.processors.scan.archives import ArchiveLimits, ArchiveWalker
+
+# The rules shipped with the code; extra rule files arrive from S3 (signatures.py).
+BUILTIN_RULES = Path(__file__).parent / "rules"
+MiB = 1024 * 1024
+
+
+class Verdict(StrEnum):
+    CLEAN = "CLEAN"
+    INFECTED = "INFECTED"
+    # The scan could not vouch for the whole file (an engine failed, or a limit refused part).
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    engine: str
+    infected: bool
+    signatures: list[str] = field(default_factory=list)
+    # The file itself plus every archive member the engine looked at.
+    scanned_files: int = 0
+    # The engine failed (crash, timeout, broken definitions): another attempt may succeed.
+    errors: list[str] = field(default_factory=list)
+    # A limit refused part of the file (zip bomb, too deep, too large): no attempt will do better.
+    refusals: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.infected:
+            return Verdict.INFECTED
+        if self.errors or self.refusals:
+            return Verdict.ERROR
+        return Verdict.CLEAN
+
+
+class Scanner(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def scan(self, path: Path) -> ScanResult: ...
+
+
+class SignatureError(Exception):
+    """Definitions that cannot be loaded (a rule file that does not compile)."""
+
+
+def rule_files(*directories: Path) -> list[Path]:
+    """The `*.yar` files of each directory, in a stable order (missing directories skipped)."""
+    return [
+        path
+        for directory in directories
+        if directory.is_dir()
+        for path in sorted(directory.glob("*.yar"))
+    ]
+
+
+class YaraScanner:
+    """YARA rules over the file and every member of the archives in it (archives.py)."""
+
+    name = "yara"
+
+    def __init__(
+        self, rules: Any, limits: ArchiveLimits | None = None, timeout_seconds: int = 60
+    ) -> None:
+        # `rules` is a compiled yara.Rules (the extension ships no types).
+        self._rules = rules
+        self._limits = limits or ArchiveLimits()
+        self._timeout = timeout_seconds
+
+    @classmethod
+    def from_files(cls, files: Iterable[Path], **options: Any) -> YaraScanner:
+        """Compiles rule files; SignatureError names the file that does not compile."""
+        paths = list(files)
+        if not paths:
+            raise SignatureError("no YARA rule files to compile")
+        # One namespace per file: two files may define a rule of the same name.
+        namespaces = {f"r{n}_{path.stem}": str(path) for n, path in enumerate(paths)}
+        try:
+            rules = yara.compile(filepaths=namespaces)
+        except yara.Error as error:
+            raise SignatureError(f"YARA rules do not compile: {error}") from error
+        return cls(rules, **options)
+
+    @classmethod
+    def with_rules_in(cls, *extra: Path, **options: Any) -> YaraScanner:
+        """The shipped rules plus the `*.yar` files of `extra` directories (synced from S3)."""
+        return cls.from_files(rule_files(BUILTIN_RULES, *extra), **options)
+
+    def scan(self, path: Path) -> ScanResult:
+        signatures: set[str] = set()
+        errors: list[str] = []
+        scanned = 0
+        # Members are unpacked next to the file: the job's workspace, removed after the attempt.
+        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".yara-") as scratch:
+            walker = ArchiveWalker(self._limits, Path(scratch))
+            for member in walker.walk(path, path.name):
+                scanned += 1
+                try:
+                    matches = self._rules.match(filepath=str(member.path), timeout=self._timeout)
+                except yara.Error as error:  # TimeoutError is a yara.Error too
+                    errors.append(f"{member.name}: {error}")
+                    continue
+                signatures.update(str(match.rule) for match in matches)
+        return ScanResult(
+            engine=self.name,
+            infected=bool(signatures),
+            signatures=sorted(signatures),
+            scanned_files=scanned,
+            errors=errors,
+            refusals=list(walker.refusals),
+        )
+
+
+# "path: Signature.Name FOUND" (the signature may contain spaces in third-party databases).
+_FOUND = re.compile(r"^(?P<path>.*): (?P<signature>.+) FOUND$")
+# Raised by --alert-exceeds-max: ClamAV stopped at one of our limits, not a virus.
+_LIMIT_PREFIX = "Heuristics.Limits.Exceeded"
+
+
+class ClamAvScanner:
+    """`clamscan` over one file, with the definitions of `database_dir` and hard limits.
+
+    Exit status 0 is clean, 1 found something, 2 (or anything else) an error. With
+    --alert-exceeds-max, a file past a limit is reported as Heuristics.Limits.Exceeded.*, which
+    this turns into a refusal rather than a detection.
+
+    clamscan loads its whole database on every run: right for a Lambda scanning one object per
+    job and for the small databases of tests; a fleet scanning many files would run clamd.
+    """
+
+    name = "clamav"
+
+    def __init__(
+        self,
+        database_dir: Path,
+        clamscan: str = "clamscan",
+        *,
+        timeout_seconds: float = 300,
+        max_filesize: int = 512 * MiB,
+        max_scansize: int = 512 * MiB,
+        max_files: int = 10_000,
+        max_recursion: int = 3,
+    ) -> None:
+        if max_scansize > max_filesize:
+            # clamscan skips an archive member over --max-filesize *silently* (no alert, "OK").
+            # With max-scansize <= max-filesize such a member trips MaxScanSize first, which
+            # --alert-exceeds-max reports: nothing is skipped without saying so.
+            raise ValueError("max_scansize must not exceed max_filesize")
+        self._database = database_dir
+        self._clamscan = clamscan
+        self._timeout = timeout_seconds
+        self._limits = [
+            f"--max-filesize={max_filesize}",
+            f"--max-scansize={max_scansize}",
+            f"--max-files={max_files}",
+            f"--max-recursion={max_recursion}",
+        ]
+
+    def command(self, path: Path) -> list[str]:
+        return [
+            self._clamscan,
+            "--no-summary",
+            "--stdout",
+            f"--database={self._database}",
+            "--scan-archive=yes",
+            "--alert-exceeds-max=yes",
+            *self._limits,
+            "--",
+            str(path),
+        ]
+
+    def scan(self, path: Path) -> ScanResult:
+        try:
+            run = subprocess.run(  # noqa: S603 (a fixed argument list, no shell)
+                self.command(path),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=self._timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return self._failed(f"clamscan timed out after {self._timeout} seconds")
+        except OSError as error:  # not installed, not executable
+            return self._failed(f"clamscan could not run: {error}")
+        return self.parse(run.returncode, run.stdout, run.stderr)
+
+    def parse(self, returncode: int, stdout: str, stderr: str) -> ScanResult:
+        """A ScanResult from clamscan's exit status and output."""
+        lines = [line for line in stdout.splitlines() if line.strip()]
+        found = [m["signature"] for line in lines if (m := _FOUND.match(line))]
+        signatures = sorted({s for s in found if not s.startswith(_LIMIT_PREFIX)})
+        refusals = sorted(
+            {f"clamav stopped at a limit: {s}" for s in found if s.startswith(_LIMIT_PREFIX)}
+        )
+        if returncode not in (0, 1):
+            detail = _last_lines(stderr) or _last_lines(stdout) or f"exit status {returncode}"
+            # What it did find before failing still counts: a detection is conclusive.
+            return ScanResult(
+                engine=self.name,
+                infected=bool(signatures),
+                signatures=signatures,
+                scanned_files=len(lines),
+                errors=[f"clamscan failed ({returncode}): {detail}"],
+                refusals=refusals,
+            )
+        if returncode == 1 and not found:
+            return self._failed(f"clamscan reported a detection it did not name: {stdout!r}")
+        return ScanResult(
+            engine=self.name,
+            infected=bool(signatures),
+            signatures=signatures,
+            scanned_files=max(len(lines), 1),
+            refusals=refusals,
+        )
+
+    def _failed(self, message: str) -> ScanResult:
+        return ScanResult(engine=self.name, infected=False, errors=[message])
+
+
+def _last_lines(text: str, count: int = 3) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-count:])
