@@ -1,0 +1,211 @@
+"""First-page preview of a 20-page PDF: our core (pypdfium2 + Pillow) against pdftoppm (poppler).
+
+Two 20-page Letter PDFs are made here: "text" (written by hand: Helvetica text, ruled boxes
+and curves on every page, as a report is) and "scanned" (Pillow: a 300 dpi JPEG per page, as a
+scanner makes). Our core is `render_pdf_first_page` + `encode_webp` on a local path, exactly
+what DocumentPreviewProcessor runs after the download: page 1 at 1024 px on its long edge, WebP.
+
+Each sample of every contender runs in a fresh process, interleaved so machine noise hits all
+alike; medians are compared and each process's own peak RSS (wait4) is reported. Contenders:
+
+- ours (cold): a fresh interpreter importing pypdfium2 and Pillow, then the core (a cold start).
+- ours (warm): the core again in that same process: every invocation after the first.
+- pdftoppm: `pdftoppm -f 1 -l 1 -r 72 -png in.pdf out`, as asked (612x792 px).
+- pdftoppm 1024: `-scale-to 1024` instead of `-r 72`: the same size as ours (792x1024).
+
+The parent imports nothing heavy: a child's peak RSS starts from its parent's at fork.
+Target: ours faster than the CLI.
+
+    .venv/bin/python bench/pdf_preview.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "layers" / "filejobs"))
+
+PAGES = 20
+LETTER = (612, 792)
+WARM_REPS = 3
+WORDS = [
+    "lorem",
+    "ipsum",
+    "dolor",
+    "sit",
+    "amet",
+    "consectetur",
+    "adipiscing",
+    "elit",
+    "sed",
+    "do",
+    "eiusmod",
+    "tempor",
+]
+
+
+def text_pdf(pages: int = PAGES) -> bytes:
+    """A report-like PDF: per page, a title, 45 lines of body text, boxes and a curve."""
+    objects: list[bytes] = [b"", b"", b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    kids = []
+    for number in range(pages):
+        lines = [b"BT /F1 20 Tf 56 740 Td (Quarterly report, page %d) Tj ET" % (number + 1)]
+        for line in range(45):
+            words = " ".join(WORDS[(line + i + number) % len(WORDS)] for i in range(14))
+            lines.append(b"BT /F1 10 Tf 56 %d Td (%s) Tj ET" % (700 - line * 13, words.encode()))
+        for box in range(6):
+            lines.append(b"0.%d 0.4 0.8 rg %d 60 60 40 re f" % (box, 56 + box * 80))
+            lines.append(b"0 0 0 RG 1 w %d 60 60 40 re S" % (56 + box * 80))
+        lines.append(b"1 0 0 RG 2 w 56 120 m 200 200 400 40 556 120 c S")
+        content = b"\n".join(lines)
+        objects.append(b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream")
+        content_ref = len(objects)
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Contents %d 0 R"
+            b" /Resources << /Font << /F1 3 0 R >> >> >>" % (*LETTER, content_ref)
+        )
+        kids.append(b"%d 0 R" % len(objects))
+    objects[0] = b"<< /Type /Catalog /Pages 2 0 R >>"
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), pages)
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def scanned_pdf(path: Path, pages: int = PAGES) -> None:
+    """A scan-like PDF: one 300 dpi Letter JPEG (2550x3300) per page, text on a grey gradient."""
+    from PIL import Image, ImageDraw  # noqa: PLC0415 (children only)
+
+    background = Image.linear_gradient("L").resize((2550, 3300)).point(lambda v: 200 + v // 5)
+    images = []
+    for number in range(pages):
+        page = background.convert("RGB")
+        draw = ImageDraw.Draw(page)
+        for line in range(60):
+            words = " ".join(WORDS[(line + i + number) % len(WORDS)] for i in range(12))
+            draw.text((150, 150 + line * 50), words, fill=(20, 20, 20), font_size=36)
+        images.append(page)
+    images[0].save(path, format="PDF", save_all=True, append_images=images[1:], resolution=300.0)
+
+
+def child(source: Path, out: Path) -> None:
+    """One fresh process: the core once cold, then WARM_REPS more; prints the warm timings."""
+    from filejobs.processors.document import encode_webp, render_pdf_first_page  # noqa: PLC0415
+
+    timings = []
+    for _ in range(1 + WARM_REPS):
+        begin = time.perf_counter()
+        preview = render_pdf_first_page(source)
+        out.write_bytes(encode_webp(preview.image))
+        timings.append(time.perf_counter() - begin)
+    print(json.dumps({"warm": timings[1:], "pages": preview.facts["page_count"]}))
+
+
+def make(folder: Path) -> None:
+    (folder / "text.pdf").write_bytes(text_pdf())
+    scanned_pdf(folder / "scanned.pdf")
+
+
+def timed(command: list[str]) -> tuple[float, int, str]:
+    """Wall seconds, peak RSS (KiB) and stdout of one fresh process."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        begin = time.perf_counter()
+        process = subprocess.Popen(command, stdout=out, stderr=err)  # noqa: S603
+        _, status, usage = os.wait4(process.pid, 0)  # reaps it: its own rusage, not a total
+        wall = time.perf_counter() - begin
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if process.returncode != 0:
+            raise SystemExit(f"{command[0]} failed: {err.read().decode(errors='replace')}")
+        return wall, usage.ru_maxrss, out.read().decode()
+
+
+def bench(source: Path, scratch: Path, pdftoppm: str, runs: int) -> None:
+    contenders = {
+        "ours": [sys.executable, __file__, "--child", str(source), str(scratch / "ours.webp")],
+        "pdftoppm": [
+            *(pdftoppm, "-f", "1", "-l", "1", "-r", "72", "-png"),
+            *(str(source), str(scratch / "poppler72")),
+        ],
+        "pdftoppm 1024": [
+            *(pdftoppm, "-f", "1", "-l", "1", "-scale-to", "1024", "-png"),
+            *(str(source), str(scratch / "poppler1024")),
+        ],
+    }
+    walls: dict[str, list[float]] = {name: [] for name in (*contenders, "ours (warm)")}
+    rss: dict[str, int] = dict.fromkeys(contenders, 0)
+    pages = 0
+    for _ in range(runs):
+        for name, command in contenders.items():
+            wall, peak, stdout = timed(command)
+            rss[name] = max(rss[name], peak)
+            if name == "ours":
+                figures = json.loads(stdout)
+                pages = figures["pages"]
+                walls["ours"].append(wall - sum(figures["warm"]))
+                walls["ours (warm)"].extend(figures["warm"])
+            else:
+                walls[name].append(wall)
+    rss["ours (warm)"] = rss["ours"]
+    size = source.stat().st_size / 1e6
+    print(f"{source.name}: {pages} pages, {size:.1f} MB; {runs} runs")
+    medians = {name: statistics.median(values) for name, values in walls.items()}
+    for name, median in medians.items():
+        label = "ours (cold)" if name == "ours" else name
+        peak_mib = rss[name] / 1024
+        print(f"  {label:14} median {median * 1000:7.1f} ms   peak RSS {peak_mib:6.1f} MiB")
+    for theirs in ("pdftoppm", "pdftoppm 1024"):
+        for ours in ("ours", "ours (warm)"):
+            label = "ours (cold)" if ours == "ours" else ours
+            print(f"  {label} / {theirs}: {medians[ours] / medians[theirs]:.2f}x")
+    outputs = {p.name: p.stat().st_size for p in scratch.iterdir() if p.suffix in (".png", ".webp")}
+    print(f"  outputs: {outputs}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--make", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    if args.make:
+        make(args.make)
+        return
+    pdftoppm = shutil.which("pdftoppm")
+    if pdftoppm is None:
+        raise SystemExit("pdftoppm is not on PATH (apt-get install -y poppler-utils)")
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        timed([sys.executable, __file__, "--make", str(folder)])
+        for name in ("text.pdf", "scanned.pdf"):
+            out = folder / name.removesuffix(".pdf")
+            out.mkdir()
+            bench(folder / name, out, pdftoppm, args.runs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""document_preview: an image of a document's first page, as WebP, with its counts.
+
+A PDF's first page is rendered by PDFium, its long edge about 1024 px. Plain text, Markdown,
+CSV/TSV and JSON get a typeset page: the first 64 KiB of the file, JSON pretty-printed, a table's
+columns aligned, long lines wrapped, what does not fit cut off.
+
+The content type is the one ingest sniffed (job input_data), else sniffed here from the head.
+Text that is not valid UTF-8 is decoded with replacement characters: it never fails the job.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pypdfium2 as pdfium  # type: ignore[import-untyped]
+from PIL import Image, ImageDraw, ImageFont
+
+from filejobs.domain.content import SNIFF_BYTES, sniff_content_type
+from filejobs.domain.retry import PermanentError
+from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.source import ObjectSource
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+MAX_PDF_BYTES = 500_000_000
+PDF_LONG_EDGE = 1024
+TEXT_HEAD_BYTES = 64 * 1024
+WEBP_QUALITY = 85
+WEBP_METHOD = 2  # libwebp effort 0-6: 2 is about twice as fast as the default 4
+
+PDF = "application/pdf"
+PDF_PREVIEW = "preview-page1.webp"
+TEXT_PREVIEW = "preview.webp"
+TEXT_TYPES = frozenset(
+    {"text/plain", "text/markdown", "text/csv", "text/tab-separated-values", "application/json"}
+)
+
+# The typeset page.
+PAGE_SIZE = (800, 1000)
+MARGIN = 32
+FONT_SIZE = 14
+LINE_GAP = 4
+TAB = "    "
+COLUMN_GAP = 16
+MAX_COLUMN_WIDTH = 240  # px: a wide cell is cut, not every other column pushed off the page
+ELLIPSIS = "…"
+INK = (33, 33, 33)
+RULE = (190, 190, 190)
+
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+@dataclass(frozen=True)
+class Preview:
+    image: Image.Image
+    facts: dict[str, Any]
+
+
+# --- PDF ---------------------------------------------------------------------------------------
+
+
+def render_pdf_first_page(path: Path, long_edge: int = PDF_LONG_EDGE) -> Preview:
+    """Page 1 of the PDF at `path`, scaled so its long edge is `long_edge` px; its page count."""
+    try:
+        document = pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as error:
+        if getattr(error, "err_code", None) == pdfium.raw.FPDF_ERR_PASSWORD:
+            raise PermanentError(
+                "the PDF is encrypted (password-protected): it cannot be previewed"
+            ) from error
+        raise PermanentError(f"not a readable PDF: {error}") from error
+    try:
+        page_count = len(document)
+        if page_count == 0:
+            raise PermanentError("the PDF has no pages")
+        page = document[0]
+        try:
+            width_pt, height_pt = page.get_size()
+            if min(width_pt, height_pt) <= 0:
+                raise PermanentError("the PDF's first page has no area")
+            scale = long_edge / max(width_pt, height_pt)
+            bitmap = page.render(scale=scale, draw_annots=True)
+            image: Image.Image = bitmap.to_pil().convert("RGB")
+        except pdfium.PdfiumError as error:
+            raise PermanentError(f"the PDF's first page cannot be rendered: {error}") from error
+        finally:
+            page.close()
+    finally:
+        document.close()
+    facts = {
+        "page_count": page_count,
+        "page_width_pt": round(float(width_pt), 2),
+        "page_height_pt": round(float(height_pt), 2),
+    }
+    return Preview(image, facts)
+
+
+# --- text --------------------------------------------------------------------------------------
+
+
+def decode_text(data: bytes, truncated: bool) -> tuple[str, str]:
+    """The text and its encoding: UTF-8 or UTF-16 by BOM, else UTF-8, bad bytes replaced.
+
+    A multi-byte character cut off by the end of a truncated read is dropped, not replaced.
+    """
+    encoding = "utf-8"
+    for bom, named in _BOMS:
+        if data.startswith(bom):
+            data, encoding = data[len(bom) :], named
+            break
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    return decoder.decode(data, final=not truncated), encoding
+
+
+def _printable(line: str) -> str:
+    """Tabs expanded; control characters (which draw nothing or garbage) shown as U+FFFD."""
+    line = line.expandtabs(len(TAB))
+    if line.isprintable():
+        return line
+    return "".join(c if unicodedata.category(c) != "Cc" else "\ufffd" for c in line)
+
+
+@cache
+def _font() -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    return ImageFont.load_default(size=FONT_SIZE)
+
+
+class _Page:
+    """A page of lines drawn top to bottom; full once the next line would not fit."""
+
+    def __init__(self) -> None:
+        self.image = Image.new("RGB", PAGE_SIZE, "white")
+        self.draw = ImageDraw.Draw(self.image)
+        self.font = _font()
+        ascent, descent = self.font.getmetrics() if hasattr(self.font, "getmetrics") else (11, 3)
+        self.line_height = ascent + descent + LINE_GAP
+        self.width = PAGE_SIZE[0] - 2 * MARGIN
+        self.y = MARGIN
+        self.widths: dict[str, float] = {}
+
+    @property
+    def full(self) -> bool:
+        return self.y + self.line_height > PAGE_SIZE[1] - MARGIN
+
+    def measure(self, text: str) -> float:
+        # Per-character advances, cached: wrapping measures every character of every line.
+        total = 0.0
+        for char in text:
+            width = self.widths.get(char)
+            if width is None:
+                width = self.widths[char] = float(self.font.getlength(char))
+            total += width
+        return total
+
+    def fit(self, text: str, width: float) -> str:
+        """`text` cut (with an ellipsis) to at most `width` px."""
+        if self.measure(text) <= width:
+            return text
+        room = width - self.measure(ELLIPSIS)
+        kept, used = [], 0.0
+        for char in text:
+            used += self.measure(char)
+            if used > room:
+                break
+            kept.append(char)
+        return "".join(kept) + ELLIPSIS
+
+    def wrap(self, line: str, width: float) -> list[str]:
+        """`line` broken into pieces no wider than `width` px: at a space if one is near."""
+        pieces: list[str] = []
+        while self.measure(line) > width:
+            used, cut = 0.0, 0
+            for index, char in enumerate(line):
+                used += self.measure(char)
+                if used > width:
+                    cut = max(index, 1)
+                    break
+            space = line.rfind(" ", 0, cut)
+            if space > cut // 2:
+                cut = space + 1
+            pieces.append(line[:cut].rstrip())
+            line = line[cut:]
+        pieces.append(line)
+        return pieces
+
+    def text(self, line: str, x: float = MARGIN) -> None:
+        self.draw.text((x, self.y), line, fill=INK, font=self.font)
+
+    def next_line(self) -> None:
+        self.y += self.line_height
+
+    def rule(self) -> None:
+        y = self.y - LINE_GAP // 2
+        self.draw.line((MARGIN, y, PAGE_SIZE[0] - MARGIN, y), fill=RULE)
+
+
+def _typeset_lines(page: _Page, lines: Iterable[str], should_stop: Callable[[], bool]) -> None:
+    for line in lines:
+        if should_stop():
+            raise StopRequested
+        text = _printable(line)
+        body = text.lstrip(" ")
+        # The font is proportional: a leading space is drawn a digit wide, so indents show.
+        indent = min((len(text) - len(body)) * page.measure("0"), page.width / 2)
+        for piece in page.wrap(body, page.width - indent):
+            if page.full:
+                return
+            page.text(piece, MARGIN + indent)
+            page.next_line()
+
+
+def _typeset_table(page: _Page, rows: Sequence[Sequence[str]]) -> None:
+    visible = rows[: (PAGE_SIZE[1] - 2 * MARGIN) // page.line_height]
+    cells = [[_printable(cell) for cell in row] for row in visible]
+    columns = max((len(row) for row in cells), default=0)
+    widths = [
+        min(
+            MAX_COLUMN_WIDTH,
+            max((page.measure(row[c]) for row in cells if c < len(row)), default=0.0),
+        )
+        for c in range(columns)
+    ]
+    for number, row in enumerate(cells):
+        if page.full:
+            return
+        x = float(MARGIN)
+        for column, cell in enumerate(row):
+            room = min(widths[column], PAGE_SIZE[0] - MARGIN - x)
+            if page.measure(cell) > room and room <= page.measure(ELLIPSIS):
+                break  # the page's right margin: no room left for even a cut cell
+            page.text(page.fit(cell, room), x)
+            x += widths[column] + COLUMN_GAP
+        page.next_line()
+        if number == 0:
+            page.rule()  # under the header row
+
+
+def render_text_preview(
+    data: bytes,
+    content_type: str,
+    truncated: bool,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Preview:
+    """A typeset page of text, Markdown, CSV/TSV or JSON `data` (the file's head)."""
+    text, encoding = decode_text(data, truncated)
+    lines = text.splitlines()
+    if truncated and lines and not text.endswith(("\n", "\r")):
+        lines.pop()  # cut by the end of the read: neither a whole line nor a whole row
+    facts: dict[str, Any] = {"encoding": encoding, "truncated": truncated, "lines": len(lines)}
+    page = _Page()
+    if content_type in ("text/csv", "text/tab-separated-values"):
+        delimiter = "\t" if content_type == "text/tab-separated-values" else ","
+        try:
+            rows = list(csv.reader(lines, delimiter=delimiter))
+        except csv.Error as error:  # a NUL byte, or a field over csv's size limit
+            raise PermanentError(f"not a readable {content_type} table: {error}") from error
+        facts["rows"] = len(rows)
+        facts["columns"] = max((len(row) for row in rows), default=0)
+        _typeset_table(page, rows)
+    else:
+        if content_type == "application/json":
+            try:
+                pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            except ValueError:
+                facts["valid_json"] = False  # cut by the 64 KiB read, or not JSON after all
+            else:
+                facts["valid_json"] = True
+                lines = pretty.splitlines()
+                facts["pretty_lines"] = len(lines)
+        _typeset_lines(page, lines, should_stop)
+    return Preview(page.image, facts)
+
+
+# --- the processor -----------------------------------------------------------------------------
+
+
+def encode_webp(image: Image.Image, quality: int = WEBP_QUALITY) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format="WEBP", quality=quality, method=WEBP_METHOD)
+    return out.getvalue()
+
+
+def _content_type(work: Work, source: ObjectSource) -> str:
+    declared = (work.job.input_data or {}).get("content_type")
+    if isinstance(declared, str) and declared.strip():
+        return declared.split(";", 1)[0].strip().lower()
+    return sniff_content_type(source.head(work.job, SNIFF_BYTES))
+
+
+class DocumentPreviewProcessor:
+    def __init__(self, s3: S3Client, max_pdf_bytes: int = MAX_PDF_BYTES) -> None:
+        self._s3 = s3
+        self._max_pdf_bytes = max_pdf_bytes
+
+    def __call__(self, work: Work) -> dict[str, Any]:
+        source = ObjectSource(self._s3)
+        content_type = _content_type(work, source)
+        if content_type == PDF:
+            preview, name = self._pdf(work, source), PDF_PREVIEW
+        elif content_type in TEXT_TYPES:
+            head = source.head(work.job, TEXT_HEAD_BYTES + 1)
+            truncated = len(head) > TEXT_HEAD_BYTES
+            if work.should_stop():
+                raise StopRequested
+            preview = render_text_preview(
+                head[:TEXT_HEAD_BYTES], content_type, truncated, work.should_stop
+            )
+            name = TEXT_PREVIEW
+        else:
+            raise PermanentError(f"document_preview does not support {content_type} files")
+        data = encode_webp(preview.image)
+        key = work.outputs.put_bytes(name, data, "image/webp")
+        return {
+            "content_type": content_type,
+            **preview.facts,
+            "preview": {
+                "key": key,
+                "width": preview.image.width,
+                "height": preview.image.height,
+                "bytes": len(data),
+            },
+        }
+
+    def _pdf(self, work: Work, source: ObjectSource) -> Preview:
+        local = source.download(
+            work.job,
+            work.workspace / "document.pdf",
+            work.should_stop,
+            max_bytes=self._max_pdf_bytes,
+        )
+        if work.should_stop():
+            raise StopRequested
+        return render_pdf_first_page(local)

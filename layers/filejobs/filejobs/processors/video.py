@@ -1,0 +1,247 @@
+"""video_thumbnail: one poster frame of a video, as WebP, with the video's vital statistics.
+
+The poster is the frame shown at 10% of the duration, but at most 5 s in (past the black or
+title frames a video usually opens with, without decoding far into a long one) and never past
+the end. The decoder seeks to the keyframe before that time, then decodes forward to it. A
+stream that does not know its duration gets its first frame.
+
+The frame is turned upright as the player would show it (the display matrix: phones record
+portrait video as landscape frames plus a rotation) and scaled to the display aspect ratio.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import av
+import av.error
+from av.video.frame import VideoFrame
+from av.video.stream import VideoStream
+from PIL import Image
+
+from filejobs.domain.retry import PermanentError
+from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.source import ObjectSource
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+# Lambda's ephemeral storage budget for one video (the function's /tmp holds it whole).
+MAX_VIDEO_BYTES = 1_500_000_000
+POSTER_FRACTION = 0.10
+POSTER_MAX_OFFSET_S = 5.0
+POSTER_LONG_EDGE = 1280
+WEBP_QUALITY = 80
+WEBP_METHOD = 2  # libwebp effort 0-6: 2 is twice as fast as the default 4, for ~9% more bytes
+POSTER_NAME = "poster.webp"
+
+# What FFmpeg says about input that no retry will fix: it is not (or no longer) a video.
+_BAD_INPUT = (
+    av.error.InvalidDataError,
+    av.error.DemuxerNotFoundError,
+    av.error.DecoderNotFoundError,
+    av.error.PatchWelcomeError,
+    av.error.EOFError,
+)
+
+
+@dataclass(frozen=True)
+class Poster:
+    """The chosen frame, upright at display size (long edge capped), and what it came from."""
+
+    image: Image.Image
+    duration_s: float | None
+    codec: str
+    width: int  # of the video as displayed: after rotation and the sample aspect ratio
+    height: int
+    fps: float | None
+    frame_time_s: float
+
+
+def poster_time(duration_s: float | None) -> float:
+    """Seconds into the video of the poster frame: 10% in, at most 5 s; 0 when unknown."""
+    if duration_s is None or duration_s <= 0:
+        return 0.0
+    return min(duration_s * POSTER_FRACTION, POSTER_MAX_OFFSET_S)
+
+
+def extract_poster(
+    path: Path,
+    should_stop: Callable[[], bool] = lambda: False,
+    long_edge: int = POSTER_LONG_EDGE,
+) -> Poster:
+    """The poster frame of the video at `path` (a local file).
+
+    PermanentError when the file is no video FFmpeg can decode; StopRequested once told to stop.
+    """
+    try:
+        with av.open(str(path), mode="r") as container:
+            if not container.streams.video:
+                raise PermanentError("the file has no video stream")
+            stream = container.streams.video[0]
+            stream.thread_type = "SLICE"  # no frame-threading delay: we want one frame, soon
+            duration_s = _duration_s(stream, container.duration)
+            target_s = poster_time(duration_s)
+            frame = _frame_at(container, stream, target_s, should_stop)
+            display_w, display_h = _display_size(stream, frame)
+            return Poster(
+                image=_upright_image(stream, frame, long_edge),
+                duration_s=duration_s,
+                codec=stream.codec_context.name,
+                width=display_w,
+                height=display_h,
+                fps=_fps(stream),
+                frame_time_s=_seconds(frame, stream),
+            )
+    except _BAD_INPUT as error:
+        raise PermanentError(f"not a readable video: {_reason(error)}") from error
+
+
+def _reason(error: av.error.FFmpegError) -> str:
+    return str(error.strerror or error).strip() or type(error).__name__
+
+
+def _duration_s(stream: VideoStream, container_duration: int | None) -> float | None:
+    if stream.duration is not None and stream.time_base is not None and stream.duration > 0:
+        return float(stream.duration * stream.time_base)
+    if container_duration is not None and container_duration > 0:
+        return container_duration / av.time_base
+    return None
+
+
+def _start_pts(stream: VideoStream) -> int:
+    return stream.start_time if stream.start_time is not None else 0
+
+
+def _seconds(frame: VideoFrame, stream: VideoStream) -> float:
+    time_base = frame.time_base or stream.time_base
+    if frame.pts is None or time_base is None:
+        return 0.0
+    return max(0.0, float((frame.pts - _start_pts(stream)) * time_base))
+
+
+def _frames(
+    container: av.container.InputContainer,
+    stream: VideoStream,
+    should_stop: Callable[[], bool],
+    target_pts: int | None,
+) -> Iterator[VideoFrame]:
+    """Decoded frames from the current position; before `target_pts`, only those others need.
+
+    A frame shown before the target that no other frame refers to is never looked at: the
+    decoder skips it (about half the frames of a stream with B-frames). From the first packet
+    at or after the target on (or one without a time), every frame is decoded.
+    """
+    context = stream.codec_context
+    context.skip_frame = "NONREF" if target_pts is not None else "DEFAULT"
+    for packet in container.demux(stream):
+        if should_stop():
+            raise StopRequested
+        if context.skip_frame != "DEFAULT" and (
+            target_pts is None or packet.pts is None or packet.pts >= target_pts
+        ):
+            context.skip_frame = "DEFAULT"
+        yield from packet.decode()  # the final, empty packet flushes the decoder
+
+
+def _frame_at(
+    container: av.container.InputContainer,
+    stream: VideoStream,
+    target_s: float,
+    should_stop: Callable[[], bool],
+) -> VideoFrame:
+    """The first frame at or after `target_s` (or the last one, if the stream ends before)."""
+    time_base = stream.time_base
+    target_pts = None
+    if target_s > 0 and time_base is not None:
+        target_pts = _start_pts(stream) + int(Fraction(target_s) / time_base)
+        # To the keyframe at or before the target; the decoder then walks forward from it.
+        container.seek(target_pts, stream=stream, backward=True, any_frame=False)
+    chosen: VideoFrame | None = None
+    for frame in _frames(container, stream, should_stop, target_pts):
+        chosen = frame
+        if target_pts is None or frame.pts is None or frame.pts >= target_pts:
+            break
+    if chosen is None:
+        raise PermanentError("the video stream has no decodable frame (truncated or corrupt)")
+    return chosen
+
+
+def _rotation(frame: VideoFrame) -> int:
+    """Counter-clockwise degrees the frame must turn to show upright: 0, 90, 180 or 270."""
+    return round(frame.rotation / 90) % 4 * 90
+
+
+def _unrotated_size(stream: VideoStream, frame: VideoFrame) -> tuple[int, int]:
+    """The frame's size at its display aspect ratio (non-square pixels stretched)."""
+    width, aspect = frame.width, stream.sample_aspect_ratio
+    if aspect is not None and aspect.numerator > 0 and aspect != 1:
+        width = max(1, round(width * aspect))
+    return width, frame.height
+
+
+def _display_size(stream: VideoStream, frame: VideoFrame) -> tuple[int, int]:
+    width, height = _unrotated_size(stream, frame)
+    return (height, width) if _rotation(frame) in (90, 270) else (width, height)
+
+
+def _upright_image(stream: VideoStream, frame: VideoFrame, long_edge: int) -> Image.Image:
+    # Scale in swscale (one pass, fast), at the display aspect ratio, before turning upright.
+    shown_w, shown_h = _unrotated_size(stream, frame)
+    scale = min(1.0, long_edge / max(shown_w, shown_h))
+    width, height = max(1, round(shown_w * scale)), max(1, round(shown_h * scale))
+    rgb = frame.reformat(width=width, height=height, format="rgb24")
+    image: Image.Image = rgb.to_image()  # type: ignore[no-untyped-call]  # PyAV's stub lacks it
+    turn = {
+        90: Image.Transpose.ROTATE_90,
+        180: Image.Transpose.ROTATE_180,
+        270: Image.Transpose.ROTATE_270,
+    }.get(_rotation(frame))
+    return image.transpose(turn) if turn is not None else image
+
+
+def _fps(stream: VideoStream) -> float | None:
+    rate = stream.average_rate or stream.guessed_rate
+    return round(float(rate), 3) if rate else None
+
+
+def encode_webp(image: Image.Image, quality: int = WEBP_QUALITY) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format="WEBP", quality=quality, method=WEBP_METHOD)
+    return out.getvalue()
+
+
+class VideoPosterProcessor:
+    def __init__(self, s3: S3Client, max_bytes: int = MAX_VIDEO_BYTES) -> None:
+        self._s3 = s3
+        self._max_bytes = max_bytes
+
+    def __call__(self, work: Work) -> dict[str, Any]:
+        local = ObjectSource(self._s3).download(
+            work.job, work.workspace / "video", work.should_stop, max_bytes=self._max_bytes
+        )
+        if local.stat().st_size == 0:
+            raise PermanentError("the file is empty (0 bytes): no video to take a poster from")
+        poster = extract_poster(local, work.should_stop)
+        local.unlink()  # free the workspace before encoding
+        data = encode_webp(poster.image)
+        key = work.outputs.put_bytes(POSTER_NAME, data, "image/webp")
+        return {
+            "duration_s": None if poster.duration_s is None else round(poster.duration_s, 3),
+            "codec": poster.codec,
+            "width": poster.width,
+            "height": poster.height,
+            "fps": poster.fps,
+            "frame_time_s": round(poster.frame_time_s, 3),
+            "poster": {
+                "key": key,
+                "width": poster.image.width,
+                "height": poster.image.height,
+                "bytes": len(data),
+            },
+        }
