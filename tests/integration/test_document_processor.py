@@ -284,6 +284,31 @@ def test_a_line_wider_than_the_page_wraps_onto_the_next_lines(media: MediaBench)
     assert darkest(preview, (PAGE_SIZE[0] - 30, 0, PAGE_SIZE[0], PAGE_SIZE[1])) > 200
 
 
+def test_a_file_of_one_endless_line_fills_the_page(media: MediaBench) -> None:
+    # Given a 1 MB text without a single line break
+    work = media.work_for(
+        JobType.DOCUMENT_PREVIEW, "blob.txt", b"abc " * 250_000, {"content_type": "text/plain"}
+    )
+
+    # When the processor runs
+    result = DocumentPreviewProcessor(media.s3)(work)
+
+    # Then the first 64 KiB are shown wrapped down to the foot of the page; no whole line counted
+    assert (result["truncated"], result["lines"]) == (True, 0)
+    assert inked_rows(preview_of(media, result))[-1] > PAGE_SIZE[1] - 80
+
+
+def test_a_tab_separated_table_is_split_on_tabs(media: MediaBench) -> None:
+    # Given a TSV of 3 rows of 4 columns (commas inside its cells)
+    body = b"".join(b"a,1\tb,2\tc\td\n" for _ in range(3))
+    work = media.work_for(JobType.DOCUMENT_PREVIEW, "table.tsv", body)
+
+    # When the processor runs, then it counts the rows and columns between tabs
+    result = DocumentPreviewProcessor(media.s3)(work)
+    assert result["content_type"] == "text/tab-separated-values"
+    assert (result["rows"], result["columns"]) == (3, 4)
+
+
 def test_json_is_pretty_printed(media: MediaBench) -> None:
     # Given compact JSON on one line
     document = {"name": "report", "tags": ["a", "b"], "size": {"w": 1, "h": 2}}

@@ -84,6 +84,30 @@ def wav_tone(seconds: float = 1.0, rate: int = 8000) -> bytes:
     return out.getvalue()
 
 
+def audio_with_cover_art(path: Path) -> bytes:
+    """An MP4 of silent AAC audio with a red JPEG cover (a video stream marked attached_pic)."""
+    with av.open(str(path), "w", format="mp4") as song:
+        audio = song.add_stream("aac", rate=8000)
+        cover = song.add_stream("mjpeg")
+        cover.width, cover.height, cover.pix_fmt = 64, 64, "yuvj420p"
+        cover.disposition = av.stream.Disposition.attached_pic
+        picture = av.VideoFrame.from_image(Image.new("RGB", (64, 64), (255, 0, 0)))  # type: ignore[no-untyped-call]
+        for packet in [*cover.encode(picture.reformat(format="yuvj420p")), *cover.encode()]:
+            packet.pts = packet.dts = 0
+            song.mux(packet)
+        silence = av.AudioFrame(format="fltp", layout="mono", samples=1024)
+        silence.sample_rate = 8000
+        for plane in silence.planes:
+            plane.update(bytes(plane.buffer_size))
+        for n in range(8):
+            silence.pts = n * 1024
+            for packet in audio.encode(silence):
+                song.mux(packet)
+        for packet in audio.encode():
+            song.mux(packet)
+    return path.read_bytes()
+
+
 def near(pixel: object, expected: tuple[int, int, int], tolerance: int = 40) -> bool:
     """An RGB pixel within `tolerance` of `expected` on every channel (lossy coding drifts)."""
     assert isinstance(pixel, tuple)
@@ -257,6 +281,18 @@ def test_input_that_is_no_decodable_video_fails_permanently_with_a_readable_mess
 
     # When the processor runs, then it fails for good, saying why
     with pytest.raises(PermanentError, match=message):
+        VideoPosterProcessor(media.s3)(work)
+
+
+def test_an_audio_file_whose_only_picture_is_its_cover_art_has_no_video(
+    media: MediaBench, tmp_path: Path
+) -> None:
+    # Given an MP4 of audio whose only video stream is an attached cover picture
+    body = audio_with_cover_art(tmp_path / "song.mp4")
+    work = media.work_for(JobType.VIDEO_THUMBNAIL, "song.mp4", body)
+
+    # When the processor runs, then it fails for good: there is no moving picture
+    with pytest.raises(PermanentError, match="no video stream"):
         VideoPosterProcessor(media.s3)(work)
 
 

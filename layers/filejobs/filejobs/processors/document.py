@@ -15,7 +15,7 @@ import csv
 import io
 import json
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -179,23 +179,27 @@ class _Page:
             kept.append(char)
         return "".join(kept) + ELLIPSIS
 
-    def wrap(self, line: str, width: float) -> list[str]:
-        """`line` broken into pieces no wider than `width` px: at a space if one is near."""
-        pieces: list[str] = []
-        while self.measure(line) > width:
-            used, cut = 0.0, 0
+    def wrap(self, line: str, width: float) -> Iterator[str]:
+        """`line` in pieces no wider than `width` px, broken at a space if one is near.
+
+        Lazy, and each piece measures only its own characters: a 64 KiB line costs no more
+        than the pieces the page has room for.
+        """
+        while True:
+            used, cut = 0.0, None
             for index, char in enumerate(line):
                 used += self.measure(char)
                 if used > width:
                     cut = max(index, 1)
                     break
+            if cut is None:
+                yield line
+                return
             space = line.rfind(" ", 0, cut)
             if space > cut // 2:
                 cut = space + 1
-            pieces.append(line[:cut].rstrip())
+            yield line[:cut].rstrip()
             line = line[cut:]
-        pieces.append(line)
-        return pieces
 
     def text(self, line: str, x: float = MARGIN) -> None:
         self.draw.text((x, self.y), line, fill=INK, font=self.font)
@@ -258,14 +262,15 @@ def render_text_preview(
     """A typeset page of text, Markdown, CSV/TSV or JSON `data` (the file's head)."""
     text, encoding = decode_text(data, truncated)
     lines = text.splitlines()
+    whole = lines  # what is counted: a last line cut by the end of the read is not a line
     if truncated and lines and not text.endswith(("\n", "\r")):
-        lines.pop()  # cut by the end of the read: neither a whole line nor a whole row
-    facts: dict[str, Any] = {"encoding": encoding, "truncated": truncated, "lines": len(lines)}
+        whole = lines[:-1]
+    facts: dict[str, Any] = {"encoding": encoding, "truncated": truncated, "lines": len(whole)}
     page = _Page()
     if content_type in ("text/csv", "text/tab-separated-values"):
         delimiter = "\t" if content_type == "text/tab-separated-values" else ","
         try:
-            rows = list(csv.reader(lines, delimiter=delimiter))
+            rows = list(csv.reader(whole, delimiter=delimiter))
         except csv.Error as error:  # a NUL byte, or a field over csv's size limit
             raise PermanentError(f"not a readable {content_type} table: {error}") from error
         facts["rows"] = len(rows)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import av
 import av.error
+import av.stream
 from av.video.frame import VideoFrame
 from av.video.stream import VideoStream
 from PIL import Image
@@ -81,9 +82,7 @@ def extract_poster(
     """
     try:
         with av.open(str(path), mode="r") as container:
-            if not container.streams.video:
-                raise PermanentError("the file has no video stream")
-            stream = container.streams.video[0]
+            stream = _moving_picture(container)
             stream.thread_type = "SLICE"  # no frame-threading delay: we want one frame, soon
             duration_s = _duration_s(stream, container.duration)
             target_s = poster_time(duration_s)
@@ -100,6 +99,15 @@ def extract_poster(
             )
     except _BAD_INPUT as error:
         raise PermanentError(f"not a readable video: {_reason(error)}") from error
+
+
+def _moving_picture(container: av.container.InputContainer) -> VideoStream:
+    """The first video stream that moves: not a cover image attached to an audio track."""
+    streams = container.streams.video
+    moving = [s for s in streams if not s.disposition & av.stream.Disposition.attached_pic]
+    if not moving:
+        raise PermanentError("the file has no video stream")
+    return moving[0]
 
 
 def _reason(error: av.error.FFmpegError) -> str:
