@@ -150,6 +150,22 @@ class FileModel(_Audited):
     by_object = FilesByObject()
 
 
+class ContentIndexModel(Model):
+    """The content index, in FilesTable: which file of a tenant first had some content.
+
+    Its ids (`sha256#{tenant}#{hex}`) never collide with a file's UUID, and it has no
+    `object_ref`, so it is not in `by_object`. Written once, by a conditional put.
+    """
+
+    class Meta:
+        table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+    id = UnicodeAttribute(hash_key=True)
+    file_id = UnicodeAttribute()
+    created_at = UTCDateTimeAttribute()
+
+
 def bind_tables(
     *,
     jobs_table: str,
@@ -158,7 +174,12 @@ def bind_tables(
     endpoint_url: str | None = None,
 ) -> None:
     """Point the models at concrete tables (a Lambda's environment, a test, the local stack)."""
-    for model, name in ((JobModel, jobs_table), (FileModel, files_table)):
+    bindings: tuple[tuple[type[Model], str], ...] = (
+        (JobModel, jobs_table),
+        (FileModel, files_table),
+        (ContentIndexModel, files_table),
+    )
+    for model, name in bindings:
         meta: Any = model.Meta
         meta.table_name = name
         if region:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,6 +23,10 @@ class OutputWriter(Protocol):
     def put_bytes(self, name: str, data: bytes, content_type: str) -> str: ...
 
     def put_file(self, name: str, path: Path, content_type: str) -> str: ...
+
+    def put_stream(self, name: str, chunks: Iterable[bytes], content_type: str) -> str:
+        """Writes the bytes as they come (multipart above one part); aborts on any failure."""
+        ...
 
 
 @dataclass(frozen=True)

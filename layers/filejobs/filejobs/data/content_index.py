@@ -1,0 +1,74 @@
+"""The content index: per tenant, which file first had a given SHA-256 (it owns the content).
+
+One item per (tenant, hash) in FilesTable, id `sha256#{tenant}#{hex}`, written by a put that
+is conditional on the id being new. Of any number of concurrent claims exactly one put
+succeeds; every other claimant then reads the winner with a strongly consistent GetItem. Tenants
+never share an item, so identical content in two tenants is never a duplicate.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from pynamodb.exceptions import PutError, UpdateError
+
+from filejobs.data.models import ContentIndexModel, FileModel
+from filejobs.domain.retry import PermanentError
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def content_id(tenant: str, sha256: str) -> str:
+    if not _SHA256_HEX.fullmatch(sha256):
+        raise ValueError(f"not a lowercase hex SHA-256: {sha256!r}")
+    return f"sha256#{tenant}#{sha256}"
+
+
+class ContentIndex:
+    def claim(self, tenant: str, sha256: str, file_id: str, *, at: datetime) -> str:
+        """The id of the file that owns this content: `file_id` if it is the first, else the
+        first one's (also when `file_id` claimed it before: a re-run is idempotent)."""
+        item = ContentIndexModel(content_id(tenant, sha256), file_id=file_id, created_at=at)
+        try:
+            item.save(condition=ContentIndexModel.id.does_not_exist())
+        except PutError as error:
+            if error.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            owner = ContentIndexModel.get(item.id, consistent_read=True)
+            return str(owner.file_id)
+        return file_id
+
+    def owner(self, tenant: str, sha256: str) -> str | None:
+        try:
+            found = ContentIndexModel.get(content_id(tenant, sha256), consistent_read=True)
+        except ContentIndexModel.DoesNotExist:
+            return None
+        return str(found.file_id)
+
+
+def record_content(
+    file_id: str, *, sha256: str, duplicate_of: str | None, at: datetime, by: str
+) -> None:
+    """Write the file's hash and duplicate_of (removed when it owns its content): one UpdateItem,
+    on an existing file only."""
+    model = FileModel(id=file_id)
+    duplicate = (
+        FileModel.duplicate_of.set(duplicate_of)
+        if duplicate_of is not None
+        else FileModel.duplicate_of.remove()
+    )
+    try:
+        model.update(
+            actions=[
+                FileModel.sha256.set(sha256),
+                duplicate,
+                FileModel.updated_at.set(at),
+                FileModel.updated_by.set(by),
+            ],
+            condition=FileModel.id.exists(),
+        )
+    except UpdateError as error:
+        if error.cause_response_code != "ConditionalCheckFailedException":
+            raise
+        raise PermanentError(f"file {file_id} is not recorded") from error

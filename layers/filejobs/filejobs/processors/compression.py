@@ -1,0 +1,163 @@
+"""Compression: the object, streamed from the uploads bucket through a zstd (or gzip) stream
+compressor into a multipart upload to the outputs bucket. Memory stays flat: one source chunk,
+the compressor's window and one upload part, whatever the object's size.
+
+Already-compressed formats (by the sniffed content type) are skipped with the reason recorded.
+PDF is compressed: its page content streams are usually Deflate-compressed, but generated PDFs
+often carry uncompressed content streams, xref tables, metadata and embedded fonts, and ingest
+plans a compression job for PDFs (domain.content.ALREADY_COMPRESSED leaves them out); the
+recorded ratio shows what it was worth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import zstandard
+
+from filejobs.domain.content import ALREADY_COMPRESSED, SNIFF_BYTES, sniff_content_type
+from filejobs.domain.retry import PermanentError
+from filejobs.processors.base import Work
+from filejobs.processors.source import ObjectSource
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+class _StreamCompressor(Protocol):
+    def compress(self, data: bytes, /) -> bytes: ...
+
+    def flush(self) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    levels: range
+    default_level: int
+    output_name: str
+    content_type: str
+
+
+ZSTD = Algorithm("zstd", range(1, 20), 3, "compressed.zst", "application/zstd")
+GZIP = Algorithm("gzip", range(1, 10), 6, "compressed.gz", "application/gzip")
+ALGORITHMS = {a.name: a for a in (ZSTD, GZIP)}
+
+
+@dataclass(frozen=True)
+class Settings:
+    algorithm: Algorithm
+    level: int
+
+    @classmethod
+    def of(cls, input_data: dict[str, Any] | None) -> Settings:
+        """From the job's input_data ("algorithm": zstd|gzip, "level"); PermanentError if bad.
+
+        zstd levels stop at 19: the "ultra" levels (20-22) use windows of up to 128 MiB.
+        """
+        data = input_data or {}
+        name = data.get("algorithm", ZSTD.name)
+        algorithm = ALGORITHMS.get(name) if isinstance(name, str) else None
+        if algorithm is None:
+            raise PermanentError(f"unknown compression algorithm {name!r} (zstd or gzip)")
+        level = data.get("level", algorithm.default_level)
+        if isinstance(level, bool) or not isinstance(level, int) or level not in algorithm.levels:
+            first, last = algorithm.levels[0], algorithm.levels[-1]
+            raise PermanentError(
+                f"{algorithm.name} level must be an integer {first}..{last}, got {level!r}"
+            )
+        return cls(algorithm, level)
+
+    def compressor(self) -> _StreamCompressor:
+        if self.algorithm is GZIP:
+            return _Gzip(self.level)
+        return _Zstd(self.level)
+
+
+class _Zstd:
+    def __init__(self, level: int) -> None:
+        self._stream = zstandard.ZstdCompressor(level=level).compressobj()
+
+    def compress(self, data: bytes, /) -> bytes:
+        return self._stream.compress(data)
+
+    def flush(self) -> bytes:
+        return self._stream.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH)
+
+
+class _Gzip:
+    def __init__(self, level: int) -> None:
+        self._stream = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip wrapper
+
+    def compress(self, data: bytes, /) -> bytes:
+        return self._stream.compress(data)
+
+    def flush(self) -> bytes:
+        return self._stream.flush()
+
+
+@dataclass
+class CompressionPass:
+    """One pass over the bytes: compressed output, and the original's size and SHA-256."""
+
+    settings: Settings
+    original_bytes: int = 0
+    compressed_bytes: int = 0
+    _sha256: Any = field(default_factory=hashlib.sha256)
+
+    def run(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        compressor = self.settings.compressor()
+        for chunk in chunks:
+            self._sha256.update(chunk)
+            self.original_bytes += len(chunk)
+            out = compressor.compress(chunk)
+            if out:
+                self.compressed_bytes += len(out)
+                yield out
+        tail = compressor.flush()
+        self.compressed_bytes += len(tail)
+        yield tail
+
+    @property
+    def sha256(self) -> str:
+        return str(self._sha256.hexdigest())
+
+
+def skip_reason(content_type: str) -> str | None:
+    """Why a file of this sniffed type is not worth compressing, or None."""
+    mime = content_type.split(";", 1)[0].strip().lower()
+    if mime in ALREADY_COMPRESSED or mime.startswith("video/"):
+        return f"already compressed ({mime})"
+    return None
+
+
+class CompressionProcessor:
+    def __init__(self, s3: S3Client) -> None:
+        self._source = ObjectSource(s3)
+
+    def __call__(self, work: Work) -> dict[str, Any]:
+        settings = Settings.of(work.job.input_data)
+        content_type = sniff_content_type(self._source.head(work.job, SNIFF_BYTES))
+        reason = skip_reason(content_type)
+        if reason is not None:
+            return {"skipped": True, "reason": reason, "content_type": content_type}
+        compression = CompressionPass(settings)
+        chunks = self._source.chunks(work.job, work.should_stop)
+        key = work.outputs.put_stream(
+            settings.algorithm.output_name, compression.run(chunks), settings.algorithm.content_type
+        )
+        original, compressed = compression.original_bytes, compression.compressed_bytes
+        return {
+            "algorithm": settings.algorithm.name,
+            "level": settings.level,
+            "original_bytes": original,
+            "compressed_bytes": compressed,
+            "ratio": round(compressed / original, 6) if original else None,
+            "key": key,
+            "sha256": compression.sha256,
+            "content_type": content_type,
+        }
