@@ -133,19 +133,42 @@ def _dynamodb(operation: str, params: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _s3(operation: str, params: dict[str, Any]) -> list[tuple[str, str]]:
+    versioned = bool(params.get("VersionId"))
+    if operation == "ListObjectsV2":
+        return [("s3:ListBucket", f"arn:{PARTITION}:s3:::{params['Bucket']}")]
+    if operation == "CopyObject":
+        return _s3_copy(params)
+    target = object_arn(params["Bucket"], params["Key"])
     if operation in {"GetObject", "HeadObject"}:
-        action = "s3:GetObjectVersion" if params.get("VersionId") else "s3:GetObject"
-        return [(action, object_arn(params["Bucket"], params["Key"]))]
+        return [("s3:GetObjectVersion" if versioned else "s3:GetObject", target)]
     if operation in _S3_OBJECT_WRITES:
-        return [("s3:PutObject", object_arn(params["Bucket"], params["Key"]))]
-    if operation in {
-        "AbortMultipartUpload",
-        "DeleteObject",
-        "PutObjectTagging",
-        "GetObjectTagging",
-    }:
-        return [(f"s3:{operation}", object_arn(params["Bucket"], params["Key"]))]
+        return [("s3:PutObject", target)]
+    if operation in {"PutObjectTagging", "GetObjectTagging", "DeleteObject"}:
+        verb = operation.removesuffix("Tagging").removesuffix("Object")
+        suffix = "Tagging" if operation.endswith("Tagging") else ""
+        action = f"s3:{verb}ObjectVersion{suffix}" if versioned else f"s3:{operation}"
+        return [(action, target)]
+    if operation == "AbortMultipartUpload":
+        return [("s3:AbortMultipartUpload", target)]
     raise UnmappedCallError(f"no IAM mapping for s3:{operation}")
+
+
+def _s3_copy(params: dict[str, Any]) -> list[tuple[str, str]]:
+    source = params["CopySource"]
+    if isinstance(source, str):
+        path, _, query = source.partition("?versionId=")
+        bucket, _, key = path.lstrip("/").partition("/")
+        version = query
+    else:
+        bucket, key, version = source["Bucket"], source["Key"], source.get("VersionId")
+    read = "s3:GetObjectVersion" if version else "s3:GetObject"
+    pairs = [
+        (read, object_arn(bucket, key)),
+        ("s3:PutObject", object_arn(params["Bucket"], params["Key"])),
+    ]
+    if params.get("Tagging") or params.get("TaggingDirective") == "REPLACE":
+        pairs.append(("s3:PutObjectTagging", object_arn(params["Bucket"], params["Key"])))
+    return pairs
 
 
 # --- the template's statements, resolved ------------------------------------------------------

@@ -15,10 +15,13 @@ from aws_lambda_powertools.utilities.batch import (
 
 from filejobs import runtime
 from filejobs.adapters.s3 import S3Outputs
+from filejobs.data.file_repository import FileRepository
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
-from filejobs.processors.digest import ObjectDigest
+from filejobs.processors.base import Processor
+from filejobs.processors.registry import ScanSettings, processor_for
+from filejobs.services.scan_gate import ScanGate, ScanRecording
 from filejobs.services.worker import Outcome, WorkerService, WorkResult
 
 if TYPE_CHECKING:
@@ -66,17 +69,38 @@ def handle_record(record: SQSRecord) -> None:
         handle(message, record.message_id)
 
 
+def scan_gate() -> ScanGate:
+    settings = runtime.settings()
+    return ScanGate(
+        FileRepository(), runtime.jobs(), runtime.dispatcher(), retention=settings.retention
+    )
+
+
+def build_processor() -> Processor:
+    """This worker's processor; the virus scan's also records its verdict on the file."""
+    kind, settings = job_type(), runtime.settings()
+    if kind is not JobType.VIRUS_SCAN:
+        return processor_for(kind, runtime.s3(), None)
+    scan = ScanSettings(
+        quarantine_bucket=settings.require_quarantine_bucket(),
+        signatures_bucket=settings.signatures_bucket,
+        signatures_prefix=settings.signatures_prefix,
+    )
+    return ScanRecording(processor_for(kind, runtime.s3(), scan), scan_gate())
+
+
 def handle(message: JobMessage, message_id: str) -> None:
     settings = runtime.settings()
     service = WorkerService(
         runtime.jobs(),
         runtime.dispatcher(),
-        ObjectDigest(runtime.s3()),
+        runtime.once(f"processor:{job_type().value}", build_processor),
         job_type(),
         lease=settings.lease,
         retention=settings.retention,
         worker_id=runtime.worker_id(message_id),
         outputs=S3Outputs(runtime.s3(), settings.require_outputs_bucket()).for_job,
+        gate=scan_gate(),
     )
     result = service.handle(message)
     job = result.job

@@ -26,6 +26,7 @@ from filejobs import runtime
 from filejobs.adapters.sqs import SqsDispatcher
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
+from filejobs.domain.file import ScanStatus
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.retry import TransientError
 from filejobs.domain.time import utcnow
@@ -99,7 +100,11 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     }
     create_buckets(s3, buckets, queue_arns(sqs, urls), TEMPLATE)
     refs = {**tables, **urls, **buckets}
-    environment = function_definitions(TEMPLATE)["IngestFunction"].environment
+    # Globals' environment, plus what the virus scan's worker adds (JOB_TYPE is set per run).
+    functions = function_definitions(TEMPLATE)
+    environment = {**functions["IngestFunction"].environment}
+    environment.update(functions["VirusScanWorker"].environment)
+    environment.pop("JOB_TYPE")
     for name, value in environment.items():
         monkeypatch.setenv(name, _resolve(value, refs, TEMPLATE.get("Parameters", {})))
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
@@ -142,8 +147,15 @@ def invoke(handler: Any, records: list[dict[str, Any]]) -> list[str]:
     return [failure["itemIdentifier"] for failure in response["batchItemFailures"]]
 
 
+# The scan first: the jobs that parse a file wait for its clean verdict (scan before parse).
+WORKER_ORDER = (
+    JobType.VIRUS_SCAN,
+    *(job_type for job_type in JobType if job_type is not JobType.VIRUS_SCAN),
+)
+
+
 def run_workers(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
-    for job_type in JobType:
+    for job_type in WORKER_ORDER:
         pascal = "".join(part.title() for part in job_type.value.split("_"))
         monkeypatch.setenv("JOB_TYPE", job_type.value)
         for lane in (f"{pascal}Queue", f"{pascal}HighQueue"):
@@ -175,16 +187,24 @@ def test_an_upload_flows_from_s3_through_ingest_to_completed_jobs(
     # Then the file has its four jobs, each completed on the real bytes
     [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/q1 sales.csv")
     assert stored.content_type == "text/csv"
-    jobs = JobRepository().jobs_of_file(stored.id)
-    assert sorted(j.job_type.value for j in jobs) == [
+    jobs = {j.job_type: j for j in JobRepository().jobs_of_file(stored.id)}
+    assert sorted(t.value for t in jobs) == [
         "compression",
         "deduplication_check",
         "document_preview",
         "virus_scan",
     ]
-    for job in jobs:
+    for job in jobs.values():
         assert job.status is JobStatus.COMPLETED, job
-        assert job.result_data == {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    results = {t: j.result_data or {} for t, j in jobs.items()}
+    # the scan passed the file, which let the parsing jobs run
+    assert results[JobType.VIRUS_SCAN]["verdict"] == "CLEAN"
+    assert FileRepository().get(stored.id).scan_status is ScanStatus.CLEAN  # type: ignore[union-attr]
+    # and each job did its own work on the file's bytes
+    assert results[JobType.DEDUPLICATION_CHECK]["sha256"] == hashlib.sha256(body).hexdigest()
+    for derived in (JobType.DOCUMENT_PREVIEW, JobType.COMPRESSION):
+        key = json.dumps(results[derived])
+        assert f"derived/acme/{stored.id}/{derived.value}/" in key, results[derived]
 
 
 def test_a_duplicate_s3_notification_creates_no_duplicate_jobs(
@@ -405,15 +425,15 @@ def test_every_worker_line_names_its_job_and_file_and_the_next_record_starts_cle
     malformed = {**steady, "messageId": "malformed-1", "body": '{"job_id": "nope"}'}
     flaky_job, steady_job = job_of(flaky), job_of(steady)
 
-    def processor(s3: Any) -> Callable[[Work], dict[str, Any]]:
+    def processor() -> Callable[[Work], dict[str, Any]]:
         def process(work: Work) -> dict[str, Any]:
             if work.job.id == flaky_job.id:
                 raise TransientError("throttled")  # logged by the worker service, then retried
-            return ObjectDigest(s3)(work)
+            return ObjectDigest(runtime.s3())(work)
 
         return process
 
-    monkeypatch.setattr(worker, "ObjectDigest", processor)
+    monkeypatch.setattr(worker, "build_processor", processor)
     monkeypatch.setenv("JOB_TYPE", "virus_scan")
     logs()
 

@@ -101,7 +101,7 @@ def test_a_parsing_job_waits_for_the_scan_and_runs_once_it_is_clean(
     assert stored(job).status is JobStatus.PENDING
     assert stored(job).attempt == 0
     # when the scan comes back clean
-    run_scan(plan, "clean", gate, clock)
+    run_scan(plan, "CLEAN", gate, clock)
     # then the file says so and the waiting job was sent again
     assert FileRepository().get(job.file_id).scan_status is ScanStatus.CLEAN  # type: ignore[union-attr]
     assert dispatcher.sent == [job.id]
@@ -114,7 +114,7 @@ def test_an_infected_file_is_quarantined_and_its_parsing_jobs_cancelled_with_the
 ) -> None:
     gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
     # when the scan finds the file infected
-    run_scan(plan, "infected", gate, clock)
+    run_scan(plan, "INFECTED", gate, clock)
     # then the file is quarantined, saying by what
     file = FileRepository().get(plan.file.id)
     assert file is not None
@@ -153,10 +153,10 @@ def test_a_message_naming_another_file_never_runs_its_job(
 ) -> None:
     # given a clean file, and a message for one of its jobs that names another (clean) file
     gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
-    run_scan(plan, "clean", gate, clock)
+    run_scan(plan, "CLEAN", gate, clock)
     other = ingest_plan(clock.now, "image/png", name="other.png")
     FileRepository().record_ingest(other)
-    run_scan(other, "clean", gate, clock)
+    run_scan(other, "CLEAN", gate, clock)
     job = job_of(plan, JobType.THUMBNAIL_GENERATION)
     forged = replace(JobMessage.for_job(job), file_id=other.file.id)
     ran: list[str] = []

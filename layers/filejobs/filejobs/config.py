@@ -23,6 +23,10 @@ class Settings:
     retention: timedelta
     queue_urls: Mapping[tuple[JobType, Lane], str]
     outputs_bucket: str | None = None
+    quarantine_bucket: str | None = None
+    # Where the virus scan's signatures are kept (definitions updater writes, workers sync).
+    signatures_bucket: str | None = None
+    signatures_prefix: str = "signatures/"
     event_bus: str | None = None
     endpoint_url: str | None = None
 
@@ -40,6 +44,9 @@ class Settings:
                 if (url := env.get(queue_url_variable(job_type, lane)))
             },
             outputs_bucket=env.get("OUTPUTS_BUCKET"),
+            quarantine_bucket=env.get("QUARANTINE_BUCKET"),
+            signatures_bucket=env.get("SIGNATURES_BUCKET"),
+            signatures_prefix=env.get("SIGNATURES_PREFIX", "signatures/"),
             event_bus=env.get("EVENT_BUS_NAME"),
             endpoint_url=env.get("AWS_ENDPOINT_URL"),
         )
@@ -48,6 +55,11 @@ class Settings:
         if not self.outputs_bucket:
             raise ConfigurationError("environment variable OUTPUTS_BUCKET is not set")
         return self.outputs_bucket
+
+    def require_quarantine_bucket(self) -> str:
+        if not self.quarantine_bucket:
+            raise ConfigurationError("environment variable QUARANTINE_BUCKET is not set")
+        return self.quarantine_bucket
 
     def require_event_bus(self) -> str:
         if not self.event_bus:

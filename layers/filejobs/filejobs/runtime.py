@@ -9,8 +9,9 @@ multiprocessing), some 30 ms of each cold start, and none of it is used.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import botocore.session
 
@@ -76,7 +77,19 @@ def worker_id(context_request_id: str | None = None) -> str:
     return f"{name}:{context_request_id}" if context_request_id else name
 
 
+_built: dict[str, Any] = {}
+
+
+def once[T](name: str, build: Callable[[], T]) -> T:
+    """What `build` makes, made once per container (a processor with its compiled rules)."""
+    if name not in _built:
+        _built[name] = build()
+    built: T = _built[name]
+    return built
+
+
 def reset() -> None:
     """Forget every cached client and setting (tests change the environment between cases)."""
     for cached in (settings, aws_session, s3, sqs, events):
         cached.cache_clear()
+    _built.clear()

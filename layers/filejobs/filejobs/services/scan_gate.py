@@ -25,7 +25,7 @@ from filejobs.domain.time import utcnow
 from filejobs.processors.base import Processor, Work
 from filejobs.services.sweep import Dispatcher
 
-INFECTED = "infected"
+INFECTED = "INFECTED"  # processors/scan: Verdict.INFECTED
 
 
 class ScanGate:
