@@ -27,25 +27,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-MiB = 1024 * 1024
-CHUNK = 1024 * 1024
-
-# Runs argv[1:] and prints its stdout, then its peak RSS in KiB (Linux ru_maxrss).
-_PEAK_RSS = (
-    "import resource, subprocess, sys\n"
-    "out = subprocess.run(sys.argv[1:], check=True, stdout=subprocess.PIPE, text=True).stdout\n"
-    "print(out.strip())\n"
-    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-)
-
-
-def file_chunks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
-    with path.open("rb", buffering=0) as source:
-        yield from iter(lambda: source.read(chunk), b"")
+from common import MiB, file_chunks, interleaved, peak_rss_mb, timed
 
 
 def make_csv(path: Path, size: int) -> None:
@@ -67,12 +52,6 @@ def make_csv(path: Path, size: int) -> None:
         for _ in range(size // len(block)):
             out.write(block)
         out.write(block[: size % len(block)])
-
-
-def timed(cmd: list[str]) -> tuple[float, str]:
-    start = time.perf_counter()
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True)  # noqa: S603
-    return time.perf_counter() - start, done.stdout
 
 
 def ours(path: Path, into: str = os.devnull) -> list[str]:
@@ -167,27 +146,14 @@ def memory_of_the_processor(path: Path, size: int) -> tuple[float, dict[str, Any
         plan = plan_ingest(record, sniffed, now=utcnow())
         job = next(j for j in plan.jobs if j.job_type is JobType.COMPRESSION)
         start = time.perf_counter()
-        out = subprocess.run(  # noqa: S603
-            [
-                sys.executable,
-                "-c",
-                _PEAK_RSS,
-                sys.executable,
-                __file__,
-                "--child-s3",
-                endpoint,
-                pickle.dumps(job).hex(),
-                "outputs",
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
+        out, rss = peak_rss_mb(
+            [sys.executable, __file__, "--child-s3", endpoint, pickle.dumps(job).hex(), "outputs"],
             env=env,
-        ).stdout.splitlines()
+        )
         seconds = time.perf_counter() - start
-        result = json.loads(out[-2])
+        result = json.loads(out.splitlines()[-1])
         result["etag"] = s3.head_object(Bucket="outputs", Key=result["key"])["ETag"]
-        return int(out[-1]) / 1024, result, seconds
+        return rss, result, seconds
     finally:
         server.terminate()
         server.wait()
@@ -217,13 +183,12 @@ def main() -> None:
         original_sha = digest.hexdigest()
         baseline = ["zstd", "-3", "-q", "-f", "-o", os.devnull, str(path)]
         timed(baseline)  # warm the page cache
-        ours_s, base_s = [], []
-        for _ in range(args.runs):
-            ours_s.append(timed(ours(path))[0])
-            base_s.append(timed(baseline)[0])
+        samples = interleaved({"ours": ours(path), "baseline": baseline}, args.runs)
+        ours_s = [sample.seconds for sample in samples["ours"]]
+        base_s = [sample.seconds for sample in samples["baseline"]]
         # Sizes, and ours is a valid zstd stream of the same bytes (checked by the CLI).
         ours_file, cli_file = Path(scratch) / "ours.zst", Path(scratch) / "cli.zst"
-        ours_bytes, ours_sha = timed(ours(path, str(ours_file)))[1].split()
+        ours_bytes, ours_sha = timed(ours(path, str(ours_file))).stdout.split()
         timed(["zstd", "-3", "-q", "-f", "-o", str(cli_file), str(path)])
         restored = subprocess.run(  # noqa: S603
             ["zstd", "-d", "-q", "-c", str(ours_file)],  # noqa: S607

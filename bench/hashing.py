@@ -15,27 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-CHUNK = 1024 * 1024
-MiB = 1024 * 1024
-
-# Runs argv[1:] and prints its peak RSS in KiB (Linux ru_maxrss): only that child is counted.
-_PEAK_RSS = (
-    "import resource, subprocess, sys\n"
-    "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
-    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-)
-
-
-def file_chunks(path: Path, chunk: int = CHUNK) -> Iterator[bytes]:
-    with path.open("rb", buffering=0) as source:
-        yield from iter(lambda: source.read(chunk), b"")
+from common import MiB, file_chunks, interleaved, peak_rss_mb, timed
 
 
 def make_file(path: Path, size: int) -> None:
@@ -44,19 +28,6 @@ def make_file(path: Path, size: int) -> None:
         for _ in range(size // len(block)):
             out.write(block)
         out.write(block[: size % len(block)])
-
-
-def timed(cmd: list[str]) -> tuple[float, str]:
-    start = time.perf_counter()
-    done = subprocess.run(cmd, check=True, capture_output=True, text=True)  # noqa: S603
-    return time.perf_counter() - start, done.stdout
-
-
-def peak_rss_mb(cmd: list[str]) -> float:
-    out = subprocess.run(  # noqa: S603
-        [sys.executable, "-c", _PEAK_RSS, *cmd], check=True, capture_output=True, text=True
-    )
-    return int(out.stdout.split()[-1]) / 1024
 
 
 def ours(path: Path) -> list[str]:
@@ -85,16 +56,14 @@ def main() -> None:
         make_file(path, size)
         baseline = ["sha256sum", str(path)]
         timed(baseline)  # warm the page cache
-        ours_s, base_s = [], []
-        for _ in range(args.runs):
-            t, out = timed(ours(path))
-            ours_s.append(t)
-            t, base_out = timed(baseline)
-            base_s.append(t)
-            assert out.split()[0] == base_out.split()[0], "digests differ"
-        ours_rss, base_rss = peak_rss_mb(ours(path)), peak_rss_mb(baseline)
+        samples = interleaved({"ours": ours(path), "baseline": baseline}, args.runs)
+        for mine, theirs in zip(samples["ours"], samples["baseline"], strict=True):
+            assert mine.stdout.split()[0] == theirs.stdout.split()[0], "digests differ"
+        ours_s = [sample.seconds for sample in samples["ours"]]
+        base_s = [sample.seconds for sample in samples["baseline"]]
+        ours_rss, base_rss = peak_rss_mb(ours(path))[1], peak_rss_mb(baseline)[1]
         openssl = ["openssl", "dgst", "-sha256", str(path)]
-        openssl_s = [timed(openssl)[0] for _ in range(args.runs)]
+        openssl_s = [timed(openssl).seconds for _ in range(args.runs)]
     ours_rate = size / MiB / statistics.median(ours_s)
     base_rate = size / MiB / statistics.median(base_s)
     print(f"SHA-256 of {args.size_mb} MiB, median of {args.runs} interleaved runs")

@@ -21,16 +21,14 @@ Target: ours faster than the CLI.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import fresh_process_main, interleaved, print_cold_warm, timed
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "filejobs"))
@@ -126,21 +124,6 @@ def make(folder: Path) -> None:
     scanned_pdf(folder / "scanned.pdf")
 
 
-def timed(command: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (KiB) and stdout of one fresh process."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        begin = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out, stderr=err)  # noqa: S603
-        _, status, usage = os.wait4(process.pid, 0)  # reaps it: its own rusage, not a total
-        wall = time.perf_counter() - begin
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if process.returncode != 0:
-            raise SystemExit(f"{command[0]} failed: {err.read().decode(errors='replace')}")
-        return wall, usage.ru_maxrss, out.read().decode()
-
-
 def bench(source: Path, scratch: Path, pdftoppm: str, runs: int) -> None:
     contenders = {
         "ours": [sys.executable, __file__, "--child", str(source), str(scratch / "ours.webp")],
@@ -153,48 +136,16 @@ def bench(source: Path, scratch: Path, pdftoppm: str, runs: int) -> None:
             *(str(source), str(scratch / "poppler1024")),
         ],
     }
-    walls: dict[str, list[float]] = {name: [] for name in (*contenders, "ours (warm)")}
-    rss: dict[str, int] = dict.fromkeys(contenders, 0)
-    pages = 0
-    for _ in range(runs):
-        for name, command in contenders.items():
-            wall, peak, stdout = timed(command)
-            rss[name] = max(rss[name], peak)
-            if name == "ours":
-                figures = json.loads(stdout)
-                pages = figures["pages"]
-                walls["ours"].append(wall - sum(figures["warm"]))
-                walls["ours (warm)"].extend(figures["warm"])
-            else:
-                walls[name].append(wall)
-    rss["ours (warm)"] = rss["ours"]
+    samples = interleaved(contenders, runs)
+    pages = json.loads(samples["ours"][-1].stdout)["pages"]
     size = source.stat().st_size / 1e6
     print(f"{source.name}: {pages} pages, {size:.1f} MB; {runs} runs")
-    medians = {name: statistics.median(values) for name, values in walls.items()}
-    for name, median in medians.items():
-        label = "ours (cold)" if name == "ours" else name
-        peak_mib = rss[name] / 1024
-        print(f"  {label:14} median {median * 1000:7.1f} ms   peak RSS {peak_mib:6.1f} MiB")
-    for theirs in ("pdftoppm", "pdftoppm 1024"):
-        for ours in ("ours", "ours (warm)"):
-            label = "ours (cold)" if ours == "ours" else ours
-            print(f"  {label} / {theirs}: {medians[ours] / medians[theirs]:.2f}x")
+    print_cold_warm(samples, ("pdftoppm", "pdftoppm 1024"))
     outputs = {p.name: p.stat().st_size for p in scratch.iterdir() if p.suffix in (".png", ".webp")}
     print(f"  outputs: {outputs}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--make", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(*args.child)
-        return
-    if args.make:
-        make(args.make)
-        return
+def run(runs: int) -> None:
     pdftoppm = shutil.which("pdftoppm")
     if pdftoppm is None:
         raise SystemExit("pdftoppm is not on PATH (apt-get install -y poppler-utils)")
@@ -204,7 +155,11 @@ def main() -> None:
         for name in ("text.pdf", "scanned.pdf"):
             out = folder / name.removesuffix(".pdf")
             out.mkdir()
-            bench(folder / name, out, pdftoppm, args.runs)
+            bench(folder / name, out, pdftoppm, runs)
+
+
+def main() -> None:
+    fresh_process_main(__doc__, child, make, run)
 
 
 if __name__ == "__main__":

@@ -21,16 +21,14 @@ starts from its parent's at fork. Target: ours faster than the CLI.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import fresh_process_main, interleaved, print_cold_warm, timed
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "filejobs"))
@@ -90,42 +88,16 @@ def make(path: Path) -> None:
     print(f"{poster_time(float(SECONDS)):.3f}")
 
 
-def timed(command: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (KiB) and stdout of one fresh process."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        begin = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out, stderr=err)  # noqa: S603
-        _, status, usage = os.wait4(process.pid, 0)  # reaps it: its own rusage, not a total
-        wall = time.perf_counter() - begin
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if process.returncode != 0:
-            raise SystemExit(f"{command[0]} failed: {err.read().decode(errors='replace')}")
-        return wall, usage.ru_maxrss, out.read().decode()
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--make", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(*args.child)
-        return
-    if args.make:
-        make(args.make)
-        return
+def run(runs: int) -> None:
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
         raise SystemExit("ffmpeg is not on PATH (apt-get install -y ffmpeg)")
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "in.mp4"
-        at = timed([sys.executable, __file__, "--make", str(source)])[2].strip()
+        at = timed([sys.executable, __file__, "--make", str(source)]).stdout.strip()
         print(
             f"video: {SIZE[0]}x{SIZE[1]}, {SECONDS} s at {FPS} fps, keyframe every {GOP} frames,"
-            f" {source.stat().st_size / 1e6:.1f} MB; poster at {at} s; {args.runs} runs"
+            f" {source.stat().st_size / 1e6:.1f} MB; poster at {at} s; {runs} runs"
         )
         contenders = {
             "ours": [sys.executable, __file__, "--child", str(source), f"{scratch}/ours.webp"],
@@ -138,31 +110,13 @@ def main() -> None:
                 *("-frames:v", "1", "-vf", "scale=1280:-2", f"{scratch}/scaled.webp"),
             ],
         }
-        walls: dict[str, list[float]] = {name: [] for name in (*contenders, "ours (warm)")}
-        rss: dict[str, int] = dict.fromkeys(contenders, 0)
-        for _ in range(args.runs):
-            for name, command in contenders.items():
-                wall, peak, stdout = timed(command)
-                rss[name] = max(rss[name], peak)
-                if name == "ours":
-                    warm = json.loads(stdout)["warm"]
-                    walls["ours"].append(wall - sum(warm))
-                    walls["ours (warm)"].extend(warm)
-                else:
-                    walls[name].append(wall)
-        medians = {name: statistics.median(values) for name, values in walls.items()}
-        rss["ours (warm)"] = rss["ours"]
-        for name, median in medians.items():
-            label = "ours (cold)" if name == "ours" else name
-            peak_mib = rss[name] / 1024
-            print(f"  {label:14} median {median * 1000:7.1f} ms   peak RSS {peak_mib:6.1f} MiB")
-        for theirs in ("ffmpeg", "ffmpeg scaled"):
-            for ours in ("ours", "ours (warm)"):
-                label = "ours (cold)" if ours == "ours" else ours
-                ratio = medians[ours] / medians[theirs]
-                print(f"  {label} / {theirs}: {ratio:.2f}x")
+        print_cold_warm(interleaved(contenders, runs), ("ffmpeg", "ffmpeg scaled"))
         sizes = {p.name: p.stat().st_size for p in Path(scratch).glob("*.webp")}
         print(f"  outputs: {sizes}")
+
+
+def main() -> None:
+    fresh_process_main(__doc__, child, make, run)
 
 
 if __name__ == "__main__":
