@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pynamodb.exceptions import TransactWriteError, UpdateError
+from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
 from filejobs.data.mapping import file_from_model, file_to_model, job_to_model
@@ -47,24 +49,16 @@ class FileRepository:
         Returns the file as stored afterwards (already quarantined or deleted files are left as
         they are), or None when there is no such file.
         """
-        model = FileModel(id=file_id)
-        try:
-            model.update(
-                actions=[
-                    FileModel.status.set(FileStatus.QUARANTINED.value),
-                    FileModel.status_reason.set(reason),
-                    FileModel.updated_at.set(at),
-                    FileModel.updated_by.set(by),
-                ],
-                condition=FileModel.id.exists()
-                & (FileModel.status == FileStatus.ACTIVE.value)
-                & FileModel.deleted_at.does_not_exist(),
-            )
-        except UpdateError as error:
-            if error.cause_response_code != "ConditionalCheckFailedException":
-                raise
-            return self.get(file_id)
-        return file_from_model(model)
+        return self._update_if(
+            file_id,
+            [
+                FileModel.status.set(FileStatus.QUARANTINED.value),
+                FileModel.status_reason.set(reason),
+            ],
+            (FileModel.status == FileStatus.ACTIVE.value) & FileModel.deleted_at.does_not_exist(),
+            at=at,
+            by=by,
+        )
 
     def record_scan(
         self, file_id: str, verdict: ScanStatus, *, at: datetime, by: str
@@ -73,18 +67,26 @@ class FileRepository:
 
         A verdict is final: a later scan (a redelivered job) cannot turn infected into clean.
         """
-        model = FileModel(id=file_id)
         allowed = FileModel.scan_status.does_not_exist() | (FileModel.scan_status == verdict.value)
         if verdict is ScanStatus.INFECTED:
             allowed = allowed | (FileModel.scan_status == ScanStatus.CLEAN.value)
+        return self._update_if(
+            file_id, [FileModel.scan_status.set(verdict.value)], allowed, at=at, by=by
+        )
+
+    def _update_if(
+        self, file_id: str, actions: list[Action], condition: Condition, *, at: datetime, by: str
+    ) -> StoredFile | None:
+        """One UpdateItem of an existing file under `condition`, with its audit fields.
+
+        The file as stored afterwards: the updated one, or, when the condition refused the
+        change, the one that refused it (None if there is no such file).
+        """
+        model = FileModel(id=file_id)
         try:
             model.update(
-                actions=[
-                    FileModel.scan_status.set(verdict.value),
-                    FileModel.updated_at.set(at),
-                    FileModel.updated_by.set(by),
-                ],
-                condition=FileModel.id.exists() & allowed,
+                actions=[*actions, FileModel.updated_at.set(at), FileModel.updated_by.set(by)],
+                condition=FileModel.id.exists() & condition,
             )
         except UpdateError as error:
             if error.cause_response_code != "ConditionalCheckFailedException":
