@@ -36,11 +36,12 @@ typecheck: install
 # ClamAV (the virus scan's second engine) and its test files, from Debian. Signature databases
 # cannot be downloaded here: the tests write their own.
 system-deps:
-	@command -v clamscan >/dev/null && test -d /usr/share/clamav-testfiles || { \
+	@command -v clamscan >/dev/null && test -d /usr/share/clamav-testfiles \
+	  && command -v qemu-aarch64-static >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
-	    clamav clamav-testfiles >/dev/null; }
+	    clamav clamav-testfiles qemu-user-static >/dev/null; }
 
 unit: install system-deps
 	$(BIN)/pytest
@@ -52,14 +53,16 @@ $(SAM):
 
 # sam validate --lint, then a container-free sam build (a real python3.13 first on PATH) into a
 # scratch folder, so the working tree gets no .aws-sam; then every native library of the build
-# must match its function's architecture and every function fit Lambda's 250 MB with its layers.
-template: install $(SAM)
+# must match its function's architecture and every function fit Lambda's 250 MB with its layers;
+# and the ClamAV layer's arm64 clamscan must find EICAR, run under qemu-user on this machine.
+template: install system-deps $(SAM)
 	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint --region us-east-1
 	build_dir=$$(mktemp -d) && trap 'rm -rf "$$build_dir" "$$build_dir.log"' EXIT && \
 	  PATH="$(CURDIR)/$(BIN):$$PATH" SAM_CLI_TELEMETRY=0 \
 	  $(SAM) build --region us-east-1 --build-dir "$$build_dir" --cache-dir "$$build_dir/cache" > "$$build_dir.log" 2>&1 \
 	  || { cat "$$build_dir.log"; exit 1; }; echo "sam build: ok" && \
-	  $(BIN)/python tools/check_build.py "$$build_dir"
+	  $(BIN)/python tools/check_build.py "$$build_dir" && \
+	  $(BIN)/python layers/clamav/debs.py smoke --layer "$$build_dir/ClamAvLayer"
 
 $(CHECKOV):
 	$(PYTHON313) -m venv $(CHECKOV_VENV)

@@ -85,6 +85,7 @@ def build_processor() -> Processor:
         quarantine_bucket=settings.require_quarantine_bucket(),
         signatures_bucket=settings.signatures_bucket,
         signatures_prefix=settings.signatures_prefix,
+        clamscan=settings.clamscan,
     )
     return ScanRecording(processor_for(kind, runtime.s3(), scan), scan_gate())
 

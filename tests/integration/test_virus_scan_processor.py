@@ -348,3 +348,30 @@ def test_clamav_reads_its_definitions_from_the_synced_cache(
     # Then ClamAV names the delivered signature (and loads the .yar beside it without failing)
     assert "Delivered.EICAR.UNOFFICIAL" in result["engines"]["clamav"]["signatures"]
     assert result["engines"]["yara"]["signatures"] == ["EICAR_Test_File"]
+
+
+def test_clamscan_runs_without_the_workers_credentials_and_with_its_own_libraries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a clamscan shipped with its libraries, as the ClamAV layer lays it out (a script
+    # standing in for the binary records the environment it was started with)
+    home = tmp_path / "clamav"
+    (home / "lib").mkdir(parents=True)
+    (home / "bin").mkdir()
+    seen = tmp_path / "environment"
+    program = home / "bin" / "clamscan"
+    program.write_text(f'#!/bin/sh\nenv > "{seen}"\nexit 0\n')
+    program.chmod(0o755)
+    # and a worker whose environment holds its role's credentials, as Lambda's does
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "role-secret")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "role-token")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/var/lang/lib")
+    target = tmp_path / "upload.bin"
+    target.write_bytes(b"anything")
+    # When it scans a file
+    result = ClamAvScanner(tmp_path, str(program)).scan(target)
+    # Then clamscan saw no credentials, and only its own libraries on the library path
+    environment = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert not {"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} & set(environment)
+    assert environment["LD_LIBRARY_PATH"] == str(home / "lib")
+    assert result.verdict is Verdict.CLEAN

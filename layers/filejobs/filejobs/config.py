@@ -27,6 +27,8 @@ class Settings:
     # Where the virus scan's signatures are kept (definitions updater writes, workers sync).
     signatures_bucket: str | None = None
     signatures_prefix: str = "signatures/"
+    # The clamscan the virus scan runs (the ClamAV layer's on Lambda; PATH's elsewhere).
+    clamscan: str = "clamscan"
     event_bus: str | None = None
     endpoint_url: str | None = None
 
@@ -47,6 +49,7 @@ class Settings:
             quarantine_bucket=env.get("QUARANTINE_BUCKET"),
             signatures_bucket=env.get("SIGNATURES_BUCKET"),
             signatures_prefix=env.get("SIGNATURES_PREFIX", "signatures/"),
+            clamscan=env.get("CLAMSCAN", "clamscan"),
             event_bus=env.get("EVENT_BUS_NAME"),
             endpoint_url=env.get("AWS_ENDPOINT_URL"),
         )

@@ -7,6 +7,7 @@ that refused part of the file (`refusals`: no attempt will get further) are all 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
@@ -146,6 +147,11 @@ class ClamAvScanner:
 
     clamscan loads its whole database on every run: right for a Lambda scanning one object per
     job and for the small databases of tests; a fleet scanning many files would run clamd.
+
+    clamscan parses hostile files, so it runs with an environment of its own: no AWS credentials
+    (Lambda passes them in the environment), only PATH, TMPDIR and, for a clamscan shipped with
+    its libraries (the ClamAV layer: /opt/clamav/bin and /opt/clamav/lib), LD_LIBRARY_PATH
+    pointing at those libraries alone, so they never meet the Python runtime's.
     """
 
     name = "clamav"
@@ -176,6 +182,14 @@ class ClamAvScanner:
             f"--max-recursion={max_recursion}",
         ]
 
+    def environment(self) -> dict[str, str]:
+        """What clamscan sees of the environment: nothing secret, its own libraries first."""
+        env = {"PATH": os.environ.get("PATH", os.defpath), "TMPDIR": tempfile.gettempdir()}
+        bundled = Path(self._clamscan).parent.parent / "lib"
+        if Path(self._clamscan).is_absolute() and bundled.is_dir():
+            env["LD_LIBRARY_PATH"] = str(bundled)
+        return env
+
     def command(self, path: Path) -> list[str]:
         return [
             self._clamscan,
@@ -196,6 +210,7 @@ class ClamAvScanner:
                 capture_output=True,
                 text=True,
                 errors="replace",
+                env=self.environment(),
                 timeout=self._timeout,
                 check=False,
             )
