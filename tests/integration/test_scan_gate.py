@@ -19,6 +19,8 @@ from filejobs.domain.file import FileStatus, ScanStatus
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
+from filejobs.domain.retry import PermanentError
+from filejobs.domain.scanning import GATED_JOB_TYPES
 from filejobs.processors.base import Processor, Work
 from filejobs.services.scan_gate import ScanGate, ScanRecording
 from filejobs.services.worker import Outcome, WorkerService
@@ -137,6 +139,53 @@ def test_an_infected_file_is_quarantined_and_its_parsing_jobs_cancelled_with_the
     )
     assert late.outcome is Outcome.SKIPPED
     assert late.job is not None and late.job.status is JobStatus.CANCELLED
+
+
+def test_a_file_the_scan_fails_on_for_good_has_its_parsing_jobs_cancelled_with_the_reason(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    scan = job_of(plan, JobType.VIRUS_SCAN)
+
+    def refuses(work: Work) -> dict[str, Any]:
+        raise PermanentError("the file could not be scanned in full: yara: zip bomb")
+
+    # when the scan fails for good
+    result = service(JobType.VIRUS_SCAN, ScanRecording(refuses, gate), gate, clock).handle(
+        JobMessage.for_job(scan)
+    )
+    # then the scan job failed with the engine's reason
+    assert result.outcome is Outcome.FAILED
+    assert "zip bomb" in (stored(scan).error_message or "")
+    # and the file is recorded as unscannable (still active: nothing was found in it)
+    file = FileRepository().get(plan.file.id)
+    assert file is not None
+    assert (file.status, file.scan_status) == (FileStatus.ACTIVE, ScanStatus.UNSCANNABLE)
+    # and its parsing jobs are cancelled now, saying why, instead of waiting for the sweep
+    gated = [job for job in plan.jobs if job.job_type in GATED_JOB_TYPES]
+    assert gated
+    for job in gated:
+        now = stored(job)
+        assert now.status is JobStatus.CANCELLED, job.job_type
+        assert now.cancel_reason == (
+            "the virus scan could not check the file: "
+            "the file could not be scanned in full: yara: zip bomb"
+        )
+    # and hashing still runs
+    assert stored(job_of(plan, JobType.DEDUPLICATION_CHECK)).status is JobStatus.PENDING
+
+
+def test_a_retried_scan_can_clear_an_unscannable_file_but_nothing_clears_an_infected_one(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    files = FileRepository()
+    files.record_scan(plan.file.id, ScanStatus.UNSCANNABLE, at=clock.now, by="virus_scan")
+    cleared = files.record_scan(plan.file.id, ScanStatus.CLEAN, at=clock.now, by="virus_scan")
+    assert cleared is not None and cleared.scan_status is ScanStatus.CLEAN
+    files.record_scan(plan.file.id, ScanStatus.INFECTED, at=clock.now, by="virus_scan")
+    for later in (ScanStatus.CLEAN, ScanStatus.UNSCANNABLE):
+        after = files.record_scan(plan.file.id, later, at=clock.now, by="virus_scan")
+        assert after is not None and after.scan_status is ScanStatus.INFECTED
 
 
 def test_a_later_clean_scan_cannot_clear_an_infected_file(

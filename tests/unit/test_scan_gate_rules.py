@@ -21,6 +21,7 @@ def test_a_parsing_job_waits_runs_or_is_refused_by_the_verdict(
     assert gate(job_type, unscanned) is Gate.WAIT
     assert gate(job_type, replace(unscanned, scan_status=ScanStatus.CLEAN)) is Gate.RUN
     assert gate(job_type, replace(unscanned, scan_status=ScanStatus.INFECTED)) is Gate.REFUSE
+    assert gate(job_type, replace(unscanned, scan_status=ScanStatus.UNSCANNABLE)) is Gate.REFUSE
     deleted = replace(unscanned, status=FileStatus.DELETED, scan_status=ScanStatus.CLEAN)
     assert gate(job_type, deleted) is Gate.REFUSE
     assert gate(job_type, None) is Gate.REFUSE
@@ -41,3 +42,10 @@ def test_the_refusal_names_the_signature(clock: FakeClock) -> None:
     assert refusal_reason(infected) == (
         "the file was quarantined by the virus scan: Eicar-Test-Signature"
     )
+
+
+def test_the_refusal_of_an_unscannable_file_says_the_scan_could_not_check_it(
+    clock: FakeClock,
+) -> None:
+    unscannable = replace(ingest_plan(clock.now).file, scan_status=ScanStatus.UNSCANNABLE)
+    assert refusal_reason(unscannable) == "the virus scan could not check the file"

@@ -65,11 +65,17 @@ class FileRepository:
     ) -> StoredFile | None:
         """Record the virus scan's verdict, in one conditional write; None if no such file.
 
-        A verdict is final: a later scan (a redelivered job) cannot turn infected into clean.
+        Infected is final: no later scan (a redelivered job) can turn it into anything else.
+        Unscannable can become a verdict when a retried scan gets through.
         """
-        allowed = FileModel.scan_status.does_not_exist() | (FileModel.scan_status == verdict.value)
-        if verdict is ScanStatus.INFECTED:
-            allowed = allowed | (FileModel.scan_status == ScanStatus.CLEAN.value)
+        earlier = {
+            ScanStatus.CLEAN: [ScanStatus.UNSCANNABLE],
+            ScanStatus.INFECTED: [ScanStatus.CLEAN, ScanStatus.UNSCANNABLE],
+            ScanStatus.UNSCANNABLE: [],
+        }[verdict]
+        allowed = FileModel.scan_status.does_not_exist() | FileModel.scan_status.is_in(
+            verdict.value, *(status.value for status in earlier)
+        )
         return self._update_if(
             file_id, [FileModel.scan_status.set(verdict.value)], allowed, at=at, by=by
         )

@@ -144,7 +144,7 @@ class FileModel(_Audited):
     sha256 = UnicodeAttribute(null=True)
     status = UnicodeAttribute()
     status_reason = UnicodeAttribute(null=True)
-    scan_status = UnicodeAttribute(null=True)  # the virus scan's verdict: clean or infected
+    scan_status = UnicodeAttribute(null=True)  # the virus scan's: clean, infected, unscannable
     duplicate_of = UnicodeAttribute(null=True)
 
     by_object = FilesByObject()

@@ -13,6 +13,8 @@ class ScanStatus(StrEnum):
 
     CLEAN = "clean"
     INFECTED = "infected"
+    # The scan failed for good (an archive bomb, a limit): the file cannot be vouched for.
+    UNSCANNABLE = "unscannable"
 
 
 class FileStatus(StrEnum):

@@ -3,7 +3,9 @@
 `decide` runs before a gated job's claim (one GetItem of the file). `ScanRecording` wraps the
 virus scan's processor: before the scan job completes, it records the verdict on the file (one
 conditional write), then sends the file's waiting jobs on a clean verdict, or quarantines the
-file and cancels them on an infected one. A worker that dies in between leaves the scan job to
+file and cancels them on an infected one. A scan that fails for good (PermanentError: a zip bomb,
+a limit) marks the file unscannable and cancels them with the scan's reason, rather than leaving
+them pending until the sweep gives up on them. A worker that dies in between leaves the scan job to
 be retried, and every step is idempotent, so the follow-up is never lost.
 """
 
@@ -20,6 +22,7 @@ from filejobs.domain.file import ScanStatus, StoredFile
 from filejobs.domain.job import JobStatus, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
+from filejobs.domain.retry import PermanentError
 from filejobs.domain.scanning import GATED_JOB_TYPES, SCANNER, Gate, gate, refusal_reason
 from filejobs.domain.time import utcnow
 from filejobs.processors.base import Processor, Work
@@ -52,10 +55,13 @@ class ScanGate:
         stored = None if file_id is None else self._files.get(file_id)
         return gate(message.job_type, stored), stored
 
-    def refuse(self, message: JobMessage, stored: StoredFile | None) -> ProcessingJob | None:
+    def refuse(
+        self, message: JobMessage, stored: StoredFile | None, detail: str | None = None
+    ) -> ProcessingJob | None:
         """Cancel a job whose file will never be clean; the job as it is afterwards."""
+        reason = refusal_reason(stored) + (f": {detail}" if detail else "")
         cancel = transitions.cancel(
-            now=self._clock(), by=SCANNER, reason=refusal_reason(stored), retention=self._retention
+            now=self._clock(), by=SCANNER, reason=reason, retention=self._retention
         )
         result = self._jobs.apply(message.job_id, message.job_type, cancel)
         return result.job if isinstance(result, Applied) else result.current
@@ -67,11 +73,24 @@ class ScanGate:
         stored = self._files.record_scan(scan.file_id, verdict, at=now, by=SCANNER)
         if stored is not None and stored.scan_status is ScanStatus.INFECTED:
             stored = self._files.quarantine(scan.file_id, reason=reason, at=now, by=SCANNER)
-        for job in self._jobs.jobs_of_file(scan.file_id):
+        self._settle_gated_jobs(scan.file_id, stored)
+
+    def record_unscannable(self, scan: ProcessingJob, reason: str) -> None:
+        """The scan failed for good: the file's gated jobs are cancelled with its reason."""
+        now = self._clock()
+        stored = self._files.record_scan(scan.file_id, ScanStatus.UNSCANNABLE, at=now, by=SCANNER)
+        self._settle_gated_jobs(scan.file_id, stored, detail=reason)
+
+    def _settle_gated_jobs(
+        self, file_id: str, stored: StoredFile | None, detail: str | None = None
+    ) -> None:
+        for job in self._jobs.jobs_of_file(file_id):
             if job.job_type not in GATED_JOB_TYPES or job.status.is_terminal:
                 continue
             if stored is None or stored.scan_status is not ScanStatus.CLEAN:
-                self.refuse(JobMessage.for_job(job), stored)
+                # The detail explains an unscannable file; an infected one's is on the file.
+                unscannable = stored is not None and stored.scan_status is ScanStatus.UNSCANNABLE
+                self.refuse(JobMessage.for_job(job), stored, detail if unscannable else None)
             elif job.status is JobStatus.PENDING:
                 self._dispatcher.dispatch(job)
 
@@ -84,7 +103,13 @@ class ScanRecording:
         self._gate = gate
 
     def __call__(self, work: Work) -> dict[str, Any]:
-        result = self._scan(work)
+        try:
+            result = self._scan(work)
+        except PermanentError as error:
+            # The job fails for good with this error (the worker records it); its file's
+            # parsing jobs must not wait for a verdict that will never come.
+            self._gate.record_unscannable(work.job, str(error))
+            raise
         infected = result.get("verdict") == INFECTED
         signatures = result.get("signatures") or []
         reason = ", ".join(str(s) for s in signatures) or "infected"
