@@ -12,7 +12,7 @@ SAM := $(SAM_VENV)/bin/sam
 CHECKOV_VENV := .tools/checkov
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
 
-.PHONY: install system-deps test lint typecheck unit template security demo clean
+.PHONY: install system-deps test lint typecheck unit template security demo dev clean
 
 $(BIN)/python:
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)" >&2; exit 1; }
@@ -78,6 +78,10 @@ test: lint typecheck template security unit
 
 demo: install
 	$(BIN)/python tools/demo.py
+
+# The whole system on this machine (moto server + every function of template.yaml); Ctrl-C stops.
+dev: install
+	$(BIN)/filejobs dev $(DEV_ARGS)
 
 clean:
 	rm -rf $(VENV) .tools .mypy_cache .pytest_cache .ruff_cache .hypothesis .aws-sam

@@ -232,20 +232,47 @@ def test_the_sweep_may_do_everything_it_does(stack: Stack) -> None:
     assert stack.refused("SweepFunction", recorder.calls) == []
 
 
+def api_request(method: str, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / "api_get_job.json").read_text())
+    event.update(httpMethod=method, path=path, resource=path, queryStringParameters=query)
+    event["requestContext"]["authorizer"] = {"role": "operator"}
+    return event
+
+
 def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
-    # given a job
+    # given jobs of a file, one of them failed (so that it can be retried)
     stack.become("ApiFunction")
     runtime.settings()
     plan = ingest_plan(utcnow(), "image/png")
     FileRepository().record_ingest(plan)
-    event = json.loads((EVENTS / "api_get_job.json").read_text())
-    event["pathParameters"]["job_id"] = plan.jobs[0].id
-    event["path"] = f"/jobs/{plan.jobs[0].id}"
-    # when it is asked for
+    jobs = JobRepository()
+    failed, other = plan.jobs[0], plan.jobs[1]
+    claim = transitions.claim(now=utcnow(), lease=timedelta(minutes=5), worker="w")
+    jobs.apply(failed.id, failed.job_type, claim)
+    claimed = jobs.get(failed.id)
+    assert claimed is not None
+    give_up = transitions.fail(
+        claimed, error="boom", now=utcnow(), retry_at=None, retention=timedelta(days=1)
+    )
+    jobs.apply(failed.id, failed.job_type, give_up)
+    file = plan.file
+    requests = [
+        api_request("GET", f"/jobs/{other.id}"),
+        api_request("GET", "/jobs", {"tenant": file.tenant, "limit": "1"}),
+        api_request("GET", "/jobs", {"status": "pending", "limit": "1"}),
+        api_request("GET", f"/files/{file.id}"),
+        api_request("GET", "/files", {"key": file.key, "bucket": file.bucket}),
+        api_request("GET", f"/files/{file.id}/jobs", {"status": "pending"}),
+        api_request("POST", f"/jobs/{other.id}/cancel"),
+        api_request("POST", f"/jobs/{failed.id}/retry"),
+    ]
+    # when each route is asked
     with recording_calls() as recorder:
-        response = api.handler(event, CONTEXT)
-    # then it answered, and every call it made is granted
-    assert response["statusCode"] == 200
+        statuses = [api.handler(event, CONTEXT)["statusCode"] for event in requests]
+    # then each answered, and every call made is granted
+    assert statuses == [200] * len(requests)
+    operations = {c.operation for c in recorder.calls}
+    assert operations >= {"GetItem", "Query", "BatchGetItem", "UpdateItem", "SendMessage"}
     assert stack.refused("ApiFunction", recorder.calls) == []
 
 

@@ -13,6 +13,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +32,24 @@ from filejobs.domain.transitions import Changes, Conflict, Guard, Transition
 _J = JobModel
 # Parallel shard queries: enough to hide per-request latency, few enough for a small Lambda.
 _FAN_OUT = 16
+
+
+class InvalidCursorError(ValueError):
+    """A page cursor whose range value is not one the index could have returned."""
+
+
+@dataclass(frozen=True)
+class PageCursor:
+    """Where a page ended: the last entry's index range key (serialized) and its id."""
+
+    range_value: str
+    id: str
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[ProcessingJob]
+    next: PageCursor | None  # None on the last page
 
 
 class JobRepository:
@@ -108,6 +127,104 @@ class JobRepository:
         streams: list[list[JobModel]] = _parallel(shard, keys.tenant_partitions(tenant))
         merged = heapq.merge(*streams, key=lambda m: (m.created_at, m.id), reverse=True)
         return self._full(itertools.islice(merged, limit))
+
+    def tenant_page(
+        self,
+        tenant: str,
+        *,
+        status: JobStatus | None = None,
+        job_type: JobType | None = None,
+        after: PageCursor | None = None,
+        limit: int = 50,
+    ) -> JobPage:
+        """One page of a tenant's jobs, newest first, optionally in one status or of one type.
+
+        Keyset pagination over the 16 `by_tenant` shards: each shard is read from the cursor's
+        `created_at` down (ties broken by id), and the shards are merged, so a page costs the
+        same whichever page it is.
+        """
+        return self._keyset_page(
+            _J.by_tenant,
+            keys.tenant_partitions(tenant),
+            _J.created_at,
+            descending=True,
+            after=after,
+            limit=limit,
+            filter_condition=_filters(status=status, job_type=job_type),
+        )
+
+    def status_page(
+        self,
+        status: JobStatus,
+        *,
+        job_type: JobType | None = None,
+        after: PageCursor | None = None,
+        limit: int = 50,
+    ) -> JobPage:
+        """One page of jobs in `status` across tenants, in queue order (priority, then oldest)."""
+        types = [job_type] if job_type else list(JobType)
+        return self._keyset_page(
+            _J.by_status_type,
+            [p for t in types for p in keys.status_type_partitions(status, t)],
+            _J.queue_order,
+            descending=False,
+            after=after,
+            limit=limit,
+            filter_condition=None,
+        )
+
+    def _keyset_page(
+        self,
+        index: Any,
+        partitions: list[str],
+        range_attribute: Attribute[Any],
+        *,
+        descending: bool,
+        after: PageCursor | None,
+        limit: int,
+        filter_condition: Condition | None,
+    ) -> JobPage:
+        name = range_attribute.attr_name
+        start: Any = None
+        if after is not None:
+            try:
+                start = range_attribute.deserialize(after.range_value)
+            except (TypeError, ValueError) as error:
+                raise InvalidCursorError(f"not a {name} value: {after.range_value!r}") from error
+
+        def beyond_cursor(model: JobModel) -> bool:
+            if after is None:
+                return True
+            position = (getattr(model, name), model.id)
+            return position < (start, after.id) if descending else position > (start, after.id)
+
+        def shard(partition: str) -> list[JobModel]:
+            condition = None
+            if after is not None:
+                condition = range_attribute <= start if descending else range_attribute >= start
+            query = index.query(
+                partition,
+                range_key_condition=condition,
+                filter_condition=filter_condition,
+                scan_index_forward=not descending,
+                page_size=limit + 1,
+            )
+            # Lazy: pages are read only until limit + 1 entries past the cursor are found.
+            return list(itertools.islice(filter(beyond_cursor, query), limit + 1))
+
+        streams: list[list[JobModel]] = _parallel(shard, partitions)
+        merged = list(
+            itertools.islice(
+                heapq.merge(*streams, key=lambda m: (getattr(m, name), m.id), reverse=descending),
+                limit + 1,
+            )
+        )
+        entries = merged[:limit]
+        cursor = None
+        if len(merged) > limit:
+            last = entries[-1]
+            cursor = PageCursor(range_attribute.serialize(getattr(last, name)), last.id)
+        return JobPage(self._full(entries), cursor)
 
     def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
         """Active jobs whose sweep check is due: cost grows with them, not with the table."""
@@ -217,6 +334,16 @@ def _lost(guard: Guard, old_item: dict[str, Any] | None, job_type: JobType) -> L
     # If the old item passes the guard in Python, it changed again between the write and now;
     # the write still lost, and "changed" is the honest reason.
     return Lost(guard.refusal(current) or Conflict.CHANGED, current)
+
+
+def _filters(*, status: JobStatus | None, job_type: JobType | None) -> Condition | None:
+    condition: Condition | None = None
+    if status is not None:
+        condition = _J.status == status.value
+    if job_type is not None:
+        by_type = _J.job_type == job_type.value
+        condition = by_type if condition is None else condition & by_type
+    return condition
 
 
 def _parallel[T, R](work: Callable[[T], R], items: Iterable[T]) -> list[R]:

@@ -166,6 +166,9 @@ class ContentIndexModel(Model):
     created_at = UTCDateTimeAttribute()
 
 
+POOL_CONNECTIONS = 32
+
+
 def bind_tables(
     *,
     jobs_table: str,
@@ -185,5 +188,8 @@ def bind_tables(
         if region:
             meta.region = region
         meta.host = endpoint_url
+        # The sweep and the listings query 16 shards at once (job_repository._FAN_OUT); with
+        # botocore's default pool of 10 connections each extra thread opened and dropped one.
+        meta.max_pool_connections = POOL_CONNECTIONS
         # PynamoDB caches one connection per model class; drop it so the new target is used.
         model._connection = None

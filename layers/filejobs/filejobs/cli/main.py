@@ -1,0 +1,103 @@
+"""The `filejobs` command: the local stack, and Docker-free invocations of the template's functions.
+
+filejobs dev [--workers N] [--api-port 3000] [--emulator-port 4566] [--schedule-seconds S]
+filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from filejobs.local.stack import CONFIG_PATH, LocalStack, StackOptions, run
+
+
+def project_root() -> Path:
+    """The nearest folder upwards holding template.yaml (the CLI runs from anywhere inside)."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "template.yaml").is_file():
+            return folder
+    raise SystemExit("filejobs: no template.yaml here or above; run it inside the project")
+
+
+def dev(arguments: argparse.Namespace) -> int:
+    options = StackOptions(
+        project_root=project_root(),
+        emulator_port=arguments.emulator_port,
+        api_port=arguments.api_port,
+        workers=arguments.workers,
+        schedule_seconds=arguments.schedule_seconds,
+        grace_seconds=arguments.grace_seconds,
+    )
+    return run(options)
+
+
+def invoke(arguments: argparse.Namespace) -> int:
+    """Runs one function once on an event, in a process set up as the stack's hosts are."""
+    root = project_root()
+    config_path = root / CONFIG_PATH
+    if not config_path.is_file():
+        raise SystemExit("filejobs: the local stack is not running (start it with `filejobs dev`)")
+    config = json.loads(config_path.read_text())
+    stack = LocalStack(StackOptions(project_root=root, region=config["region"]))
+    if arguments.function not in stack.functions:
+        known = ", ".join(sorted(stack.functions))
+        raise SystemExit(f"filejobs: no function {arguments.function!r} (one of: {known})")
+    stack.endpoint_url = config["endpoint_url"]
+    from filejobs.local.resources import Resources  # noqa: PLC0415
+
+    stack.resources = Resources.from_json(config["resources"])
+    command = [
+        sys.executable, "-m", "filejobs.local.host", "--config", str(config_path),
+        "--function", arguments.function, "--source", "invoke",
+        *(["--event", str(Path(arguments.event).resolve())] if arguments.event else []),
+    ]  # fmt: skip
+    environment = stack.function_environment(arguments.function)
+    return subprocess.run(command, env=environment, check=False).returncode  # noqa: S603
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="filejobs", description=__doc__.split("\n\n")[0])
+    commands = root.add_subparsers(dest="command", required=True)
+    dev_command = commands.add_parser("dev", help="run the whole system locally (moto server)")
+    dev_command.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("FILEJOBS_WORKERS", "1")),
+        help="pollers per SQS-triggered function (default 1)",
+    )
+    dev_command.add_argument("--api-port", type=int, default=3000)
+    dev_command.add_argument("--emulator-port", type=int, default=4566)
+    dev_command.add_argument(
+        "--schedule-seconds",
+        type=float,
+        default=None,
+        help="run schedules this often instead of the template's rate",
+    )
+    dev_command.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=30.0,
+        help="how long Ctrl-C waits for running batches (default 30)",
+    )
+    dev_command.set_defaults(run=dev)
+    invoke_command = commands.add_parser("invoke", help="invoke one function on an event file")
+    invoke_command.add_argument("function", help="its logical id in template.yaml")
+    invoke_command.add_argument("-e", "--event", help="the event file (default: {})")
+    invoke_command.set_defaults(run=invoke)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = parser().parse_args(argv)
+    result: int = arguments.run(arguments)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""The payloads Lambda hands a function, built from what the local event sources read.
+
+Shapes as AWS documents them for SQS, EventBridge Scheduler, DynamoDB Streams and API Gateway
+REST proxy integrations: the handlers cannot tell them from the real ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+
+def sqs_event(messages: list[dict[str, Any]], queue_arn: str, region: str) -> dict[str, Any]:
+    """An SQS event source batch from ReceiveMessage results."""
+    return {"Records": [_sqs_record(message, queue_arn, region) for message in messages]}
+
+
+def _sqs_record(message: dict[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
+    attributes = message.get("MessageAttributes", {})
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": {
+            name: {
+                "stringValue": value.get("StringValue"),
+                "binaryValue": _b64(value.get("BinaryValue")),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": value["DataType"],
+            }
+            for name, value in attributes.items()
+        },
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def scheduled_event(schedule_arn: str, region: str, account: str) -> dict[str, Any]:
+    """What EventBridge Scheduler's default input to a Lambda target looks like."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.scheduler",
+        "account": account,
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": region,
+        "resources": [schedule_arn],
+        "detail": {},
+    }
+
+
+def dynamodb_event(records: list[dict[str, Any]], stream_arn: str, region: str) -> dict[str, Any]:
+    """A DynamoDB Streams batch from GetRecords results (dates as Lambda sends them: epoch)."""
+    batch = []
+    for record in records:
+        item = dict(record)
+        change = dict(item["dynamodb"])
+        created = change.get("ApproximateCreationDateTime")
+        if isinstance(created, datetime):
+            change["ApproximateCreationDateTime"] = created.timestamp()
+        item["dynamodb"] = change
+        item["eventSourceARN"] = stream_arn
+        item["awsRegion"] = region
+        batch.append(item)
+    return {"Records": batch}
+
+
+def api_event(
+    *,
+    method: str,
+    resource: str,
+    path: str,
+    path_parameters: dict[str, str],
+    query: str,
+    headers: dict[str, str],
+    body: bytes,
+    authorizer: dict[str, str],
+    stage: str = "local",
+) -> dict[str, Any]:
+    """An API Gateway REST proxy event (payload 1.0) for one HTTP request."""
+    query_values = parse_qs(query, keep_blank_values=True)
+    text_body: str | None = None
+    encoded = False
+    if body:
+        try:
+            text_body = body.decode()
+        except UnicodeDecodeError:
+            text_body, encoded = base64.b64encode(body).decode(), True
+    return {
+        "resource": resource,
+        "path": path,
+        "httpMethod": method,
+        "headers": headers,
+        "multiValueHeaders": {name: [value] for name, value in headers.items()},
+        "queryStringParameters": {k: v[-1] for k, v in query_values.items()} or None,
+        "multiValueQueryStringParameters": query_values or None,
+        "pathParameters": path_parameters or None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": resource,
+            "httpMethod": method,
+            "path": f"/{stage}{path}",
+            "stage": stage,
+            "requestId": str(uuid.uuid4()),
+            "requestTimeEpoch": int(time.time() * 1000),
+            "identity": {"sourceIp": "127.0.0.1", "userAgent": headers.get("User-Agent", "")},
+            "authorizer": authorizer,
+        },
+        "body": text_body,
+        "isBase64Encoded": encoded,
+    }

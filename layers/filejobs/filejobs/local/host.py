@@ -1,0 +1,348 @@
+"""One function of the template, running on this machine as Lambda would run it.
+
+A host is a process of its own, like a Lambda execution environment: the function's environment
+(resolved from the template) is its environment, its handler is imported from CodeUri once and
+called for each batch, and module state (clients, caches) lives as long as the process. It runs
+one of the function's event sources:
+
+- `sqs`: polls the function's queues with each event source's BatchSize, calls the handler with
+  the batch, deletes the records it did not report in `batchItemFailures`; the others become
+  visible again after the queue's visibility timeout and reach the dead-letter queue after its
+  maxReceiveCount, exactly as with Lambda's event source mapping;
+- `schedule`: calls the handler with a Scheduler event at the schedule's rate;
+- `stream`: reads the table's stream, drops the records the event's FilterCriteria reject, calls
+  the handler in batches, retries failures up to MaximumRetryAttempts, then sends them to the
+  OnFailure destination;
+- `api`: serves invocations from the stack's HTTP router (stack.py) on a loopback port.
+
+SIGTERM or SIGINT stops it after the batch in hand: a job runs to its end, or (when the stack
+stops waiting) the process is killed and the job's lease expires, as when Lambda times out.
+
+    python -m filejobs.local.host --config .filejobs/local.json --function NAME --source sqs
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from filejobs.infra.event_filter import filter_patterns, passes
+from filejobs.infra.template import FunctionSpec, function_definitions, load_template
+from filejobs.local.events import dynamodb_event, scheduled_event, sqs_event
+from filejobs.local.resources import ACCOUNT, Resources
+
+log = logging.getLogger("filejobs.local")
+IDLE_POLL_SECONDS = (0.05, 1.0)  # back off from the first to the second while queues are empty
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class LocalContext:
+    """The Lambda context object, as far as handlers and Powertools read it."""
+
+    function_name: str
+    memory_limit_in_mb: int
+    timeout_seconds: int
+    region: str
+    aws_request_id: str = ""
+    deadline: float = 0.0
+    function_version: str = "$LATEST"
+    log_group_name: str = ""
+    log_stream_name: str = "local"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{self.region}:{ACCOUNT}:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
+
+
+def load_handler(spec: FunctionSpec, project_root: Path) -> Handler:
+    """The handler of a function, imported from its CodeUri as Lambda's runtime does."""
+    module_name, _, attribute = spec.handler.rpartition(".")
+    sys.path.insert(0, str(project_root / spec.code_uri))
+    module = importlib.import_module(module_name)
+    handler: Handler = getattr(module, attribute)
+    return handler
+
+
+class Host:
+    def __init__(self, name: str, spec: FunctionSpec, resources: Resources, root: Path) -> None:
+        self.name, self.spec, self.resources = name, spec, resources
+        self.stop = threading.Event()
+        self._handler = load_handler(spec, root)
+        self._session = boto3.Session()
+
+    def invoke(self, event: dict[str, Any]) -> Any:
+        context = LocalContext(
+            function_name=f"{self.resources.stack_name}-{self.name}",
+            memory_limit_in_mb=self.spec.memory,
+            timeout_seconds=self.spec.timeout,
+            region=self.resources.region,
+            aws_request_id=str(uuid.uuid4()),
+            deadline=time.monotonic() + self.spec.timeout,
+        )
+        started = time.monotonic()
+        try:
+            return self._handler(event, context)
+        finally:
+            elapsed = time.monotonic() - started
+            if elapsed > self.spec.timeout:
+                # Lambda would have stopped it; locally the work ran on, so say so.
+                log.warning(
+                    "%s ran %.1f s, over its %d s timeout", self.name, elapsed, self.spec.timeout
+                )
+
+    # --- sqs ---------------------------------------------------------------------------------
+
+    def run_sqs(self) -> None:
+        sqs = self._session.client("sqs")
+        sources = [
+            (self.resources.resolve(properties["Queue"]), int(properties.get("BatchSize", 10)))
+            for kind, properties in self.spec.events
+            if kind == "SQS"
+        ]
+        urls = {arn: self._queue_url(arn) for arn, _ in sources}
+        idle = IDLE_POLL_SECONDS[0]
+        while not self.stop.is_set():
+            busy = False
+            for arn, batch_size in sources:
+                if self.stop.is_set():
+                    break
+                busy |= self._poll_queue(sqs, urls[arn], arn, batch_size)
+            idle = IDLE_POLL_SECONDS[0] if busy else min(idle * 2, IDLE_POLL_SECONDS[1])
+            if not busy:
+                self.stop.wait(idle)
+
+    def _queue_url(self, arn: str) -> str:
+        for attributes in self.resources.attributes.values():
+            if attributes.get("Arn") == arn and "QueueUrl" in attributes:
+                return attributes["QueueUrl"]
+        raise KeyError(f"{self.name}: no queue {arn}")
+
+    def _poll_queue(self, sqs: Any, url: str, arn: str, batch_size: int) -> bool:
+        received = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=min(batch_size, 10),
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not received:
+            return False
+        event = sqs_event(received, arn, self.resources.region)
+        try:
+            response = self.invoke(event) or {}
+            failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
+        except Exception:
+            # A handler that raises fails the whole batch, as on Lambda.
+            log.exception("%s failed a batch of %d", self.name, len(received))
+            failed = {message["MessageId"] for message in received}
+        done = [m for m in received if m["MessageId"] not in failed]
+        if done:
+            sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done)
+                ],
+            )
+        return True
+
+    # --- schedule ----------------------------------------------------------------------------
+
+    def run_schedule(self, every_seconds: float | None) -> None:
+        for kind, properties in self.spec.events:
+            if kind not in ("Schedule", "ScheduleV2"):
+                continue
+            interval = every_seconds or rate_seconds(str(properties["ScheduleExpression"]))
+            name = self.resources.resolve(properties.get("Name", self.name))
+            arn = f"arn:aws:scheduler:{self.resources.region}:{ACCOUNT}:schedule/default/{name}"
+            while not self.stop.wait(interval):
+                try:
+                    self.invoke(scheduled_event(arn, self.resources.region, ACCOUNT))
+                except Exception:
+                    # Scheduler's RetryPolicy here is 0 retries: the next run is the retry.
+                    log.exception("%s: scheduled run failed", self.name)
+            return
+
+    # --- stream ------------------------------------------------------------------------------
+
+    def run_stream(self) -> None:
+        streams = self._session.client("dynamodbstreams")
+        sqs = self._session.client("sqs")
+        for kind, properties in self.spec.events:
+            if kind != "DynamoDB":
+                continue
+            stream = StreamSource(self, streams, sqs, properties)
+            threading.Thread(target=stream.run, name=f"stream-{kind}", daemon=True).start()
+        self.stop.wait()
+
+    # --- api ---------------------------------------------------------------------------------
+
+    def serve_api(self, port: int) -> None:
+        host = self
+
+        class Invocations(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # the router posts one API Gateway event per request
+                event = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                try:
+                    result, status = host.invoke(event), 200
+                except Exception as error:
+                    log.exception("%s failed", host.name)
+                    result, status = {"errorType": type(error).__name__}, 502
+                body = json.dumps(result).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # the router logs requests
+
+        server = ThreadingHTTPServer(("127.0.0.1", port), Invocations)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.stop.wait()
+        server.shutdown()
+
+
+class StreamSource:
+    """A DynamoDB stream event source: filter, batch, retry, then the OnFailure destination."""
+
+    def __init__(self, host: Host, streams: Any, sqs: Any, properties: dict[str, Any]) -> None:
+        self._host, self._streams, self._sqs = host, streams, sqs
+        self._arn = host.resources.resolve(properties["Stream"])
+        self._batch = int(properties.get("BatchSize", 100))
+        self._patterns = filter_patterns(properties)
+        self._retries = int(properties.get("MaximumRetryAttempts", 0))
+        self._start = str(properties.get("StartingPosition", "LATEST"))
+        destination = properties.get("DestinationConfig", {}).get("OnFailure", {})
+        target = destination.get("Destination")
+        self._on_failure = None if target is None else host.resources.resolve(target)
+
+    def run(self) -> None:
+        shards = self._streams.describe_stream(StreamArn=self._arn)["StreamDescription"]["Shards"]
+        iterators = {
+            shard["ShardId"]: self._streams.get_shard_iterator(
+                StreamArn=self._arn, ShardId=shard["ShardId"], ShardIteratorType=self._start
+            )["ShardIterator"]
+            for shard in shards
+        }
+        while not self._host.stop.is_set():
+            busy = False
+            for shard_id, iterator in list(iterators.items()):
+                page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+                iterators[shard_id] = page["NextShardIterator"]
+                records = [r for r in page.get("Records", []) if passes(self._patterns, r)]
+                for start in range(0, len(records), self._batch):
+                    busy = True
+                    self._deliver(records[start : start + self._batch])
+            if not busy:
+                self._host.stop.wait(0.25)
+
+    def _deliver(self, records: list[dict[str, Any]]) -> None:
+        pending = records
+        for _ in range(self._retries + 1):
+            event = dynamodb_event(pending, self._arn, self._host.resources.region)
+            try:
+                response = self._host.invoke(event) or {}
+            except Exception:
+                log.exception("%s failed a stream batch", self._host.name)
+                continue
+            failures = [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
+            if not failures:
+                return
+            # Lambda resumes from the first failed sequence number.
+            first = failures[0]
+            index = next(
+                n for n, r in enumerate(pending) if r["dynamodb"]["SequenceNumber"] == first
+            )
+            pending = pending[index:]
+        if self._on_failure and pending:
+            url = self._host._queue_url(self._on_failure)
+            body = {
+                "requestContext": {"condition": "RetryAttemptsExhausted"},
+                "DDBStreamBatchInfo": {
+                    "streamArn": self._arn,
+                    "startSequenceNumber": pending[0]["dynamodb"]["SequenceNumber"],
+                    "endSequenceNumber": pending[-1]["dynamodb"]["SequenceNumber"],
+                    "batchSize": len(pending),
+                },
+            }
+            self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+
+
+def _stop_when_orphaned(host: Host) -> None:
+    """A host whose stack died without stopping it (SIGKILL) stops too: nothing to talk to."""
+    parent = os.getppid()
+    while not host.stop.wait(1.0):
+        if os.getppid() != parent:
+            host.stop.set()
+
+
+def rate_seconds(expression: str) -> float:
+    """Seconds between runs of `rate(N unit)`; cron schedules are not emulated."""
+    if not expression.startswith("rate(") or not expression.endswith(")"):
+        raise ValueError(f"the local stack runs rate() schedules only, not {expression!r}")
+    amount, unit = expression[5:-1].split()
+    seconds = {
+        "minute": 60,
+        "minutes": 60,
+        "hour": 3600,
+        "hours": 3600,
+        "day": 86400,
+        "days": 86400,
+    }
+    return int(amount) * seconds[unit]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Runs one function of the template locally.")
+    parser.add_argument("--config", type=Path, required=True, help="the stack's local.json")
+    parser.add_argument("--function", required=True)
+    parser.add_argument("--source", choices=["sqs", "schedule", "stream", "api", "invoke"])
+    parser.add_argument("--port", type=int, help="api: the loopback port to serve on")
+    parser.add_argument("--every", type=float, help="schedule: seconds between runs")
+    parser.add_argument("--event", type=Path, help="invoke: the event file")
+    arguments = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
+    config = json.loads(arguments.config.read_text())
+    root = Path(config["project_root"])
+    spec = function_definitions(load_template(root / "template.yaml"))[arguments.function]
+    host = Host(arguments.function, spec, Resources.from_json(config["resources"]), root)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: host.stop.set())
+    threading.Thread(target=_stop_when_orphaned, args=(host,), daemon=True).start()
+    if arguments.source == "invoke":
+        event = json.loads(arguments.event.read_text()) if arguments.event else {}
+        print(json.dumps(host.invoke(event), indent=2, default=str))
+        return 0
+    runners: dict[str, Callable[[], None]] = {
+        "sqs": host.run_sqs,
+        "schedule": lambda: host.run_schedule(arguments.every),
+        "stream": host.run_stream,
+        "api": lambda: host.serve_api(arguments.port),
+    }
+    with contextlib.suppress(KeyboardInterrupt):
+        runners[arguments.source]()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""The template's resources created on the AWS emulator, and its intrinsics resolved to them.
+
+Everything comes from template.yaml (tables with their indexes, streams and TTL, queues with
+their redrive policies, buckets with their notifications, event buses): a resource added there
+exists locally with no new wiring. `Resources.resolve` answers the intrinsics the template's
+function settings use (`!Ref`, `!GetAtt X.Arn|StreamArn|QueueUrl|QueueName`, `!Sub` with the
+pseudo parameters and logical ids), the way CloudFormation would for the real stack.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from filejobs.infra.template import (
+    create_buckets,
+    create_event_buses,
+    create_queues,
+    create_tables,
+    queue_arns,
+    resources_of_type,
+)
+
+if TYPE_CHECKING:
+    from boto3 import Session
+
+ACCOUNT = "123456789012"  # moto's default account
+
+
+@dataclass
+class Resources:
+    """Physical names, URLs and ARNs of the template's resources, by logical id."""
+
+    stack_name: str
+    region: str
+    refs: dict[str, str] = field(default_factory=dict)
+    attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    parameters: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, value: Any) -> Any:
+        """A template value with its intrinsics replaced by what they name here."""
+        if isinstance(value, dict) and len(value) == 1:
+            ((function, argument),) = value.items()
+            if function == "Ref":
+                return self._ref(str(argument))
+            if function == "Fn::GetAtt":
+                logical_id, attribute = (
+                    argument.split(".", 1) if isinstance(argument, str) else argument
+                )
+                return self.attributes[logical_id][attribute]
+            if function == "Fn::Sub":
+                return self._sub(argument)
+        if isinstance(value, dict):
+            return {key: self.resolve(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.resolve(item) for item in value]
+        return value
+
+    def _ref(self, name: str) -> str:
+        pseudo = {
+            "AWS::StackName": self.stack_name,
+            "AWS::Region": self.region,
+            "AWS::AccountId": ACCOUNT,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+        }
+        for table in (pseudo, self.refs, self.parameters):
+            if name in table:
+                return table[name]
+        raise KeyError(f"the local stack cannot resolve !Ref {name}")
+
+    def _sub(self, argument: Any) -> str:
+        text, variables = (argument, {}) if isinstance(argument, str) else argument
+        resolved = {key: str(self.resolve(item)) for key, item in variables.items()}
+
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name in resolved:
+                return resolved[name]
+            if "." in name and not name.startswith("AWS::"):
+                logical_id, attribute = name.split(".", 1)
+                return self.attributes[logical_id][attribute]
+            return self._ref(name)
+
+        return re.sub(r"\$\{([^}!]+)\}", replace, text)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack_name": self.stack_name,
+            "region": self.region,
+            "refs": self.refs,
+            "attributes": self.attributes,
+            "parameters": self.parameters,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Resources:
+        return cls(
+            data["stack_name"], data["region"], data["refs"], data["attributes"], data["parameters"]
+        )
+
+
+def provision(
+    session: Session, endpoint_url: str, template: dict[str, Any], stack_name: str
+) -> Resources:
+    """Creates every table, queue, bucket and event bus of the template on the emulator."""
+    region = session.region_name or "us-east-1"
+    resources = Resources(stack_name, region, parameters=_parameter_defaults(template))
+
+    def client(service: str) -> Any:
+        return session.client(service, endpoint_url=endpoint_url)  # type: ignore[call-overload]
+
+    dynamodb, sqs, s3, events = client("dynamodb"), client("sqs"), client("s3"), client("events")
+    tables = {
+        lid: f"{stack_name}-{lid}" for lid in resources_of_type(template, "AWS::DynamoDB::Table")
+    }
+    create_tables(dynamodb, tables, template)
+    for logical_id, name in tables.items():
+        description = dynamodb.describe_table(TableName=name)["Table"]
+        resources.refs[logical_id] = name
+        resources.attributes[logical_id] = {
+            "Arn": description["TableArn"],
+            "StreamArn": description.get("LatestStreamArn", ""),
+        }
+    queue_names = {
+        lid: f"{stack_name}-{lid}" for lid in resources_of_type(template, "AWS::SQS::Queue")
+    }
+    urls = create_queues(sqs, queue_names, template)
+    arns = queue_arns(sqs, urls)
+    for logical_id, url in urls.items():
+        resources.refs[logical_id] = url  # a queue's Ref is its URL
+        resources.attributes[logical_id] = {
+            "Arn": arns[logical_id],
+            "QueueUrl": url,
+            "QueueName": queue_names[logical_id],
+        }
+    buckets = {
+        lid: f"{stack_name}-{lid}".lower() for lid in resources_of_type(template, "AWS::S3::Bucket")
+    }
+    create_buckets(s3, buckets, arns, template)
+    for logical_id, name in buckets.items():
+        resources.refs[logical_id] = name
+        resources.attributes[logical_id] = {"Arn": f"arn:aws:s3:::{name}"}
+    bus_names = {
+        lid: f"{stack_name}-{lid}" for lid in resources_of_type(template, "AWS::Events::EventBus")
+    }
+    for logical_id, arn in create_event_buses(events, bus_names, template).items():
+        resources.refs[logical_id] = bus_names[logical_id]
+        resources.attributes[logical_id] = {"Arn": arn, "Name": bus_names[logical_id]}
+    return resources
+
+
+def _parameter_defaults(template: dict[str, Any]) -> dict[str, str]:
+    return {
+        name: str(spec["Default"])
+        for name, spec in template.get("Parameters", {}).items()
+        if "Default" in spec
+    }

@@ -1,0 +1,363 @@
+"""The whole system on one machine: moto server, the template's resources, its functions.
+
+`filejobs dev` starts moto server on 127.0.0.1, creates every resource of template.yaml on it
+(resources.py), writes `.filejobs/local.json` (what it serves, for the CLI and any S3 client),
+and starts a host process (host.py) per event source of every function: `workers` pollers per
+SQS-triggered function, one per schedule, stream and API. An HTTP router on 127.0.0.1 turns
+requests into API Gateway proxy events for the function whose `Api` event matches, after
+checking the bearer token. Nothing is wired by hand: a function or event added to the template
+runs here as it is.
+
+Ctrl-C (or SIGTERM) stops the router, asks every host to stop after the batch in hand, waits up
+to `grace` seconds for them, kills the rest (their jobs' leases expire, as when Lambda times a
+function out) and stops the emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto.server import ThreadedMotoServer
+
+from filejobs.infra.template import FunctionSpec, function_definitions, load_template
+from filejobs.local.events import api_event
+from filejobs.local.resources import Resources, provision
+
+log = logging.getLogger("filejobs.local")
+CONFIG_PATH = Path(".filejobs") / "local.json"
+# Credentials for the emulator only: moto accepts any; real ones must never be sent to it.
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    project_root: Path
+    emulator_port: int = 4566
+    api_port: int = 3000
+    workers: int = 1
+    workers_per_function: dict[str, int] = field(default_factory=dict)
+    stack_name: str = "filejobs-local"
+    region: str = "us-east-1"
+    schedule_seconds: float | None = None  # None: the template's rate
+    grace_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    resource: str  # "/jobs/{job_id}"
+    pattern: re.Pattern[str]
+    function: str
+
+
+def routes_of(functions: dict[str, FunctionSpec]) -> list[Route]:
+    """Every `Api` event of every function, as a method and a path pattern."""
+    routes = []
+    for name, spec in functions.items():
+        for kind, properties in spec.events:
+            if kind != "Api":
+                continue
+            resource = str(properties["Path"])
+            regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(resource))
+            method = str(properties["Method"]).upper()
+            routes.append(Route(method, resource, re.compile(f"^{regex}$"), name))
+    # Literal paths before parameterised ones, as API Gateway matches them.
+    return sorted(routes, key=lambda r: (r.resource.count("{"), r.resource))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class LocalStack:
+    def __init__(self, options: StackOptions) -> None:
+        self.options = options
+        self.template = load_template(options.project_root / "template.yaml")
+        self.functions = function_definitions(self.template)
+        self.endpoint_url = f"http://127.0.0.1:{options.emulator_port}"
+        self.api_url = f"http://127.0.0.1:{options.api_port}"
+        self.api_token = secrets.token_urlsafe(24)
+        self.config_path = options.project_root / CONFIG_PATH
+        self._moto: ThreadedMotoServer | None = None
+        self._router: ThreadingHTTPServer | None = None
+        self._hosts: list[subprocess.Popen[bytes]] = []
+        self._api_ports: dict[str, int] = {}
+        self.resources: Resources | None = None
+
+    # --- start -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.options.emulator_port)
+        self._moto.start()
+        session = boto3.Session(
+            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name=self.options.region,
+        )
+        self.resources = provision(
+            session, self.endpoint_url, self.template, self.options.stack_name
+        )
+        self._write_config()
+        for name, spec in sorted(self.functions.items()):
+            self._start_hosts(name, spec)
+        self._start_router()
+
+    def _write_config(self) -> None:
+        assert self.resources is not None
+        refs = self.resources.refs
+        config = {
+            "endpoint_url": self.endpoint_url,
+            "region": self.options.region,
+            "api_url": self.api_url,
+            "api_token": self.api_token,
+            "uploads_bucket": refs.get("UploadsBucket"),
+            "outputs_bucket": refs.get("OutputsBucket"),
+            "quarantine_bucket": refs.get("QuarantineBucket"),
+            "table_name": refs.get("JobsTable"),
+            "files_table": refs.get("FilesTable"),
+            "stack_name": self.options.stack_name,
+            "pid": os.getpid(),
+            "project_root": str(self.options.project_root),
+            "resources": self.resources.to_json(),
+        }
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.config_path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(config, indent=2) + "\n")
+        temporary.chmod(0o600)  # it holds the API token
+        temporary.replace(self.config_path)
+
+    def function_environment(self, name: str) -> dict[str, str]:
+        """What the function's process sees: its template environment, resolved, on the emulator."""
+        assert self.resources is not None
+        spec = self.functions[name]
+        resolved = {
+            key: str(self.resources.resolve(value)) for key, value in spec.environment.items()
+        }
+        return {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": os.environ.get("HOME", str(self.options.project_root)),
+            "PYTHONUNBUFFERED": "1",
+            **LOCAL_CREDENTIALS,
+            "AWS_DEFAULT_REGION": self.options.region,
+            "AWS_REGION": self.options.region,
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_LAMBDA_FUNCTION_NAME": f"{self.options.stack_name}-{name}",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory),
+            # X-Ray has no daemon here: Powertools' Tracer stays off, as in `sam local`.
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            **resolved,
+        }
+
+    def _start_hosts(self, name: str, spec: FunctionSpec) -> None:
+        kinds = {kind for kind, _ in spec.events}
+        if "SQS" in kinds:
+            count = self.options.workers_per_function.get(name, self.options.workers)
+            for _ in range(count):
+                self._spawn(name, "sqs")
+        if kinds & {"Schedule", "ScheduleV2"}:
+            extra = (
+                []
+                if self.options.schedule_seconds is None
+                else ["--every", str(self.options.schedule_seconds)]
+            )
+            self._spawn(name, "schedule", *extra)
+        if "DynamoDB" in kinds:
+            self._spawn(name, "stream")
+        if "Api" in kinds:
+            port = free_port()
+            self._api_ports[name] = port
+            self._spawn(name, "api", "--port", str(port))
+
+    def _spawn(self, name: str, source: str, *extra: str) -> None:
+        command = [
+            sys.executable, "-m", "filejobs.local.host",
+            "--config", str(self.config_path), "--function", name, "--source", source, *extra,
+        ]  # fmt: skip
+        # A session of its own: the terminal's Ctrl-C reaches the stack, which stops hosts.
+        process = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
+            command, env=self.function_environment(name), start_new_session=True
+        )
+        self._hosts.append(process)
+
+    # --- api router --------------------------------------------------------------------------
+
+    def _start_router(self) -> None:
+        routes = routes_of(self.functions)
+        stack = self
+
+        class Router(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._route()
+
+            def do_POST(self) -> None:
+                self._route()
+
+            def do_DELETE(self) -> None:
+                self._route()
+
+            def do_PUT(self) -> None:
+                self._route()
+
+            def do_PATCH(self) -> None:
+                self._route()
+
+            def _route(self) -> None:
+                path, _, query = self.path.partition("?")
+                status, headers, body = stack.route(
+                    self.command, path, query, dict(self.headers.items()), self._body(), routes
+                )
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _body(self) -> bytes:
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.info("api %s", format % args)
+
+        self._router = ThreadingHTTPServer(("127.0.0.1", self.options.api_port), Router)
+        threading.Thread(target=self._router.serve_forever, name="api-router", daemon=True).start()
+
+    def route(  # noqa: PLR0917 (the parts of one HTTP request)
+        self,
+        method: str,
+        path: str,
+        query: str,
+        headers: dict[str, str],
+        body: bytes,
+        routes: list[Route],
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One HTTP request through auth and the template's routes to a function."""
+        authorizer = self.authorize(headers.get("Authorization", ""))
+        if authorizer is None:
+            return _error(401, "Unauthorized", "a valid bearer token is required")
+        matched = [(r, m) for r in routes if (m := r.pattern.match(path))]
+        if not matched:
+            return _error(404, "NotFound", f"no route for {path}")
+        allowed = [(r, m) for r, m in matched if r.method == method]
+        if not allowed:
+            return _error(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
+        route, match = allowed[0]
+        event = api_event(
+            method=method,
+            resource=route.resource,
+            path=path,
+            path_parameters=match.groupdict(),
+            query=query,
+            headers=headers,
+            body=body,
+            authorizer=authorizer,
+        )
+        return self._invoke_api(route.function, event)
+
+    def authorize(self, header: str) -> dict[str, str] | None:
+        """The authorizer context of a bearer token: the stack's token is an operator's."""
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() == "bearer" and secrets.compare_digest(token.strip(), self.api_token):
+            return {"principalId": "local-operator", "role": "operator"}
+        return None
+
+    def _invoke_api(
+        self, function: str, event: dict[str, Any]
+    ) -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self._api_ports[function]}/",
+            data=json.dumps(event).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 (loopback)
+                result = json.loads(answer.read())
+        except (urllib.error.URLError, TimeoutError) as error:
+            log.warning("api function %s did not answer: %s", function, error)
+            return _error(502, "BadGateway", "the function did not answer")
+        body = result.get("body") or ""
+        data = body.encode() if not result.get("isBase64Encoded") else _b64decode(body)
+        headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
+        for key, values in (result.get("multiValueHeaders") or {}).items():
+            headers[str(key)] = ", ".join(str(v) for v in values)
+        return int(result.get("statusCode", 502)), headers, data
+
+    # --- stop --------------------------------------------------------------------------------
+
+    def wait(self) -> None:
+        """Until Ctrl-C or SIGTERM, or a host dies unexpectedly."""
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        while not stop.wait(0.5):
+            dead = [p for p in self._hosts if p.poll() is not None]
+            if dead:
+                log.error("a function host exited (%s); stopping", dead[0].args)
+                return
+
+    def stop(self) -> None:
+        if self._router is not None:
+            self._router.shutdown()
+        for process in self._hosts:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + self.options.grace_seconds
+        for process in self._hosts:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._moto is not None:
+            self._moto.stop()
+        self.config_path.unlink(missing_ok=True)
+
+
+def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], bytes]:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    return status, {"Content-Type": "application/json"}, body
+
+
+def _b64decode(text: str) -> bytes:
+    import base64  # noqa: PLC0415 (rare path)
+
+    return base64.b64decode(text)
+
+
+def run(options: StackOptions) -> int:
+    # moto's server logs every request at INFO: the functions' own logs are what matter here.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    stack = LocalStack(options)
+    try:
+        stack.start()
+        print(
+            f"filejobs local stack up: emulator {stack.endpoint_url}, API {stack.api_url}, "
+            f"config {stack.config_path}",
+            flush=True,
+        )
+        stack.wait()
+    finally:
+        print("stopping: letting running batches finish", flush=True)
+        stack.stop()
+    return 0
