@@ -10,7 +10,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from filejobs import runtime
 from filejobs.data.job_repository import JobRepository
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
-from filejobs.services.sweep import SweepService
+from filejobs.services.sweep import DeadLetterReview, SweepService
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -43,14 +43,19 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = runtime.settings()  # binds the models to the environment's tables
     sweep = SweepService(SweptJobs(), runtime.dispatcher(), retention=settings.retention)
     report = sweep.run()
+    letters = DeadLetterReview(SweptJobs(), runtime.dead_letters(), retention=settings.retention)
+    reviewed = letters.run()
     summary = {
         "examined": report.examined,
         "actions": dict(report.actions),
         "lost_races": report.lost_races,
         "errors": report.errors,
+        "dead_letters": dict(reviewed),
     }
     logger.info("sweep finished", extra=summary)
     for action, count in report.actions.items():
         metrics.add_metric(name=f"Sweep{action.title()}", unit=MetricUnit.Count, value=count)
     metrics.add_metric(name="SweepErrors", unit=MetricUnit.Count, value=report.errors)
+    failed = reviewed.get("dead_lettered_jobs_failed", 0)
+    metrics.add_metric(name="SweepDeadLetteredJobsFailed", unit=MetricUnit.Count, value=failed)
     return summary

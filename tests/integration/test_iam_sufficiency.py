@@ -28,6 +28,7 @@ from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.job import JobType
+from filejobs.domain.messages import JobMessage
 from filejobs.domain.time import utcnow
 from filejobs.infra.template import (
     FunctionSpec,
@@ -213,9 +214,12 @@ def test_each_worker_may_do_everything_it_does(stack: Stack, job_type: JobType) 
     # when the worker of one type handles both its lanes' messages
     with recording_calls() as recorder:
         run_worker(stack, job_type)
-    pascal = "".join(part.title() for part in job_type.value.split("_"))
     # then every call it made is granted by its own role
-    assert stack.refused(f"{pascal}Worker", recorder.calls) == []
+    assert stack.refused(f"{_pascal(job_type)}Worker", recorder.calls) == []
+
+
+def _pascal(job_type: JobType) -> str:
+    return "".join(part.title() for part in job_type.value.split("_"))
 
 
 def test_the_sweep_may_do_everything_it_does(stack: Stack) -> None:
@@ -223,12 +227,25 @@ def test_the_sweep_may_do_everything_it_does(stack: Stack) -> None:
     stack.become("SweepFunction")
     runtime.settings()
     FileRepository().record_ingest(ingest_plan(utcnow() - timedelta(hours=1), "image/png"))
+    # and a job whose message was dead-lettered
+    poisoned = ingest_plan(utcnow(), "image/png", name="poisoned.png")
+    FileRepository().record_ingest(poisoned)
+    letter = JobMessage.for_job(poisoned.jobs[0]).to_json()
+    dead_letters = stack.refs[f"{_pascal(poisoned.jobs[0].job_type)}DeadLetterQueue"]
+    boto3.client("sqs").send_message(QueueUrl=dead_letters, MessageBody=letter)
     # when the sweep runs
     with recording_calls() as recorder:
         summary = sweep.handler({}, CONTEXT)
-    # then it re-sent them, and every call it made is granted
+    # then it re-sent them, failed the dead-lettered job, and every call it made is granted
     assert sum(summary["actions"].values()) >= 1
-    assert {c.operation for c in recorder.calls} >= {"Query", "UpdateItem", "SendMessage"}
+    assert summary["dead_letters"] == {"dead_lettered_jobs_failed": 1}
+    assert {c.operation for c in recorder.calls} >= {
+        "Query",
+        "UpdateItem",
+        "SendMessage",
+        "ReceiveMessage",
+        "DeleteMessage",
+    }
     assert stack.refused("SweepFunction", recorder.calls) == []
 
 

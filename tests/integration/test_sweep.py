@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
+import boto3
 import pytest
 
+from filejobs.adapters.sqs import SqsDeadLetters
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import JobModel
 from filejobs.domain import transitions
 from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy
-from filejobs.services.sweep import SweepService
+from filejobs.services.sweep import DeadLetterReview, SweepService
 from tests.aws_requests import counting_requests
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
@@ -240,3 +244,90 @@ def test_the_sweep_reads_no_finished_job(
 def repo_client() -> Any:
     """The botocore client behind the JobModel: what the repository's requests go through."""
     return JobModel._get_connection().connection.client
+
+
+# --- dead letters ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dead_letter_queue(aws: None) -> str:
+    sqs = boto3.client("sqs")
+    return sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+
+
+def dead_letter(url: str, body: str) -> None:
+    boto3.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+
+
+def letters_in(url: str) -> int:
+    attributes = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(
+        attributes["ApproximateNumberOfMessagesNotVisible"]
+    )
+
+
+def review_of(
+    repo: JobRepository, url: str, job: ProcessingJob, clock: FakeClock
+) -> DeadLetterReview:
+    letters = SqsDeadLetters(boto3.client("sqs"), {job.job_type: url})
+    return DeadLetterReview(repo, letters, clock=clock, retention=KEEP)
+
+
+def test_a_pending_job_whose_message_was_dead_lettered_is_failed_with_the_reason(
+    repo: JobRepository, clock: FakeClock, dead_letter_queue: str
+) -> None:
+    # Given a pending job whose message its queue gave up on
+    job = new_job(clock)
+    dead_letter(dead_letter_queue, JobMessage.for_job(job).to_json())
+    # When the sweep reviews the dead letters
+    outcomes = review_of(repo, dead_letter_queue, job, clock).run()
+    # Then the job failed, saying why, and the letter is gone: the job carries the outcome
+    assert outcomes == {"dead_lettered_jobs_failed": 1}
+    failed = stored(repo, job)
+    assert failed.status is JobStatus.FAILED
+    assert "moved to the dead-letter queue" in (failed.error_message or "")
+    assert failed.expires_at is not None
+    assert letters_in(dead_letter_queue) == 0
+    # and a second review finds nothing to do
+    assert review_of(repo, dead_letter_queue, job, clock).run() == {}
+
+
+def test_a_dead_letter_of_a_running_job_is_left(
+    repo: JobRepository, clock: FakeClock, dead_letter_queue: str
+) -> None:
+    # Given a job a worker is running (another copy of its message got through)
+    running = claimed(repo, new_job(clock, "a"), clock.now)
+    dead_letter(dead_letter_queue, JobMessage.for_job(running).to_json())
+    # When the sweep reviews its dead letter, then the job runs on and the letter stays
+    assert review_of(repo, dead_letter_queue, running, clock).run() == {"dead_letters_left": 1}
+    assert stored(repo, running).status is JobStatus.RUNNING
+    assert letters_in(dead_letter_queue) == 1
+
+
+def test_a_dead_letter_of_a_finished_job_is_settled_without_touching_the_job(
+    repo: JobRepository, clock: FakeClock, dead_letter_queue: str
+) -> None:
+    job = claimed(repo, new_job(clock, "b"), clock.now)
+    done = repo.apply(
+        job.id,
+        job.job_type,
+        transitions.complete(job, result={"ok": True}, now=clock.now, retention=KEEP),
+    )
+    assert isinstance(done, Applied)
+    dead_letter(dead_letter_queue, JobMessage.for_job(job).to_json())
+    assert review_of(repo, dead_letter_queue, job, clock).run() == {"dead_letters_settled": 1}
+    assert stored(repo, job).status is JobStatus.COMPLETED
+    assert letters_in(dead_letter_queue) == 0
+
+
+def test_an_unreadable_dead_letter_is_left_for_a_person(
+    repo: JobRepository, clock: FakeClock, dead_letter_queue: str
+) -> None:
+    job = new_job(clock, "c")
+    dead_letter(dead_letter_queue, "not a job message")
+    assert review_of(repo, dead_letter_queue, job, clock).run() == {"unreadable_letters": 1}
+    assert stored(repo, job).status is JobStatus.PENDING
+    assert letters_in(dead_letter_queue) == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from filejobs.domain.job import JobType
@@ -22,6 +22,8 @@ class Settings:
     lease: timedelta
     retention: timedelta
     queue_urls: Mapping[tuple[JobType, Lane], str]
+    # Only the sweep reads them: it fails the jobs whose messages were dead-lettered.
+    dead_letter_urls: Mapping[JobType, str] = field(default_factory=dict)
     outputs_bucket: str | None = None
     quarantine_bucket: str | None = None
     # Where the virus scan's signatures are kept (definitions updater writes, workers sync).
@@ -44,6 +46,11 @@ class Settings:
                 for job_type in JobType
                 for lane in Lane
                 if (url := env.get(queue_url_variable(job_type, lane)))
+            },
+            dead_letter_urls={
+                job_type: url
+                for job_type in JobType
+                if (url := env.get(dead_letter_url_variable(job_type)))
             },
             outputs_bucket=env.get("OUTPUTS_BUCKET"),
             quarantine_bucket=env.get("QUARANTINE_BUCKET"),
@@ -68,6 +75,10 @@ class Settings:
         if not self.event_bus:
             raise ConfigurationError("environment variable EVENT_BUS_NAME is not set")
         return self.event_bus
+
+
+def dead_letter_url_variable(job_type: JobType) -> str:
+    return f"DEAD_LETTER_QUEUE_URL_{job_type.value.upper()}"
 
 
 def queue_url_variable(job_type: JobType, lane: Lane) -> str:

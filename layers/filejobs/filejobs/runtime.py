@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import botocore.session
 
-from filejobs.adapters.sqs import SqsDispatcher
+from filejobs.adapters.sqs import SqsDeadLetters, SqsDispatcher
 from filejobs.config import Settings
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import bind_tables
@@ -70,6 +70,10 @@ def jobs() -> JobRepository:
 
 def dispatcher() -> SqsDispatcher:
     return SqsDispatcher(sqs(), settings().queue_urls)
+
+
+def dead_letters() -> SqsDeadLetters:
+    return SqsDeadLetters(sqs(), settings().dead_letter_urls)
 
 
 def worker_id(context_request_id: str | None = None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -57,3 +58,40 @@ class SqsDispatcher:
         if url is None:
             raise LookupError(f"no queue configured for {job.job_type.value} ({lane.value})")
         return url
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    job_type: JobType
+    body: str
+    receipt_handle: str
+    message_id: str
+
+
+class SqsDeadLetters:
+    """The job types' dead-letter queues, as the sweep reviews them."""
+
+    # A letter the sweep leaves (it names no job it can settle) is not read again for this long.
+    HIDE_SECONDS = 3600
+
+    def __init__(self, client: SQSClient, queue_urls: Mapping[JobType, str]) -> None:
+        self._client = client
+        self._queue_urls = queue_urls
+
+    def receive(self, job_type: JobType, limit: int = 10) -> list[DeadLetter]:
+        url = self._queue_urls.get(job_type)
+        if url is None:
+            return []
+        messages = self._client.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=min(limit, 10), VisibilityTimeout=self.HIDE_SECONDS
+        ).get("Messages", [])
+        return [
+            DeadLetter(job_type, m.get("Body", ""), m["ReceiptHandle"], m["MessageId"])
+            for m in messages
+        ]
+
+    def settle(self, letter: DeadLetter) -> None:
+        """The letter's job carries the outcome now: the letter is deleted."""
+        self._client.delete_message(
+            QueueUrl=self._queue_urls[letter.job_type], ReceiptHandle=letter.receipt_handle
+        )

@@ -2,6 +2,14 @@
 
 filejobs dev [--workers N] [--api-port 3000] [--emulator-port 4566] [--schedule-seconds S]
 filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
+filejobs upload PATH... [--tenant T] [--no-follow] [--timeout S]
+filejobs status FILE_ID|JOB_ID [--json]
+filejobs jobs [--status S] [--type T] [--tenant T] [--limit N] [--json]
+filejobs cancel JOB_ID [--reason R]  |  filejobs retry JOB_ID
+filejobs get FILE_ID [--out DIR]
+
+Commands on files and jobs go to the local stack (`.filejobs/local.json`) unless given
+--stack-name NAME or --api-url URL (deployed: SigV4-signed with the caller's AWS credentials).
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from filejobs.cli import commands as commands_
+from filejobs.local.faults import FaultConfigError
 from filejobs.local.stack import CONFIG_PATH, LocalStack, StackOptions, run
 
 
@@ -33,8 +43,13 @@ def dev(arguments: argparse.Namespace) -> int:
         workers=arguments.workers,
         schedule_seconds=arguments.schedule_seconds,
         grace_seconds=arguments.grace_seconds,
+        faults=arguments.faults.read_text() if arguments.faults else "",
+        visibility_seconds=arguments.visibility_seconds,
     )
-    return run(options)
+    try:
+        return run(options)
+    except FaultConfigError as error:
+        raise SystemExit(f"filejobs: --faults: {error}") from None
 
 
 def invoke(arguments: argparse.Namespace) -> int:
@@ -85,11 +100,22 @@ def parser() -> argparse.ArgumentParser:
         default=30.0,
         help="how long Ctrl-C waits for running batches (default 30)",
     )
+    dev_command.add_argument(
+        "--faults",
+        type=Path,
+        help="a JSON file of faults to inject (filejobs/local/faults.py documents them)",
+    )
+    dev_command.add_argument(
+        "--visibility-seconds",
+        type=int,
+        help="hide received messages this long instead of the queues' visibility timeouts",
+    )
     dev_command.set_defaults(run=dev)
     invoke_command = commands.add_parser("invoke", help="invoke one function on an event file")
     invoke_command.add_argument("function", help="its logical id in template.yaml")
     invoke_command.add_argument("-e", "--event", help="the event file (default: {})")
     invoke_command.set_defaults(run=invoke)
+    commands_.register(commands, project_root)
     return root
 
 

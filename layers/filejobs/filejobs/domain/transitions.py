@@ -2,6 +2,7 @@
 
     pending ──claim──▶ running ──complete──▶ completed
     pending ──abandon (never claimed after every re-dispatch)──▶ failed
+    pending|scheduled ──fail_dead_lettered (its message is in the DLQ)──▶ failed
        ▲                │  │
        │ requeue        │  └──fail / lease lost, no retry left──▶ failed
        │                └──fail / lease lost, retry left──▶ scheduled ──claim (when due)──▶ running
@@ -357,6 +358,33 @@ def abandon_pending(job: ProcessingJob, *, now: datetime, retention: timedelta) 
                     f"never claimed: dispatched {job.dispatch_count + 1} times since "
                     f"{job.metadata.created_at.isoformat()} and no {job.job_type.value} worker "
                     "took it (is that worker deployed and consuming its queue?)"
+                ),
+                "expires_at": epoch_seconds(now + retention),
+            },
+            remove=frozenset({"sweep_at"}),
+        ),
+    )
+
+
+def fail_dead_lettered(job_type: JobType, *, now: datetime, retention: timedelta) -> Transition:
+    """The sweep fails a job whose message its queue gave up on (moved to the dead-letter queue).
+
+    Only a job still waiting for that message (pending or scheduled) is failed: a running one
+    has a worker on it (another copy of the message got through), a finished one is settled.
+    """
+    return Transition(
+        "fail",
+        Guard(statuses=frozenset({JobStatus.PENDING, JobStatus.SCHEDULED}), job_type=job_type),
+        Changes(
+            updated_at=now,
+            updated_by="sweep",
+            set={
+                "status": JobStatus.FAILED,
+                "completed_at": now,
+                "error_message": (
+                    f"its message failed every delivery to the {job_type.value} worker and was "
+                    "moved to the dead-letter queue (a malformed message, or a worker that "
+                    "crashes on it); kept there for inspection"
                 ),
                 "expires_at": epoch_seconds(now + retention),
             },

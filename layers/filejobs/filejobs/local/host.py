@@ -45,9 +45,22 @@ import boto3
 from filejobs.infra.event_filter import filter_patterns, passes
 from filejobs.infra.template import FunctionSpec, function_definitions, load_template
 from filejobs.local.events import dynamodb_event, scheduled_event, sqs_event
+from filejobs.local.faults import (
+    DUPLICATE_ATTRIBUTE,
+    FAULTS_VARIABLE,
+    POISONED_BODY,
+    Fault,
+    FaultKind,
+    parse_faults,
+    with_processor_faults,
+)
 from filejobs.local.resources import ACCOUNT, Resources
+from filejobs.processors import registry
+from filejobs.processors.base import Processor
 
 log = logging.getLogger("filejobs.local")
+# Seconds a received message stays hidden, instead of the queue's own visibility timeout.
+VISIBILITY_VARIABLE = "FILEJOBS_LOCAL_VISIBILITY_SECONDS"
 IDLE_POLL_SECONDS = (0.05, 1.0)  # back off from the first to the second while queues are empty
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -83,10 +96,32 @@ def load_handler(spec: FunctionSpec, project_root: Path) -> Handler:
     return handler
 
 
+def install_processor_faults(faults: list[Fault]) -> None:
+    """Wraps the registry's processors in the injected faults, before the handler imports it."""
+    original = registry.processor_for
+
+    def processor_for(*args: Any, **kwargs: Any) -> Processor:
+        return with_processor_faults(original(*args, **kwargs), faults)
+
+    registry.processor_for = processor_for
+
+
 class Host:
-    def __init__(self, name: str, spec: FunctionSpec, resources: Resources, root: Path) -> None:
+    def __init__(  # noqa: PLR0917 (the function and where it runs; the knobs are keywords)
+        self,
+        name: str,
+        spec: FunctionSpec,
+        resources: Resources,
+        root: Path,
+        faults: list[Fault] | None = None,
+        visibility_seconds: int | None = None,
+    ) -> None:
         self.name, self.spec, self.resources = name, spec, resources
         self.stop = threading.Event()
+        self._faults = faults or []
+        self._visibility = visibility_seconds
+        if self._faults:
+            install_processor_faults(self._faults)
         self._handler = load_handler(spec, root)
         self._session = boto3.Session()
 
@@ -138,15 +173,19 @@ class Host:
         raise KeyError(f"{self.name}: no queue {arn}")
 
     def _poll_queue(self, sqs: Any, url: str, arn: str, batch_size: int) -> bool:
+        extra = {} if self._visibility is None else {"VisibilityTimeout": self._visibility}
         received = sqs.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=min(batch_size, 10),
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
+            **extra,
         ).get("Messages", [])
         if not received:
             return False
+        self._duplicate(sqs, url, received)
         event = sqs_event(received, arn, self.resources.region)
+        self._poison(event)
         try:
             response = self.invoke(event) or {}
             failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
@@ -163,6 +202,45 @@ class Host:
                 ],
             )
         return True
+
+    def _duplicate(self, sqs: Any, url: str, received: list[dict[str, Any]]) -> None:
+        """Injected: each original message is delivered once more, as S3 and SQS may."""
+        if not any(f.kind is FaultKind.DUPLICATE and f.function == self.name for f in self._faults):
+            return
+        for message in received:
+            if DUPLICATE_ATTRIBUTE in message.get("MessageAttributes", {}):
+                continue  # a copy is not copied again
+            sqs.send_message(
+                QueueUrl=url,
+                MessageBody=message["Body"],
+                MessageAttributes={DUPLICATE_ATTRIBUTE: {"DataType": "String", "StringValue": "1"}},
+            )
+
+    def _poison(self, event: dict[str, Any]) -> None:
+        """Injected: the matching jobs' messages reach the handler mangled, on every delivery."""
+        rules = [f for f in self._faults if f.kind is FaultKind.POISON]
+        if not rules:
+            return
+        for record in event["Records"]:
+            try:
+                body = json.loads(record["body"])
+                job_type, file_id = str(body["job_type"]), str(body.get("file_id", ""))
+            except (ValueError, KeyError, TypeError):
+                continue
+            key = self._object_key(file_id)
+            if any(rule.matches(job_type, key) for rule in rules):
+                record["body"] = POISONED_BODY
+
+    def _object_key(self, file_id: str) -> str:
+        table = os.environ.get("FILES_TABLE_NAME")
+        if not table or not file_id:
+            return ""
+        item = (
+            self._session.client("dynamodb")
+            .get_item(TableName=table, Key={"id": {"S": file_id}})
+            .get("Item", {})
+        )
+        return str(item.get("key", {}).get("S", ""))
 
     # --- schedule ----------------------------------------------------------------------------
 
@@ -325,7 +403,16 @@ def main() -> int:
     config = json.loads(arguments.config.read_text())
     root = Path(config["project_root"])
     spec = function_definitions(load_template(root / "template.yaml"))[arguments.function]
-    host = Host(arguments.function, spec, Resources.from_json(config["resources"]), root)
+    faults = parse_faults(os.environ.get(FAULTS_VARIABLE, "[]"))
+    visibility = os.environ.get(VISIBILITY_VARIABLE)
+    host = Host(
+        arguments.function,
+        spec,
+        Resources.from_json(config["resources"]),
+        root,
+        faults=faults,
+        visibility_seconds=None if visibility is None else int(visibility),
+    )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: host.stop.set())
     threading.Thread(target=_stop_when_orphaned, args=(host,), daemon=True).start()

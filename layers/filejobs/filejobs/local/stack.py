@@ -38,6 +38,8 @@ from moto.server import ThreadedMotoServer
 
 from filejobs.infra.template import FunctionSpec, function_definitions, load_template
 from filejobs.local.events import api_event
+from filejobs.local.faults import FAULTS_VARIABLE, parse_faults
+from filejobs.local.host import VISIBILITY_VARIABLE
 from filejobs.local.resources import Resources, provision
 
 log = logging.getLogger("filejobs.local")
@@ -57,6 +59,11 @@ class StackOptions:
     region: str = "us-east-1"
     schedule_seconds: float | None = None  # None: the template's rate
     grace_seconds: float = 30.0
+    # Injected faults (faults.py), as the JSON text of their rules; "" for none.
+    faults: str = ""
+    # Hide received messages this long instead of the queues' visibility timeouts (minutes in
+    # the template): lets a failed record come back, and reach its DLQ, within a demo.
+    visibility_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,7 @@ def free_port() -> int:
 
 class LocalStack:
     def __init__(self, options: StackOptions) -> None:
+        parse_faults(options.faults or "[]")  # a bad rule stops the start, not a host later
         self.options = options
         self.template = load_template(options.project_root / "template.yaml")
         self.functions = function_definitions(self.template)
@@ -165,8 +173,17 @@ class LocalStack:
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory),
             # X-Ray has no daemon here: Powertools' Tracer stays off, as in `sam local`.
             "POWERTOOLS_TRACE_DISABLED": "true",
+            **self._local_knobs(),
             **resolved,
         }
+
+    def _local_knobs(self) -> dict[str, str]:
+        knobs = {}
+        if self.options.faults:
+            knobs[FAULTS_VARIABLE] = self.options.faults
+        if self.options.visibility_seconds is not None:
+            knobs[VISIBILITY_VARIABLE] = str(self.options.visibility_seconds)
+        return knobs
 
     def _start_hosts(self, name: str, spec: FunctionSpec) -> None:
         kinds = {kind for kind, _ in spec.events}

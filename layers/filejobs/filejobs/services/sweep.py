@@ -5,6 +5,12 @@ conditional write *before* any message is sent, so two overlapping sweeps never 
 - scheduled and due         -> pending, then dispatched (a retry whose delayed message was lost)
 - pending, never claimed    -> re-dispatched, with growing gaps; given up on after many tries
 - running, lease expired    -> a failed attempt: retried with backoff, or failed with a reason
+
+`DeadLetterReview`, run by the same schedule, reads the job types' dead-letter queues: a job
+whose message SQS gave up on (a poison message) is failed with that reason in one conditional
+write, and the letter deleted once its job carries the outcome. A letter naming no job it can
+settle (unreadable, or its job running or unknown) stays in the queue, hidden for an hour, for
+a person: its alarm has fired.
 """
 
 from __future__ import annotations
@@ -16,15 +22,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from filejobs.adapters.sqs import DeadLetter
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
-from filejobs.domain.job import JobStatus, ProcessingJob
-from filejobs.domain.messages import MAX_MESSAGE_DELAY
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.messages import MAX_MESSAGE_DELAY, JobMessage, MalformedMessageError
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy, TransientError
 from filejobs.domain.time import utcnow
 
 logger = logging.getLogger(__name__)
+
+
+class DeadLetters(Protocol):
+    def receive(self, job_type: JobType, limit: int = 10) -> list[DeadLetter]: ...
+
+    def settle(self, letter: DeadLetter) -> None: ...
 
 
 class Dispatcher(Protocol):
@@ -116,3 +129,49 @@ class SweepService:
         return "recovered", transitions.recover_lease(
             job, now=now, retry_at=retry_at, retention=self._retention
         )
+
+
+class DeadLetterReview:
+    """Fails the jobs whose messages were dead-lettered; settles (deletes) their letters."""
+
+    def __init__(
+        self,
+        jobs: JobRepository,
+        letters: DeadLetters,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        retention: timedelta = timedelta(days=30),
+        per_queue: int = 10,
+    ) -> None:
+        self._jobs, self._letters, self._clock = jobs, letters, clock
+        self._retention, self._per_queue = retention, per_queue
+
+    def run(self) -> Counter[str]:
+        outcomes: Counter[str] = Counter()
+        for job_type in JobType:
+            for letter in self._letters.receive(job_type, self._per_queue):
+                try:
+                    outcomes[self._review(letter)] += 1
+                except Exception:
+                    # The letter stays (hidden a while); the next run tries again.
+                    logger.exception("could not review dead letter %s", letter.message_id)
+                    outcomes["errors"] += 1
+        return outcomes
+
+    def _review(self, letter: DeadLetter) -> str:
+        try:
+            message = JobMessage.parse(letter.body)
+        except MalformedMessageError:
+            return "unreadable_letters"  # no job to settle: a person looks at it
+        failing = transitions.fail_dead_lettered(
+            letter.job_type, now=self._clock(), retention=self._retention
+        )
+        result = self._jobs.apply(message.job_id, letter.job_type, failing)
+        if isinstance(result, Applied):
+            self._letters.settle(letter)
+            return "dead_lettered_jobs_failed"
+        current = result.current
+        if current is not None and current.status.is_terminal:
+            self._letters.settle(letter)  # a copy got through, or someone settled the job
+            return "dead_letters_settled"
+        return "dead_letters_left"
