@@ -1,0 +1,538 @@
+"""The CLI's commands on files and jobs: upload (and follow), status, jobs, cancel, retry, get."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mimetypes
+import re
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path, PurePosixPath
+from typing import Any, TextIO
+
+from filejobs.cli.client import (
+    ApiClient,
+    CliError,
+    HttpError,
+    Target,
+    UsageError,
+    add_target_options,
+    resolve_target,
+)
+from filejobs.cli.progress import (
+    Display,
+    JobRow,
+    LineDisplay,
+    TableDisplay,
+    render_table,
+    row_of,
+    summary,
+)
+
+JOB_STATUSES = ("pending", "scheduled", "running", "completed", "failed", "cancelled")
+JOB_TYPES = (
+    "thumbnail_generation",
+    "video_thumbnail",
+    "document_preview",
+    "compression",
+    "virus_scan",
+    "deduplication_check",
+)
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+DERIVED_PREFIX = "derived"
+POLL_SECONDS = 0.5
+CLOCK_SKEW = timedelta(seconds=5)  # between this machine and the API's clock
+PAGE_MAX = 100  # the API's largest page
+_TENANT = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+_OUTPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_JOB_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+type Command = Callable[[argparse.Namespace, Target], int]
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    project_root: Callable[[], Path],
+) -> None:
+    """Adds upload, status, jobs, cancel, retry and get to the `filejobs` command."""
+
+    def on_target(
+        command: Command, check: Callable[[argparse.Namespace], None] | None = None
+    ) -> Callable[[argparse.Namespace], int]:
+        def run(arguments: argparse.Namespace) -> int:
+            try:
+                if check is not None:
+                    check(arguments)  # usage errors first, before looking for a target
+                return command(arguments, resolve_target(arguments, project_root))
+            except CliError as error:
+                print(f"filejobs: {error.message}", file=sys.stderr)
+                return error.exit_code
+            except KeyboardInterrupt:
+                print("filejobs: interrupted", file=sys.stderr)
+                return 130
+
+        return run
+
+    upload_ = commands.add_parser("upload", help="upload files, then follow their jobs")
+    upload_.add_argument("paths", nargs="+", metavar="PATH")
+    upload_.add_argument("--tenant", type=tenant_argument, default="demo", help="default: demo")
+    upload_.add_argument("--no-follow", action="store_true", help="stop once the ids are known")
+    upload_.add_argument(
+        "--timeout", type=positive_float, default=300.0, help="seconds (default 300)"
+    )
+    upload_.set_defaults(run=on_target(upload, check_upload))
+
+    status_ = commands.add_parser("status", help="a job or a file, by its id")
+    status_.add_argument("id", type=uuid_argument, metavar="FILE_ID|JOB_ID")
+    status_.add_argument("--json", action="store_true", help="the API's JSON as it is")
+    status_.set_defaults(run=on_target(status))
+
+    jobs_ = commands.add_parser("jobs", help="list the jobs of one tenant or in one status")
+    jobs_.add_argument("--status", choices=JOB_STATUSES)
+    jobs_.add_argument("--type", choices=JOB_TYPES)
+    jobs_.add_argument("--tenant", type=tenant_argument)
+    jobs_.add_argument("--limit", type=positive_int, default=25, help="at most (default 25)")
+    jobs_.add_argument("--json", action="store_true", help="the jobs as the API gives them")
+    jobs_.set_defaults(run=on_target(jobs, check_jobs_filters))
+
+    cancel_ = commands.add_parser("cancel", help="cancel a job")
+    cancel_.add_argument("job_id", type=uuid_argument)
+    cancel_.add_argument("--reason")
+    cancel_.set_defaults(run=on_target(cancel))
+
+    retry_ = commands.add_parser("retry", help="retry a failed or cancelled job")
+    retry_.add_argument("job_id", type=uuid_argument)
+    retry_.set_defaults(run=on_target(retry))
+
+    get_ = commands.add_parser("get", help="download a file's derived outputs")
+    get_.add_argument("file_id", type=uuid_argument)
+    get_.add_argument("--out", default="out", help="the folder (default ./out)")
+    get_.set_defaults(run=on_target(get))
+
+    for parser in (upload_, status_, jobs_, cancel_, retry_, get_):
+        add_target_options(parser)
+
+
+# --- argument validation (argparse `type=` functions: a bad value exits 2) --------------------
+
+
+def tenant_argument(value: str) -> str:
+    if not _TENANT.match(value):
+        raise argparse.ArgumentTypeError(
+            f"tenant must be 1-63 lowercase letters, digits or hyphens, "
+            f"not starting or ending with a hyphen; got {value!r}"
+        )
+    return value
+
+
+def uuid_argument(value: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a file or job id (a UUID), got {value!r}"
+        ) from None
+
+
+def positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
+    return number
+
+
+def upload_key(tenant: str, path: Path) -> str:
+    name = path.name
+    if not _OUTPUT_NAME.match(name) or ".." in name:
+        # The key is the object's name under the tenant's prefix: keep it a plain file name.
+        raise UsageError(f"{path}: the file name must be letters, digits, '.', '_' or '-'")
+    return f"uploads/{tenant}/{name}"
+
+
+def output_path(out_dir: Path, file_id: str, job_type: str, name: str) -> Path:
+    """DIR/{file_id}/{job_type}/{name}, refusing anything that would land outside DIR."""
+    if not _is_uuid(file_id) or not _JOB_TYPE.match(job_type):
+        raise CliError(f"refusing to write outputs for file {file_id!r} / job {job_type!r}")
+    if not _OUTPUT_NAME.match(name) or ".." in name:
+        raise CliError(f"refusing output name {name!r}: it is not a plain file name")
+    root = out_dir.resolve()
+    path = (root / file_id / job_type / name).resolve()
+    if not path.is_relative_to(root):
+        raise CliError(f"refusing output name {name!r}: it would be written outside {out_dir}")
+    return path
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+# --- upload ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Upload:
+    path: Path
+    key: str
+    version_id: str | None
+    file_id: str | None = None
+    uploaded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+def check_upload(arguments: argparse.Namespace) -> None:
+    planned(arguments)
+
+
+def planned(arguments: argparse.Namespace) -> list[Upload]:
+    """One upload per path given: each an existing file, with a distinct plain name."""
+    uploads = []
+    for path in map(Path, arguments.paths):
+        if not path.is_file():
+            raise UsageError(f"{path}: no such file")
+        uploads.append(Upload(path, upload_key(arguments.tenant, path), None))
+    keys = [u.key for u in uploads]
+    if len(set(keys)) != len(keys):
+        raise UsageError("two of the files have the same name: they would overwrite each other")
+    return uploads
+
+
+def upload(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+    uploads = planned(arguments)
+    bucket = target.require_uploads_bucket()
+    deadline = time.monotonic() + arguments.timeout
+    s3 = target.s3()
+    for item in uploads:
+        content_type = mimetypes.guess_type(item.path.name)[0] or "application/octet-stream"
+        item.uploaded_at = datetime.now(UTC)
+        try:
+            with item.path.open("rb") as body:
+                answer = s3.put_object(
+                    Bucket=bucket, Key=item.key, Body=body, ContentType=content_type
+                )
+        except Exception as error:
+            raise CliError(f"{item.path}: upload failed ({_aws_message(error)})") from None
+        item.version_id = answer.get("VersionId")
+        print(f"uploaded {item.path} to s3://{bucket}/{item.key}", file=out, flush=True)
+    api = ApiClient(target)
+    for item in uploads:
+        item.file_id = _wait_for_file(api, bucket, item, deadline)
+        print(f"{item.path}: file {item.file_id}", file=out, flush=True)
+    if arguments.no_follow:
+        return 0
+    display: Display = (
+        TableDisplay(out, shutil.get_terminal_size().columns) if out.isatty() else LineDisplay(out)
+    )
+    return follow(api, [(str(u.path), str(u.file_id)) for u in uploads], display, deadline, out)
+
+
+def _wait_for_file(api: ApiClient, bucket: str, item: Upload, deadline: float) -> str:
+    """The id the API gave this upload (ingest is asynchronous: poll until it is known)."""
+    while True:
+        try:
+            found = api.get("/files", {"key": item.key, "bucket": bucket})
+        except HttpError as error:
+            if error.status != 404:
+                raise
+        else:
+            file_id = _version_of(found.get("files") or [], item.version_id, item.uploaded_at)
+            if file_id is not None:
+                return file_id
+        if time.monotonic() >= deadline:
+            raise CliError(f"{item.path}: not ingested in time (no file for {item.key})")
+        time.sleep(POLL_SECONDS)
+
+
+def _version_of(
+    files: list[dict[str, Any]], version_id: str | None, uploaded_at: datetime
+) -> str | None:
+    """The file this upload made: its S3 version's, else the newest made since the upload.
+
+    A file records the version id only when the upload event carried one (the local stack's
+    events do not), so without a match the newest file created since the put is taken.
+    """
+    for stored in files:
+        if version_id is not None and stored.get("version_id") == version_id:
+            return str(stored["id"])
+    since = uploaded_at - CLOCK_SKEW
+    fresh = [f for f in files if (_moment(f.get("created_at")) or since) >= since]
+    if not fresh:
+        return None
+    return str(max(fresh, key=lambda f: str(f.get("created_at") or ""))["id"])
+
+
+def _moment(value: Any) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def follow(
+    api: ApiClient,
+    files: list[tuple[str, str]],
+    display: Display,
+    deadline: float,
+    out: TextIO,
+) -> int:
+    """Polls every file's jobs until all are terminal (0) or the deadline passes (1)."""
+    rows: list[JobRow] = []
+    while True:
+        rows, settled = [], True
+        for label, file_id in files:
+            stored = api.get(f"/files/{file_id}")
+            jobs = stored.get("jobs") or []
+            # A file seen before its jobs are written has none yet: not settled.
+            settled = settled and bool(jobs) and all(j.get("status") in TERMINAL for j in jobs)
+            rows.extend(row_of(label, j) for j in sorted(jobs, key=lambda j: j["job_type"]))
+        display.show(rows)
+        if settled:
+            display.note(f"all jobs finished: {summary(rows)}")
+            return 0
+        if time.monotonic() >= deadline:
+            display.note(f"timed out with jobs still running: {summary(rows)}")
+            return 1
+        time.sleep(POLL_SECONDS)
+
+
+# --- status, jobs, cancel, retry ------------------------------------------------------------
+
+
+def status(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+    api = ApiClient(target)
+    kind, found = "job", _get_or_none(api, f"/jobs/{arguments.id}")
+    if found is None:
+        kind, found = "file", _get_or_none(api, f"/files/{arguments.id}")
+    if found is None:
+        raise CliError(f"no job or file {arguments.id}")
+    if arguments.json:
+        print(json.dumps(found, indent=2), file=out)
+    else:
+        lines = job_summary(found) if kind == "job" else file_summary(found)
+        print("\n".join(lines), file=out)
+    return 0
+
+
+def _get_or_none(api: ApiClient, path: str) -> Any:
+    try:
+        return api.get(path)
+    except HttpError as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def job_summary(job: dict[str, Any]) -> list[str]:
+    lines = [
+        f"job {job['id']}",
+        f"  type:     {job.get('job_type')}",
+        f"  file:     {job.get('file_id')}",
+        f"  tenant:   {job.get('tenant')}",
+        f"  status:   {job.get('status')} (attempt {job.get('attempt')}, "
+        f"retries {job.get('retry_count')}/{job.get('max_retries')})",
+    ]
+    for label, key in (
+        ("started", "started_at"),
+        ("finished", "completed_at"),
+        ("next try", "next_retry_at"),
+    ):
+        if job.get(key):
+            lines.append(f"  {label + ':':<9} {job[key]}")
+    if job.get("duration_seconds") is not None:
+        lines.append(f"  took:     {job['duration_seconds']:.2f} s")
+    if job.get("error_message"):
+        lines.append(f"  error:    {job['error_message']}")
+    if job.get("cancel_reason"):
+        lines.append(f"  cancelled by {job.get('cancelled_by')}: {job['cancel_reason']}")
+    if job.get("result"):
+        lines.append(f"  result:   {json.dumps(job['result'], sort_keys=True)}")
+    return lines
+
+
+def file_summary(stored: dict[str, Any]) -> list[str]:
+    lines = [
+        f"file {stored['id']}",
+        f"  object:   s3://{stored.get('bucket')}/{stored.get('key')}",
+        f"  tenant:   {stored.get('tenant')}",
+        f"  size:     {stored.get('size')} bytes ({stored.get('content_type')})",
+        f"  status:   {stored.get('status')}"
+        + (f" ({stored['status_reason']})" if stored.get("status_reason") else ""),
+        f"  scan:     {stored.get('scan_status') or '-'}",
+    ]
+    if stored.get("duplicate_of"):
+        lines.append(f"  duplicate of {stored['duplicate_of']}")
+    jobs = stored.get("jobs") or []
+    lines.append(f"  jobs ({len(jobs)}):")
+    if jobs:
+        table = render_table([row_of(j["id"], j) for j in jobs])
+        lines.extend("    " + line for line in table)
+    return lines
+
+
+def check_jobs_filters(arguments: argparse.Namespace) -> None:
+    if arguments.tenant is None and arguments.status is None:
+        # The API's rule for an operator (the local stack's caller): one tenant or one status.
+        raise UsageError("give --tenant or --status (an operator lists one tenant or one status)")
+
+
+def jobs(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+    check_jobs_filters(arguments)
+    api = ApiClient(target)
+    found = list(_job_pages(api, arguments))
+    if arguments.json:
+        print(json.dumps({"jobs": found}, indent=2), file=out)
+        return 0
+    if not found:
+        print("no jobs", file=out)
+        return 0
+    print("\n".join(render_table([row_of(j["id"], j) for j in found])), file=out)
+    return 0
+
+
+def _job_pages(api: ApiClient, arguments: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    remaining, token = arguments.limit, None
+    while remaining > 0:
+        page = api.get(
+            "/jobs",
+            {
+                "tenant": arguments.tenant,
+                "status": arguments.status,
+                "job_type": arguments.type,
+                "limit": str(min(remaining, PAGE_MAX)),
+                "next_token": token,
+            },
+        )
+        batch = page.get("jobs") or []
+        yield from batch[:remaining]
+        remaining -= len(batch)
+        token = page.get("next_token")
+        if not token or not batch:
+            return
+
+
+def cancel(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+    body = None if arguments.reason is None else {"reason": arguments.reason}
+    job = _command(ApiClient(target), arguments.job_id, "cancel", body)
+    print(f"job {job['id']} ({job.get('job_type')}): {job.get('status')}", file=out)
+    return 0
+
+
+def retry(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+    job = _command(ApiClient(target), arguments.job_id, "retry", None)
+    print(
+        f"job {job['id']} ({job.get('job_type')}): {job.get('status')} "
+        f"(attempt {job.get('attempt')} next)",
+        file=out,
+    )
+    return 0
+
+
+def _command(api: ApiClient, job_id: str, action: str, body: Any) -> dict[str, Any]:
+    try:
+        job: dict[str, Any] = api.post(f"/jobs/{job_id}/{action}", body)
+    except HttpError as error:
+        if error.status == 404:
+            raise CliError(f"cannot {action}: no job {job_id}") from None
+        if error.status == 409:
+            raise CliError(f"cannot {action}: {error.message}") from None
+        raise
+    return job
+
+
+# --- get ------------------------------------------------------------------------------------
+
+
+def get(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+    api = ApiClient(target)
+    try:
+        stored = api.get(f"/files/{arguments.file_id}")
+    except HttpError as error:
+        if error.status == 404:
+            raise CliError(f"no file {arguments.file_id}") from None
+        raise
+    bucket = target.require_outputs_bucket()
+    out_dir = Path(arguments.out)
+    planned: list[tuple[str, Path]] = []
+    s3 = None
+    for job in stored.get("jobs") or []:
+        if job.get("status") != "completed":
+            continue
+        prefix = f"{DERIVED_PREFIX}/{stored['tenant']}/{stored['id']}/{job['job_type']}/"
+        keys = derived_keys(job.get("result"), prefix)
+        if not keys:
+            s3 = s3 or target.s3()
+            keys = _listed_keys(s3, bucket, prefix)
+        for key in keys:
+            name = key[len(prefix) :]
+            planned.append((key, output_path(out_dir, stored["id"], job["job_type"], name)))
+    if not planned:
+        print(f"file {stored['id']}: no derived outputs (yet)", file=out)
+        return 0
+    s3 = s3 or target.s3()
+    for key, path in planned:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            s3.download_file(bucket, key, str(path))
+        except Exception as error:
+            failure = _aws_message(error)
+            raise CliError(f"s3://{bucket}/{key}: download failed ({failure})") from None
+        print(f"{path}", file=out)
+    print(f"file {stored['id']}: {len(planned)} outputs in {out_dir}", file=out)
+    return 0
+
+
+def derived_keys(result: Any, prefix: str) -> list[str]:
+    """Every object key under `prefix` that a job's result names (at any depth, as "key")."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for name, item in value.items():
+                if name == "key" and isinstance(item, str):
+                    if item.startswith(prefix) and item not in found:
+                        found.append(item)
+                else:
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(result)
+    return found
+
+
+def _listed_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
+    keys: list[str] = []
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys.extend(item["Key"] for item in page.get("Contents") or [])
+    except Exception as error:
+        raise CliError(f"s3://{bucket}/{prefix}: listing failed ({_aws_message(error)})") from None
+    return [k for k in keys if PurePosixPath(k).parent == PurePosixPath(prefix)]
+
+
+def _aws_message(error: Exception) -> str:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        message = response.get("Error", {}).get("Message")
+        if message:
+            return str(message)
+    return str(error) or type(error).__name__

@@ -1,0 +1,131 @@
+"""`filejobs dev` started from a program (the demo, benchmarks, end-to-end tests) and reached
+only through its public faces: the S3 API at `endpoint_url`, the HTTP API at `api_url`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import boto3
+
+from filejobs.local.stack import CONFIG_PATH, LOCAL_CREDENTIALS, free_port
+
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+class LaunchError(RuntimeError):
+    """The stack did not come up."""
+
+
+@dataclass
+class LaunchedStack:
+    process: subprocess.Popen[bytes]
+    config: dict[str, Any]
+    root: Path
+
+    def client(self, service: str) -> Any:
+        return boto3.client(  # type: ignore[call-overload]
+            service,
+            endpoint_url=self.config["endpoint_url"],
+            region_name=self.config["region"],
+            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def api(
+        self, path: str, *, method: str = "GET", body: Any = None, token: str | None = None
+    ) -> tuple[int, Any]:
+        """One request to the HTTP API: its status and decoded JSON body."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(  # noqa: S310 (the stack's loopback URL)
+            self.config["api_url"] + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {token or self.config['api_token']}",
+                "Content-Type": "application/json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    def file_at(self, key: str) -> dict[str, Any] | None:
+        """The newest file recorded for `key` in the uploads bucket, with its jobs."""
+        bucket = self.config["uploads_bucket"]
+        status, found = self.api(f"/files?key={key}&bucket={bucket}")
+        if status != 200:
+            return None
+        _, stored = self.api(f"/files/{found['files'][0]['id']}")
+        return dict(stored)
+
+    def settled(self, key: str, seconds: float = 60) -> dict[str, Any]:
+        """The file at `key` once every one of its jobs is terminal."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            stored = self.file_at(key)
+            if stored and stored["jobs"] and all(j["status"] in TERMINAL for j in stored["jobs"]):
+                return stored
+            time.sleep(0.3)
+        raise TimeoutError(f"{key}: jobs not terminal after {seconds} s")
+
+
+@contextmanager
+def launched(
+    root: Path,
+    *options: str,
+    output: IO[bytes] | None = None,
+    start_seconds: float = 90,
+) -> Iterator[LaunchedStack]:
+    """`filejobs dev` for the project at `root`, on free loopback ports; killed on exit if it is
+    still running (a caller that wants the graceful stop sends SIGINT itself)."""
+    command = [
+        sys.executable, "-m", "filejobs.cli.main", "dev",
+        "--emulator-port", str(free_port()), "--api-port", str(free_port()), *options,
+    ]  # fmt: skip
+    process = subprocess.Popen(  # noqa: S603 (our own CLI)
+        command,
+        cwd=root,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=output,
+        stderr=subprocess.STDOUT if output is not None else None,
+    )
+    try:
+        yield _ready(process, root, start_seconds)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _ready(process: subprocess.Popen[bytes], root: Path, seconds: float) -> LaunchedStack:
+    config_path = root / CONFIG_PATH
+    deadline = time.monotonic() + seconds
+    while not config_path.exists():
+        if process.poll() is not None:
+            raise LaunchError(f"filejobs dev exited with {process.returncode} while starting")
+        if time.monotonic() > deadline:
+            raise LaunchError(f"filejobs dev did not start in {seconds:.0f} s")
+        time.sleep(0.2)
+    stack = LaunchedStack(process, json.loads(config_path.read_text()), root)
+    while True:
+        try:
+            if stack.api("/health")[0] == 200:
+                return stack
+        except OSError:
+            pass  # the router is not listening yet
+        if time.monotonic() > deadline:
+            raise LaunchError(f"the API did not answer in {seconds:.0f} s")
+        time.sleep(0.2)

@@ -1,0 +1,196 @@
+"""Specification: the `filejobs` CLI drives files and jobs on a running stack.
+
+One local stack (`filejobs dev`) serves the whole module; the CLI runs as a user runs it, as a
+process in the stack's project, and is judged only by its output, exit status and the files it
+writes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from tests.localstack import ROOT, TERMINAL, RunningStack, running_stack
+
+TENANT = "cli-test"
+FILE_LINE = re.compile(r"^(?P<path>.+): file (?P<id>[0-9a-f-]{36})$", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    with running_stack(tmp_path_factory.mktemp("project")) as running:
+        yield running
+
+
+def cli(*arguments: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "filejobs.cli.main", *arguments],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    result: subprocess.CompletedProcess[str]
+    file_ids: dict[str, str]  # file name -> file id
+    files: dict[str, dict[str, Any]]  # file name -> the API's file with its jobs
+
+
+@pytest.fixture(scope="module")
+def uploaded(stack: RunningStack, tmp_path_factory: pytest.TempPathFactory) -> Uploaded:
+    folder = tmp_path_factory.mktemp("uploads")
+    buffer = io.BytesIO()
+    Image.new("RGB", (640, 480), (200, 80, 40)).save(buffer, "PNG")
+    (folder / "cli-photo.png").write_bytes(buffer.getvalue())
+    (folder / "cli-notes.txt").write_text("filejobs CLI notes\n" * 200)
+    result = cli(
+        "upload", str(folder / "cli-photo.png"), str(folder / "cli-notes.txt"),
+        "--tenant", TENANT, "--timeout", "150",
+        cwd=stack.root, timeout=180,
+    )  # fmt: skip
+    file_ids = {Path(m["path"]).name: m["id"] for m in FILE_LINE.finditer(result.stdout)}
+    files = {name: stack.api(f"/files/{file_id}")[1] for name, file_id in file_ids.items()}
+    return Uploaded(result, file_ids, files)
+
+
+def job_of(uploaded: Uploaded, name: str, job_type: str) -> dict[str, Any]:
+    return next(j for j in uploaded.files[name]["jobs"] if j["job_type"] == job_type)
+
+
+def test_upload_prints_file_ids_and_follows_every_job_to_the_end(uploaded: Uploaded) -> None:
+    # given a PNG and a text file uploaded with `filejobs upload` (not a TTY: one line a change)
+    result = uploaded.result
+    # then it exits 0 once every job is terminal, having printed each file's id
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert set(uploaded.file_ids) == {"cli-photo.png", "cli-notes.txt"}
+    for stored in uploaded.files.values():
+        assert stored["tenant"] == TENANT
+        assert stored["jobs"] and all(j["status"] in TERMINAL for j in stored["jobs"])
+    # and it printed status changes, then a summary of the outcomes
+    assert "cli-photo.png: thumbnail_generation completed" in result.stdout
+    assert re.search(r"all jobs finished: \d+ completed, \d+ failed, \d+ cancelled", result.stdout)
+    assert "\x1b[" not in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_status_shows_a_job_by_its_id_and_a_file_by_its_id(
+    stack: RunningStack, uploaded: Uploaded
+) -> None:
+    # given a completed thumbnail job of the uploaded PNG
+    job = job_of(uploaded, "cli-photo.png", "thumbnail_generation")
+    # when its status is asked by job id
+    by_job = cli("status", job["id"], cwd=stack.root)
+    # then a readable summary of the job is printed
+    assert by_job.returncode == 0, by_job.stderr
+    assert f"job {job['id']}" in by_job.stdout
+    assert "thumbnail_generation" in by_job.stdout and "completed" in by_job.stdout
+    # when the file's id is given instead, the file and its jobs are printed
+    file_id = uploaded.file_ids["cli-photo.png"]
+    by_file = cli("status", file_id, cwd=stack.root)
+    assert by_file.returncode == 0, by_file.stderr
+    assert f"file {file_id}" in by_file.stdout
+    assert f"uploads/{TENANT}/cli-photo.png" in by_file.stdout
+    assert "virus_scan" in by_file.stdout
+    # and --json gives the API's own view
+    raw = json.loads(cli("status", file_id, "--json", cwd=stack.root).stdout)
+    assert raw["id"] == file_id and raw["jobs"]
+
+
+def test_jobs_lists_a_tenants_jobs_as_a_table_or_json(
+    stack: RunningStack, uploaded: Uploaded
+) -> None:
+    # given the uploaded files' jobs
+    expected = {j["id"] for f in uploaded.files.values() for j in f["jobs"]}
+    # when the tenant's jobs are listed as JSON
+    listed = cli("jobs", "--tenant", TENANT, "--json", "--limit", "50", cwd=stack.root)
+    # then every job of the tenant is there, and only the tenant's
+    assert listed.returncode == 0, listed.stderr
+    jobs = json.loads(listed.stdout)["jobs"]
+    assert {j["id"] for j in jobs} == expected
+    assert {j["tenant"] for j in jobs} == {TENANT}
+    # when a limit smaller than a page is given, no more than that is listed
+    two = json.loads(
+        cli("jobs", "--tenant", TENANT, "--limit", "2", "--json", cwd=stack.root).stdout
+    )
+    assert len(two["jobs"]) == 2
+    # and without --json it is a table with a header
+    table = cli("jobs", "--tenant", TENANT, "--type", "virus_scan", cwd=stack.root)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].split()[:4] == ["FILE", "JOB", "STATUS", "ATTEMPT"]
+    assert len(table.stdout.splitlines()) == 1 + len(uploaded.files)
+    # and an operator's listing with neither --tenant nor --status is a usage error
+    neither = cli("jobs", cwd=stack.root)
+    assert neither.returncode == 2
+    assert "give --tenant or --status" in neither.stderr
+
+
+def test_cancel_of_a_finished_job_is_refused_readably(
+    stack: RunningStack, uploaded: Uploaded
+) -> None:
+    # given a completed job
+    job = job_of(uploaded, "cli-photo.png", "virus_scan")
+    # when it is cancelled
+    result = cli("cancel", job["id"], "--reason", "too late", cwd=stack.root)
+    # then the API's conflict is said in one line, with a non-zero exit and no traceback
+    assert result.returncode == 1
+    assert "cannot cancel" in result.stderr and "completed" in result.stderr
+    assert "Traceback" not in result.stderr
+    # and a job that does not exist is a readable "not found"
+    missing = cli("cancel", "00000000-0000-4000-8000-000000000000", cwd=stack.root)
+    assert missing.returncode == 1
+    assert "no job 00000000-0000-4000-8000-000000000000" in missing.stderr
+
+
+def test_retry_of_a_completed_job_is_refused_readably(
+    stack: RunningStack, uploaded: Uploaded
+) -> None:
+    # given a completed job
+    job = job_of(uploaded, "cli-photo.png", "thumbnail_generation")
+    # when it is retried
+    result = cli("retry", job["id"], cwd=stack.root)
+    # then the refusal is the API's message, not a traceback
+    assert result.returncode == 1
+    assert "cannot retry" in result.stderr
+    assert "Traceback" not in result.stderr
+    # and the job is still completed
+    assert stack.api(f"/jobs/{job['id']}")[1]["status"] == "completed"
+
+
+def test_get_downloads_the_thumbnails_of_a_file(
+    stack: RunningStack, uploaded: Uploaded, tmp_path: Path
+) -> None:
+    # given the uploaded PNG, whose thumbnails were made
+    file_id = uploaded.file_ids["cli-photo.png"]
+    # when its outputs are fetched into a folder
+    result = cli("get", file_id, "--out", str(tmp_path / "out"), cwd=stack.root)
+    # then the thumbnails are there, one folder per file and job type, decodable WebP
+    assert result.returncode == 0, result.stderr
+    folder = tmp_path / "out" / file_id / "thumbnail_generation"
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["thumb-128.webp", "thumb-256.webp", "thumb-512.webp"]
+    for path in folder.iterdir():
+        with Image.open(path) as image:
+            assert image.format == "WEBP"
+            image.load()
+            assert max(image.size) <= 512
+
+
+def test_a_missing_local_stack_is_a_clear_error(tmp_path: Path) -> None:
+    # given a project with no running local stack
+    (tmp_path / "template.yaml").write_text((ROOT / "template.yaml").read_text())
+    # when a command needs the stack
+    result = cli("status", "00000000-0000-4000-8000-000000000000", cwd=tmp_path)
+    # then it says so and how to start it
+    assert result.returncode == 1
+    assert "start it with `filejobs dev`" in result.stderr
+    assert "Traceback" not in result.stderr

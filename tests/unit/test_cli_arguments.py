@@ -1,0 +1,92 @@
+"""Specification: what the `filejobs` CLI accepts before it talks to any stack."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from filejobs.cli.client import UsageError, http_error
+from filejobs.cli.commands import derived_keys, output_path, tenant_argument, upload_key
+from filejobs.cli.main import main
+
+FILE_ID = "0c535fa5-a5ec-5dfe-88d6-630684923320"
+
+
+@pytest.mark.parametrize("tenant", ["demo", "acme-2", "a", "0x"])
+def test_a_tenant_is_lowercase_letters_digits_and_hyphens(tenant: str) -> None:
+    assert tenant_argument(tenant) == tenant
+
+
+@pytest.mark.parametrize("tenant", ["Acme", "-acme", "acme-", "a_b", "a/b", "", "x" * 64])
+def test_other_tenants_are_refused(tenant: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        tenant_argument(tenant)
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    # when the tenant is invalid, the id is no UUID, or a listing has no filter
+    for argv in (
+        ["upload", "x.png", "--tenant", "Bad"],
+        ["status", "not-an-id"],
+        ["jobs", "--limit", "0", "--tenant", "demo"],
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2, argv
+    # then an operator listing with neither tenant nor status is refused before any request
+    assert main(["jobs"]) == 2
+    assert "give --tenant or --status" in capsys.readouterr().err
+
+
+def test_an_upload_of_a_missing_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["upload", str(tmp_path / "nope.png")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_an_upload_key_is_under_the_tenants_prefix() -> None:
+    assert upload_key("demo", Path("/x/photo.png")) == "uploads/demo/photo.png"
+    with pytest.raises(UsageError):
+        upload_key("demo", Path("/x/my photo.png"))
+
+
+def test_outputs_land_under_the_out_folder(tmp_path: Path) -> None:
+    path = output_path(tmp_path, FILE_ID, "thumbnail_generation", "thumb-128.webp")
+    assert path == tmp_path.resolve() / FILE_ID / "thumbnail_generation" / "thumb-128.webp"
+
+
+@pytest.mark.parametrize(
+    ("file_id", "job_type", "name"),
+    [
+        (FILE_ID, "thumbnail_generation", "../escape"),
+        (FILE_ID, "thumbnail_generation", "a/b.webp"),
+        (FILE_ID, "thumbnail_generation", ".hidden"),
+        (FILE_ID, "../../etc", "x"),
+        ("../x", "thumbnail_generation", "x"),
+    ],
+)
+def test_names_that_would_escape_the_out_folder_are_refused(
+    tmp_path: Path, file_id: str, job_type: str, name: str
+) -> None:
+    with pytest.raises(Exception, match="refusing"):
+        output_path(tmp_path, file_id, job_type, name)
+
+
+def test_derived_keys_are_the_results_keys_under_the_jobs_prefix() -> None:
+    prefix = f"derived/demo/{FILE_ID}/thumbnail_generation/"
+    result = {
+        "thumbnails": [{"key": prefix + "thumb-128.webp"}, {"key": prefix + "thumb-256.webp"}],
+        "source": {"key": "uploads/demo/photo.png"},
+        "quarantine_key": prefix + "ignored",
+    }
+    assert derived_keys(result, prefix) == [prefix + "thumb-128.webp", prefix + "thumb-256.webp"]
+
+
+def test_an_http_error_says_the_apis_message() -> None:
+    error = http_error(409, b'{"error": {"code": "conflict", "message": "it is completed"}}')
+    assert (error.status, error.code, error.message) == (409, "conflict", "it is completed")
+    assert http_error(502, b"<html>").message == "the API answered HTTP 502"
+    assert http_error(403, b'{"message": "Forbidden"}').message.endswith(": Forbidden")
