@@ -1,0 +1,110 @@
+"""The demo's sample set, generated on the spot (real media; no binaries or EICAR in the repo).
+
+Each sample says what its jobs must end as: every job of a sample is expected `completed`
+unless `expected` names another status for its type.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import av
+from PIL import Image, ImageDraw
+
+EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
+ORIENTATION = 0x0112  # EXIF tag
+PARSING_JOBS = ("thumbnail_generation", "video_thumbnail", "document_preview", "compression")
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    body: bytes
+    what: str
+    expected: dict[str, str] = field(default_factory=dict)
+    quarantined: bool = False
+
+    def expected_status(self, job_type: str) -> str:
+        return self.expected.get(job_type, "completed")
+
+
+def photo(width: int = 1600, height: int = 1200, orientation: int | None = None) -> bytes:
+    image = Image.new("RGB", (width, height))
+    draw = ImageDraw.Draw(image)
+    for y in range(0, height, 8):  # a gradient, so the JPEG has real content to decode
+        draw.rectangle(
+            (0, y, width, y + 8), fill=(40 + y * 180 // height, 90, 200 - y * 150 // height)
+        )
+    draw.rectangle((width // 10, height // 10, width // 3, height // 3), fill=(250, 210, 40))
+    draw.text((width // 10, height // 2), "filejobs", fill=(255, 255, 255))
+    exif = Image.Exif()
+    if orientation is not None:
+        exif[ORIENTATION] = orientation
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=88, exif=exif.tobytes())
+    return buffer.getvalue()
+
+
+def video(seconds: int = 2, fps: int = 10) -> bytes:
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
+        stream.time_base = Fraction(1, fps)
+        for number in range(seconds * fps):
+            shade = 30 + number * 200 // (seconds * fps)
+            picture = Image.new("RGB", (320, 240), (shade, 80, 160))
+            frame = av.VideoFrame.from_image(picture)  # type: ignore[no-untyped-call]
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return buffer.getvalue()
+
+
+def pdf(pages: int = 2) -> bytes:
+    sheets = []
+    for number in range(pages):
+        sheet = Image.new("RGB", (850, 1100), "white")
+        ImageDraw.Draw(sheet).text(
+            (80, 80), f"filejobs demo report, page {number + 1}", fill="black"
+        )
+        sheets.append(sheet)
+    buffer = io.BytesIO()
+    sheets[0].save(buffer, "PDF", save_all=True, append_images=sheets[1:])
+    return buffer.getvalue()
+
+
+def sample_set() -> list[Sample]:
+    original = photo()
+    infected = {job: "cancelled" for job in PARSING_JOBS}
+    return [
+        Sample("photo.jpg", original, "a 1600x1200 photo"),
+        Sample("rotated.jpg", photo(1200, 800, orientation=6), "a photo with EXIF orientation 6"),
+        Sample("clip.mp4", video(), "a 2-second H.264 video"),
+        Sample("report.pdf", pdf(), "a 2-page PDF"),
+        Sample(
+            "notes.txt", b"Meeting notes\n\n- ship the local stack\n- measure it\n" * 20, "text"
+        ),
+        Sample("eicar.com", EICAR, "the EICAR test virus", expected=infected, quarantined=True),
+        Sample("photo-copy.jpg", original, "the same photo again (a duplicate)"),
+        Sample(
+            "corrupt.jpg",
+            original[:600],
+            "a JPEG cut off after 600 bytes",
+            expected={"thumbnail_generation": "failed"},
+        ),
+    ]
+
+
+def write_samples(folder: Path) -> list[tuple[Sample, Path]]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for sample in sample_set():
+        path = folder / sample.name
+        path.write_bytes(sample.body)
+        written.append((sample, path))
+    return written
