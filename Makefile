@@ -11,8 +11,11 @@ SAM := $(SAM_VENV)/bin/sam
 # checkov too (its pins clash with both).
 CHECKOV_VENV := .tools/checkov
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
+# schemathesis too (its hypothesis pin is not the project's).
+ST_VENV := .tools/schemathesis
+ST := $(ST_VENV)/bin/st
 
-.PHONY: install system-deps test lint typecheck unit template security demo dev clean
+.PHONY: install system-deps test lint typecheck unit template security api-fuzz demo dev clean
 
 $(BIN)/python:
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)" >&2; exit 1; }
@@ -74,6 +77,17 @@ $(CHECKOV):
 security: $(CHECKOV)
 	$(CHECKOV) --file template.yaml --framework cloudformation --compact --quiet --skip-download
 
+$(ST):
+	$(PYTHON313) -m venv $(ST_VENV)
+	$(ST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ST_VENV)/bin/python -m pip install --quiet 'schemathesis>=4.3,<5'
+
+# schemathesis over the committed OpenAPI document against the API on the local stack: every
+# check, 0 server errors, 0 schema violations (tools/fuzz_api.py).
+api-fuzz: install $(ST)
+	$(BIN)/python tools/fuzz_api.py --st $(ST)
+
+# api-fuzz is not in `test` yet: it still reports findings (the status API issue's to close).
 test: lint typecheck template security unit
 
 demo: install

@@ -17,7 +17,6 @@ the same cores: they show the machinery's overhead and how it scales, not AWS's.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import tempfile
 import time
@@ -26,17 +25,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from filejobs.local.launch import TERMINAL, LaunchedStack, launched
+from filejobs.local.launch import TERMINAL, LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def project_copy(scratch: Path) -> Path:
-    root = scratch / "project"
-    root.mkdir()
-    shutil.copy(ROOT / "template.yaml", root / "template.yaml")
-    shutil.copytree(ROOT / "functions", root / "functions")
-    return root
 
 
 def upload_all(stack: LaunchedStack, count: int) -> dict[str, float]:
@@ -63,23 +54,31 @@ def job_items(stack: LaunchedStack) -> list[dict[str, Any]]:
 def wait_until_terminal(
     stack: LaunchedStack, files: int, jobs_per_file: int, seconds: float
 ) -> list[dict[str, Any]]:
+    """Every job item, once all are terminal. Polls with a projected scan every 5 s: the poll
+    itself is load on the emulator, which serves every function too."""
+    dynamodb, table = stack.client("dynamodb"), stack.config["table_name"]
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        items = job_items(stack)
-        if len(items) >= files * jobs_per_file and all(i["status"]["S"] in TERMINAL for i in items):
-            return items
-        time.sleep(2)
+        statuses: list[str] = []
+        pages = dynamodb.get_paginator("scan").paginate(
+            TableName=table,
+            ProjectionExpression="#s",
+            ExpressionAttributeNames={"#s": "status"},
+        )
+        for page in pages:
+            statuses.extend(item["status"]["S"] for item in page["Items"])
+        if len(statuses) >= files * jobs_per_file and all(s in TERMINAL for s in statuses):
+            return job_items(stack)
+        time.sleep(5)
     raise TimeoutError(f"not every job was terminal after {seconds:.0f} s")
 
 
 def measure(files: int, workers: int, timeout: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="fj-bench-") as scratch:
-        root = project_copy(Path(scratch))
+        root = project_copy(ROOT, Path(scratch))
         with (
             (root / "stack.log").open("wb") as log,
-            launched(
-                root, "--workers", str(workers), "--schedule-seconds", "10", output=log
-            ) as stack,
+            launched(root, "--workers", str(workers), output=log) as stack,
         ):
             uploaded = upload_all(stack, files)
             items = wait_until_terminal(stack, files, 4, timeout)

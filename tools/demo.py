@@ -15,7 +15,6 @@ Exits 0 only when every job reached the terminal state its sample expects.
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import sys
 import tempfile
@@ -25,22 +24,13 @@ from typing import Any
 from filejobs.cli import commands
 from filejobs.cli.client import ApiClient, CliError, local_target
 from filejobs.cli.progress import result_summary, shorten
-from filejobs.local.launch import launched
+from filejobs.local.launch import launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))  # run as a script or through runpy alike
 from samples import Sample, write_samples  # noqa: E402
 
 TENANT = "demo"
-
-
-def project_copy(scratch: Path) -> Path:
-    """The template and the functions: all a stack needs, away from a running `make dev`."""
-    root = scratch / "project"
-    root.mkdir()
-    shutil.copy(ROOT / "template.yaml", root / "template.yaml")
-    shutil.copytree(ROOT / "functions", root / "functions")
-    return root
 
 
 def check(sample: Sample, stored: dict[str, Any]) -> list[str]:
@@ -86,7 +76,7 @@ def final_table(samples: list[Sample], files: dict[str, dict[str, Any]]) -> None
 
 def run(out: Path, workers: int) -> int:
     with tempfile.TemporaryDirectory(prefix="filejobs-demo-") as scratch:
-        root = project_copy(Path(scratch))
+        root = project_copy(ROOT, Path(scratch))
         written = write_samples(Path(scratch) / "samples")
         print(f"samples: {', '.join(f'{s.name} ({s.what})' for s, _ in written)}")
         log_path = Path(scratch) / "stack.log"

@@ -66,12 +66,27 @@ class Api:
         query: dict[str, str] | None = None,
         body: str | None = None,
     ) -> tuple[int, Any]:
+        response = self.raw(method, path, who=who, query=query, body=body)
+        return response["statusCode"], json.loads(response["body"])
+
+    def raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        who: dict[str, str] | None,
+        query: dict[str, str] | None = None,
+        body: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """The handler's whole response (status, headers, body as sent)."""
+        sent = {"Accept": "application/json", **(headers or {})}
         event: dict[str, Any] = {
             "resource": path,
             "path": path,
             "httpMethod": method,
-            "headers": {"Accept": "application/json"},
-            "multiValueHeaders": {"Accept": ["application/json"]},
+            "headers": sent,
+            "multiValueHeaders": {name: [value] for name, value in sent.items()},
             "queryStringParameters": query,
             "multiValueQueryStringParameters": (
                 None if query is None else {k: [v] for k, v in query.items()}
@@ -92,9 +107,9 @@ class Api:
             "body": body,
             "isBase64Encoded": False,
         }
-        response = api.handler(event, CONTEXT)
+        response: dict[str, Any] = api.handler(event, CONTEXT)
         assert "Traceback" not in response["body"]
-        return response["statusCode"], json.loads(response["body"])
+        return response
 
     def messages(self, logical_id: str) -> list[dict[str, Any]]:
         sqs = boto3.client("sqs")

@@ -310,7 +310,13 @@ def test_the_job_message_file_for_an_unknown_job_is_acknowledged(
 
 def test_the_schedule_event_file_runs_the_sweep(stack: Stack) -> None:
     summary = sweep.handler(event_file("sweep_schedule.json"), FakeContext())
-    assert summary == {"examined": 0, "actions": {}, "lost_races": 0, "errors": 0}
+    assert summary == {
+        "examined": 0,
+        "actions": {},
+        "lost_races": 0,
+        "errors": 0,
+        "dead_letters": {},
+    }
 
 
 def test_the_api_event_file_answers_404_for_an_unknown_job(stack: Stack) -> None:

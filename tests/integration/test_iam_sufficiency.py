@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import unquote, urlparse
 
 import av
 import boto3
@@ -29,6 +30,7 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
+from filejobs.domain.outcome import Applied
 from filejobs.domain.time import utcnow
 from filejobs.infra.template import (
     FunctionSpec,
@@ -162,7 +164,9 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         attributes[f"{table}.StreamArn"] = described["LatestStreamArn"]
     for group in resources_of_type(TEMPLATE, "AWS::Logs::LogGroup"):
         attributes[f"{group}.Arn"] = f"arn:{PARTITION}:logs:{REGION}:{ACCOUNT}:log-group:{group}:*"
-    refs = {**tables, **urls, **buckets, "JobEventsBus": f"bus-{suffix}"}
+    # A role's Ref is its name (the API reads the names of the roles its IAM callers assume).
+    roles = {lid: f"{lid}-{suffix}" for lid in resources_of_type(TEMPLATE, "AWS::IAM::Role")}
+    refs = {**tables, **urls, **buckets, **roles, "JobEventsBus": f"bus-{suffix}"}
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
     yield Stack(refs, Resolver(attributes), monkeypatch)
     runtime.reset()
@@ -249,16 +253,44 @@ def test_the_sweep_may_do_everything_it_does(stack: Stack) -> None:
     assert stack.refused("SweepFunction", recorder.calls) == []
 
 
-def api_request(method: str, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+def api_request(
+    method: str,
+    path: str,
+    query: dict[str, str] | None = None,
+    *,
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
     event: dict[str, Any] = json.loads((EVENTS / "api_get_job.json").read_text())
     event.update(httpMethod=method, path=path, resource=path, queryStringParameters=query)
     event["requestContext"]["authorizer"] = {"role": "operator"}
+    if body is not None:
+        event["body"] = body
+    if headers:
+        event["headers"] = {**(event.get("headers") or {}), **headers}
     return event
 
 
+def presigned_requests(view: dict[str, Any]) -> list[Call]:
+    """The S3 requests a job view's output URLs stand for: signing makes no call, but each URL
+    carries the API role's permissions, so each must be one the role may make."""
+    calls = []
+    for output in view["outputs"]:
+        url = urlparse(output["url"])
+        path = unquote(url.path).lstrip("/")
+        bucket, key = (
+            (url.netloc.split(".", 1)[0], path)
+            if output["key"] == path
+            else tuple(path.split("/", 1))
+        )
+        calls.append(Call("s3", "GetObject", {"Bucket": bucket, "Key": key}))
+    return calls
+
+
 def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
-    # given jobs of a file, one of them failed (so that it can be retried)
+    # given the API's environment
     stack.become("ApiFunction")
+    # and jobs of a file, one of them failed (so that it can be retried)
     runtime.settings()
     plan = ingest_plan(utcnow(), "image/png")
     FileRepository().record_ingest(plan)
@@ -272,7 +304,19 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
         claimed, error="boom", now=utcnow(), retry_at=None, retention=timedelta(days=1)
     )
     jobs.apply(failed.id, failed.job_type, give_up)
+    # and a completed job of another file, with a derived output (its view presigns a URL)
+    done_plan = ingest_plan(utcnow(), "image/png", name="done.png")
+    FileRepository().record_ingest(done_plan)
+    done = done_plan.jobs[0]
+    claimed_done = jobs.apply(done.id, done.job_type, claim)
+    assert isinstance(claimed_done, Applied)
+    output = f"derived/{done.tenant}/{done.file_id}/{done.job_type.value}/out.webp"
+    complete = transitions.complete(
+        claimed_done.job, result={"key": output}, now=utcnow(), retention=timedelta(days=1)
+    )
+    jobs.apply(done.id, done.job_type, complete)
     file = plan.file
+    job_request = json.dumps({"job_type": "thumbnail_generation", "priority": 1})
     requests = [
         api_request("GET", f"/jobs/{other.id}"),
         api_request("GET", "/jobs", {"tenant": file.tenant, "limit": "1"}),
@@ -282,15 +326,37 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
         api_request("GET", f"/files/{file.id}/jobs", {"status": "pending"}),
         api_request("POST", f"/jobs/{other.id}/cancel"),
         api_request("POST", f"/jobs/{failed.id}/retry"),
+        api_request("DELETE", f"/jobs/{other.id}"),
+        api_request("GET", f"/jobs/{done.id}"),
+        api_request(
+            "POST", f"/files/{file.id}/jobs", body=job_request, headers={"Idempotency-Key": "k1"}
+        ),
+        api_request(
+            "POST", f"/files/{file.id}/jobs", body=job_request, headers={"Idempotency-Key": "k1"}
+        ),
+        api_request("GET", "/openapi.json"),
+        api_request("GET", "/docs"),
     ]
     # when each route is asked
     with recording_calls() as recorder:
-        statuses = [api.handler(event, CONTEXT)["statusCode"] for event in requests]
-    # then each answered, and every call made is granted
-    assert statuses == [200] * len(requests)
+        responses = [api.handler(event, CONTEXT) for event in requests]
+    # then each answered (the job request made a job, its repeat answered it again)
+    statuses = [r["statusCode"] for r in responses]
+    assert statuses == [200] * 8 + [204, 200, 201, 200, 200, 200]
+    # and every call made, and every request an output URL stands for, is granted
     operations = {c.operation for c in recorder.calls}
-    assert operations >= {"GetItem", "Query", "BatchGetItem", "UpdateItem", "SendMessage"}
-    assert stack.refused("ApiFunction", recorder.calls) == []
+    assert operations >= {
+        "GetItem",
+        "Query",
+        "BatchGetItem",
+        "UpdateItem",
+        "PutItem",
+        "SendMessage",
+    }
+    urls = presigned_requests(json.loads(responses[9]["body"]))
+    assert [c.params["Key"] for c in urls] == [output]
+    assert urls[0].params["Bucket"] == stack.refs["OutputsBucket"]
+    assert stack.refused("ApiFunction", recorder.calls + urls) == []
 
 
 def test_the_events_function_may_do_everything_it_does(stack: Stack) -> None:

@@ -44,7 +44,7 @@ def test_an_upload_with_any_s3_client_is_processed_to_the_end(stack: RunningStac
     key = "uploads/acme/photo.png"
     stack.client("s3").put_object(Bucket=stack.config["uploads_bucket"], Key=key, Body=png())
     # then every job it got reaches completed, through the real handlers
-    stored = stack.file_with_jobs(key)
+    stored = stack.settled(key)
     statuses = {job["job_type"]: job["status"] for job in stored["jobs"]}
     assert statuses == {
         "virus_scan": "completed",
@@ -64,6 +64,27 @@ def test_the_api_refuses_a_request_without_the_token(stack: RunningStack) -> Non
     status, body = stack.api("/health", token="wrong")
     assert status == 401
     assert body["error"]["message"] == "a valid bearer token is required"
+
+
+def test_a_tenant_token_sees_its_own_files_only(stack: RunningStack) -> None:
+    # given a file of acme and a token for globex, minted by the CLI
+    key = "uploads/acme/private.png"
+    stack.client("s3").put_object(Bucket=stack.config["uploads_bucket"], Key=key, Body=png())
+    acme_file = stack.settled(key)
+    minted = subprocess.run(
+        [sys.executable, "-m", "filejobs.cli.main", "token", "--tenant", "globex"],
+        cwd=stack.root, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    globex = minted.stdout.strip()
+    # when globex asks for acme's file, then it does not exist for globex
+    status, body = stack.api(f"/files/{acme_file['id']}", token=globex)
+    assert status == 404, body
+    # and acme's own token finds it
+    acme = subprocess.run(
+        [sys.executable, "-m", "filejobs.cli.main", "token", "--tenant", "acme"],
+        cwd=stack.root, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert stack.api(f"/files/{acme_file['id']}", token=acme)[0] == 200
 
 
 def test_invoke_runs_one_function_on_an_event_file_against_the_stack(

@@ -92,7 +92,7 @@ def test_duplicate_s3_notifications_create_no_duplicate_files_or_jobs(stack: Run
     # given every notification the ingest function receives is delivered twice
     key = upload(stack, "twice.png", png())
     # when the upload is processed
-    stored = stack.file_with_jobs(key)
+    stored = stack.settled(key)
     # then there is one file for the object and one job per type
     bucket = stack.config["uploads_bucket"]
     _, found = stack.api(f"/files?key={key}&bucket={bucket}")
@@ -114,7 +114,7 @@ def test_a_transient_failure_is_retried_with_backoff_and_then_succeeds(stack: Ru
     # given the thumbnail's first two attempts fail with a transient error
     key = upload(stack, "flaky.png", png())
     # when the file is processed
-    stored = stack.file_with_jobs(key, settle_seconds=90)
+    stored = stack.settled(key, seconds=90)
     thumbnail = job_of(stored, "thumbnail_generation")
     # then the third attempt completed, and the history keeps the two retried failures with
     # their reason
@@ -169,5 +169,5 @@ def test_a_poison_message_ends_in_the_dlq_and_the_sweep_fails_its_job_with_a_rea
     )
     assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "0"
     # and the file's other jobs were not held up
-    stored = stack.file_with_jobs(key)
+    stored = stack.settled(key)
     assert job_of(stored, "thumbnail_generation")["status"] == "completed"

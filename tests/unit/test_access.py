@@ -48,3 +48,44 @@ def test_an_operator_sees_every_tenant() -> None:
 )
 def test_a_missing_or_invalid_identity_is_no_caller(raw: dict[str, Any]) -> None:
     assert caller_from(raw) is None
+
+
+ROLES = {
+    "API_OPERATOR_ROLE": "stack-ApiOperatorRole-1AB",
+    "API_TENANT_ROLE": "stack-ApiTenantRole-2CD",
+}
+
+
+def iam_event(user_arn: object) -> dict[str, Any]:
+    """An IAM-authenticated request: no authorizer context, the signer in `identity`."""
+    return {"requestContext": {"identity": {"userArn": user_arn, "caller": "AROA:x"}}}
+
+
+def test_an_iam_caller_of_the_tenant_role_is_the_tenant_of_its_session_name() -> None:
+    arn = "arn:aws:sts::123456789012:assumed-role/stack-ApiTenantRole-2CD/acme"
+    assert caller_from(iam_event(arn), ROLES) == Caller(tenant="acme", operator=False)
+
+
+def test_an_iam_caller_of_the_operator_role_is_an_operator() -> None:
+    arn = "arn:aws:sts::123456789012:assumed-role/stack-ApiOperatorRole-1AB/alice"
+    assert caller_from(iam_event(arn), ROLES) == Caller(tenant=None, operator=True)
+
+
+@pytest.mark.parametrize(
+    "arn",
+    [
+        "arn:aws:iam::123456789012:user/alice",  # an IAM user: no tenancy
+        "arn:aws:sts::123456789012:assumed-role/SomeOtherRole/acme",  # not one of the API's roles
+        "arn:aws:sts::123456789012:assumed-role/stack-ApiTenantRole-2CD/acme#03",  # bad tenant
+        "arn:aws:sts::123456789012:assumed-role/stack-ApiTenantRole-2CD",  # no session
+        None,
+        42,
+    ],
+)
+def test_any_other_iam_caller_is_refused(arn: object) -> None:
+    assert caller_from(iam_event(arn), ROLES) is None
+
+
+def test_without_the_roles_configured_no_iam_caller_is_accepted() -> None:
+    arn = "arn:aws:sts::123456789012:assumed-role/stack-ApiTenantRole-2CD/acme"
+    assert caller_from(iam_event(arn), {}) is None

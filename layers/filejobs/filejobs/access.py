@@ -1,20 +1,29 @@
 """Who is calling the API: a tenant (sees and changes only its own files and jobs) or an operator.
 
-The identity comes from `requestContext.authorizer`, the context an API Gateway authorizer puts
-on the request: `{"tenant": "<tenant>", "role": "tenant" | "operator"}`. The local stack sets
-exactly that context on every request. The deployed API uses IAM auth (AWS_IAM), whose requests
-carry no authorizer context: mapping an IAM principal to this context (a Lambda authorizer, or
-a tag on the caller's role) is later work; until then a deployed request is answered 401.
+Two sources, the first present wins:
+- `requestContext.authorizer`, the context an API Gateway authorizer puts on the request:
+  `{"tenant": "<tenant>", "role": "tenant" | "operator"}`. The local stack's router sets it from
+  its bearer tokens; a JWT/Lambda authorizer on a deployed API would set the same.
+- IAM auth (the deployed default): `requestContext.identity.userArn` of a caller that assumed
+  one of the stack's API roles (template.yaml): `.../assumed-role/<API_OPERATOR_ROLE>/<any>` is an
+  operator, `.../assumed-role/<API_TENANT_ROLE>/<tenant>` is that tenant (the session name).
+  Any other IAM principal is refused: being allowed to sign a request is not a tenancy.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 # The tenants of upload keys (`uploads/{tenant}/...`, domain/ingest.py): also safe in index keys.
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+# arn:aws:sts::123456789012:assumed-role/<role name>/<session name>
+_ASSUMED_ROLE = re.compile(
+    r"^arn:aws[a-z-]*:sts::\d{12}:assumed-role/(?P<role>[^/]+)/(?P<session>[^/]+)$"
+)
 
 
 @dataclass(frozen=True)
@@ -34,12 +43,23 @@ class Caller:
         return f"api:tenant:{self.tenant}"
 
 
-def caller_from(event: dict[str, Any]) -> Caller | None:
+def caller_from(
+    event: dict[str, Any], environment: Mapping[str, str] = os.environ
+) -> Caller | None:
     """The caller of an API Gateway (REST) event; None when its identity is missing or invalid."""
     context = event.get("requestContext")
-    authorizer = context.get("authorizer") if isinstance(context, dict) else None
-    if not isinstance(authorizer, dict):
+    if not isinstance(context, dict):
         return None
+    authorizer = context.get("authorizer")
+    if isinstance(authorizer, dict) and ("role" in authorizer or "tenant" in authorizer):
+        return _from_authorizer(authorizer)
+    identity = context.get("identity")
+    if isinstance(identity, dict):
+        return _from_iam(identity, environment)
+    return None
+
+
+def _from_authorizer(authorizer: dict[str, Any]) -> Caller | None:
     role, tenant = authorizer.get("role"), authorizer.get("tenant")
     if tenant is not None and not (isinstance(tenant, str) and _TENANT.match(tenant)):
         return None
@@ -47,4 +67,17 @@ def caller_from(event: dict[str, Any]) -> Caller | None:
         return Caller(tenant=tenant, operator=True)
     if role == "tenant" and tenant is not None:
         return Caller(tenant=tenant, operator=False)
+    return None
+
+
+def _from_iam(identity: dict[str, Any], environment: Mapping[str, str]) -> Caller | None:
+    arn = identity.get("userArn")
+    match = _ASSUMED_ROLE.match(arn) if isinstance(arn, str) else None
+    if match is None:
+        return None
+    role, session = match["role"], match["session"]
+    if role == environment.get("API_OPERATOR_ROLE"):
+        return Caller(tenant=None, operator=True)
+    if role == environment.get("API_TENANT_ROLE") and _TENANT.match(session):
+        return Caller(tenant=session, operator=False)
     return None

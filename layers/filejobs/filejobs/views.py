@@ -2,14 +2,69 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from filejobs.domain.file import StoredFile
-from filejobs.domain.job import ProcessingJob
+from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.keys import DERIVED_PREFIX
 
 
-def job_view(job: ProcessingJob) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Output:
+    """A derived file of a completed job, with a short-lived download URL."""
+
+    key: str
+    url: str
+    expires_at: datetime
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+
+def output_keys(job: ProcessingJob) -> list[str]:
+    """The keys of the job's derived files its result names, in order, once each.
+
+    Any `"key"` in the result, at any depth, under the job's own folder
+    `derived/{tenant}/{file_id}/{job_type}/`: a result naming anything else (the source object,
+    another tenant's files) is never turned into a URL.
+    """
+    if job.status is not JobStatus.COMPLETED or not job.result_data:
+        return []
+    prefix = f"{DERIVED_PREFIX}/{job.tenant}/{job.file_id}/{job.job_type.value}/"
+    found: dict[str, None] = {}
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            for name, item in value.items():
+                if name == "key" and isinstance(item, str):
+                    if item.startswith(prefix) and len(item) > len(prefix) and ".." not in item:
+                        found[item] = None
+                else:
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(job.result_data)
+    return list(found)
+
+
+def job_view(job: ProcessingJob, outputs: Sequence[Output] | None = None) -> dict[str, Any]:
+    """The job as the API shows it; `outputs` (single-job answers only) adds their URLs."""
+    view = _job_fields(job)
+    if outputs is not None:
+        view["outputs"] = [
+            {"name": o.name, "key": o.key, "url": o.url, "expires_at": _iso(o.expires_at)}
+            for o in outputs
+        ]
+    return view
+
+
+def _job_fields(job: ProcessingJob) -> dict[str, Any]:
     duration = job.duration()
     return {
         "id": job.id,

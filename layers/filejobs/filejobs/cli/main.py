@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 
 from filejobs.cli import commands as commands_
+from filejobs.local import tokens
 from filejobs.local.faults import FaultConfigError
-from filejobs.local.stack import CONFIG_PATH, LocalStack, StackOptions, run
+from filejobs.local.stack import CONFIG_PATH, LocalStack, StackConfigError, StackOptions, run
 
 
 def project_root() -> Path:
@@ -35,12 +36,20 @@ def project_root() -> Path:
     raise SystemExit("filejobs: no template.yaml here or above; run it inside the project")
 
 
+def function_workers(value: str) -> tuple[str, int]:
+    name, _, count = value.partition("=")
+    if not name or not count.isdigit() or int(count) < 1:
+        raise argparse.ArgumentTypeError(f"expected FUNCTION=N with N >= 1, got {value!r}")
+    return name, int(count)
+
+
 def dev(arguments: argparse.Namespace) -> int:
     options = StackOptions(
         project_root=project_root(),
         emulator_port=arguments.emulator_port,
         api_port=arguments.api_port,
         workers=arguments.workers,
+        workers_per_function=dict(arguments.function_workers or []),
         schedule_seconds=arguments.schedule_seconds,
         grace_seconds=arguments.grace_seconds,
         faults=arguments.faults.read_text() if arguments.faults else "",
@@ -50,6 +59,8 @@ def dev(arguments: argparse.Namespace) -> int:
         return run(options)
     except FaultConfigError as error:
         raise SystemExit(f"filejobs: --faults: {error}") from None
+    except StackConfigError as error:
+        raise SystemExit(f"filejobs: {error}") from None
 
 
 def invoke(arguments: argparse.Namespace) -> int:
@@ -74,6 +85,21 @@ def invoke(arguments: argparse.Namespace) -> int:
     ]  # fmt: skip
     environment = stack.function_environment(arguments.function)
     return subprocess.run(command, env=environment, check=False).returncode  # noqa: S603
+
+
+def token(arguments: argparse.Namespace) -> int:
+    """Prints a bearer token of the running local stack scoped to one tenant."""
+    config_path = project_root() / CONFIG_PATH
+    if not config_path.is_file():
+        raise SystemExit("filejobs: the local stack is not running (start it with `filejobs dev`)")
+    secret = json.loads(config_path.read_text()).get("token_secret")
+    if not secret:
+        raise SystemExit(f"filejobs: {config_path} has no token secret (restart `filejobs dev`)")
+    try:
+        print(tokens.mint(str(secret), arguments.tenant))
+    except tokens.TokenError as error:
+        raise SystemExit(f"filejobs: {error}") from None
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -101,6 +127,13 @@ def parser() -> argparse.ArgumentParser:
         help="how long Ctrl-C waits for running batches (default 30)",
     )
     dev_command.add_argument(
+        "--function-workers",
+        type=function_workers,
+        action="append",
+        metavar="FUNCTION=N",
+        help="pollers for one function (its logical id), overriding --workers; repeatable",
+    )
+    dev_command.add_argument(
         "--faults",
         type=Path,
         help="a JSON file of faults to inject (filejobs/local/faults.py documents them)",
@@ -115,6 +148,11 @@ def parser() -> argparse.ArgumentParser:
     invoke_command.add_argument("function", help="its logical id in template.yaml")
     invoke_command.add_argument("-e", "--event", help="the event file (default: {})")
     invoke_command.set_defaults(run=invoke)
+    token_command = commands.add_parser(
+        "token", help="print a local API token scoped to one tenant (api_token is an operator's)"
+    )
+    token_command.add_argument("--tenant", required=True)
+    token_command.set_defaults(run=token)
     commands_.register(commands, project_root)
     return root
 

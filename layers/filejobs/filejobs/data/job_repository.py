@@ -19,10 +19,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 from pynamodb.attributes import Attribute
+from pynamodb.exceptions import PutError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
-from filejobs.data.mapping import attempt_to_map, job_from_model
+from filejobs.data.mapping import attempt_to_map, job_from_model, job_to_model
 from filejobs.data.models import JobModel
 from filejobs.domain import keys
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
@@ -58,6 +59,20 @@ class JobRepository:
             return job_from_model(_J.get(job_id, consistent_read=consistent))
         except _J.DoesNotExist:
             return None
+
+    def create(self, job: ProcessingJob) -> bool:
+        """Put a new job in one conditional PutItem (`attribute_not_exists(id)`).
+
+        False when a job with its id is stored already: ids derive from idempotency keys, so
+        that is a repeated request, and the caller reads the stored job to tell which it was.
+        """
+        try:
+            job_to_model(job).save(condition=_J.id.does_not_exist())
+        except PutError as error:
+            if error.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     # --- transitions ----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@
     scheduled ──requeue (due)──▶ pending
     pending | scheduled | running ──cancel──▶ cancelled
     failed | cancelled ──retry (explicit)──▶ pending
+    completed | failed | cancelled ──delete (soft: deleted_at/deleted_by; out of the listings)
 
 No transition leaves a terminal state except the explicit `retry`. `JobRepository` renders a
 transition as one UpdateItem whose ConditionExpression is the guard; `ProcessingJob.apply` checks
@@ -28,6 +29,7 @@ from filejobs.domain.job import (
     ACTIVE_STATUSES,
     ATTEMPT_HISTORY_LIMIT,
     ERROR_MESSAGE_LIMIT,
+    TERMINAL_STATUSES,
     Attempt,
     AttemptOutcome,
     JobStatus,
@@ -135,9 +137,9 @@ class Changes:
 
     def apply_to(self, job: ProcessingJob) -> None:
         for name, value in self.set.items():
-            setattr(job, name, value)
+            _set_field(job, name, value)
         for name in self.remove:
-            setattr(job, name, None)
+            _set_field(job, name, None)
         for name, delta in self.increment.items():
             setattr(job, name, getattr(job, name) + delta)
         if self.record_attempt is not None:
@@ -427,7 +429,37 @@ def retry(*, now: datetime, by: str, dispatch_grace: timedelta) -> Transition:
     )
 
 
+def delete(*, now: datetime, by: str) -> Transition:
+    """A finished job -> soft-deleted: it keeps its item until TTL, but no read shows it again.
+
+    Its listing index keys go with it (the by_tenant and by_status_type indexes are sparse), so
+    listings skip it without a filter; the guard's `deleted_at` check makes a second delete lose.
+    """
+    return Transition(
+        "delete",
+        Guard(statuses=TERMINAL_STATUSES),
+        Changes(
+            updated_at=now,
+            updated_by=by,
+            set={"deleted_at": now, "deleted_by": by},
+            remove=_LISTING_INDEX_KEYS,
+        ),
+    )
+
+
 # --- helpers ----------------------------------------------------------------------------------
+
+# Audit fields a transition may write: they live in the job's metadata.
+_METADATA_FIELDS = frozenset({"deleted_at", "deleted_by"})
+# Index keys only the stored item has (the repository derives them); no job field to change.
+_LISTING_INDEX_KEYS = frozenset({"status_type_shard", "tenant_shard"})
+
+
+def _set_field(job: ProcessingJob, name: str, value: Any) -> None:
+    if name in _METADATA_FIELDS:
+        setattr(job.metadata, name, value)
+    elif name not in _LISTING_INDEX_KEYS:
+        setattr(job, name, value)
 
 
 def _end_attempt(

@@ -107,12 +107,13 @@ def install_processor_faults(faults: list[Fault]) -> None:
 
 
 class Host:
-    def __init__(  # noqa: PLR0917 (the function and where it runs; the knobs are keywords)
+    def __init__(
         self,
         name: str,
         spec: FunctionSpec,
         resources: Resources,
         root: Path,
+        *,
         faults: list[Fault] | None = None,
         visibility_seconds: int | None = None,
     ) -> None:
@@ -154,19 +155,24 @@ class Host:
             for kind, properties in self.spec.events
             if kind == "SQS"
         ]
-        urls = {arn: self._queue_url(arn) for arn, _ in sources}
+        urls = {arn: self.queue_url(arn) for arn, _ in sources}
         idle = IDLE_POLL_SECONDS[0]
         while not self.stop.is_set():
             busy = False
             for arn, batch_size in sources:
                 if self.stop.is_set():
                     break
-                busy |= self._poll_queue(sqs, urls[arn], arn, batch_size)
+                try:
+                    busy |= self._poll_queue(sqs, urls[arn], arn, batch_size)
+                except Exception:
+                    # The emulator timed out or refused a call: like Lambda's poller, try again.
+                    log.exception("%s: polling %s failed; retrying", self.name, arn)
+                    self.stop.wait(1.0)
             idle = IDLE_POLL_SECONDS[0] if busy else min(idle * 2, IDLE_POLL_SECONDS[1])
             if not busy:
                 self.stop.wait(idle)
 
-    def _queue_url(self, arn: str) -> str:
+    def queue_url(self, arn: str) -> str:
         for attributes in self.resources.attributes.values():
             if attributes.get("Arn") == arn and "QueueUrl" in attributes:
                 return attributes["QueueUrl"]
@@ -323,16 +329,30 @@ class StreamSource:
             for shard in shards
         }
         while not self._host.stop.is_set():
-            busy = False
-            for shard_id, iterator in list(iterators.items()):
-                page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
-                iterators[shard_id] = page["NextShardIterator"]
-                records = [r for r in page.get("Records", []) if passes(self._patterns, r)]
-                for start in range(0, len(records), self._batch):
-                    busy = True
-                    self._deliver(records[start : start + self._batch])
+            try:
+                busy = self._read(iterators)
+            except Exception:
+                # The emulator timed out or refused a call: the iterator is kept, try again.
+                log.exception("%s: reading %s failed; retrying", self._host.name, self._arn)
+                busy = False
             if not busy:
                 self._host.stop.wait(0.25)
+
+    def _read(self, iterators: dict[str, str]) -> bool:
+        """One pass over the shards; whether any record was delivered."""
+        busy = False
+        for shard_id, iterator in list(iterators.items()):
+            page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+            records = [r for r in page.get("Records", []) if passes(self._patterns, r)]
+            for start in range(0, len(records), self._batch):
+                busy = True
+                self._deliver(records[start : start + self._batch])
+            # Moved on only once the page was delivered (or given up on by _deliver).
+            if page.get("NextShardIterator"):
+                iterators[shard_id] = page["NextShardIterator"]
+            else:
+                del iterators[shard_id]  # a closed shard: read to its end
+        return busy
 
     def _deliver(self, records: list[dict[str, Any]]) -> None:
         pending = records
@@ -353,7 +373,7 @@ class StreamSource:
             )
             pending = pending[index:]
         if self._on_failure and pending:
-            url = self._host._queue_url(self._on_failure)
+            url = self._host.queue_url(self._on_failure)
             body = {
                 "requestContext": {"condition": "RetryAttemptsExhausted"},
                 "DDBStreamBatchInfo": {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +22,16 @@ import boto3
 from filejobs.local.stack import CONFIG_PATH, LOCAL_CREDENTIALS, free_port
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def project_copy(project: Path, scratch: Path) -> Path:
+    """The template and the functions of `project`, all a stack needs, under `scratch`: a stack
+    started there writes its .filejobs/local.json there, away from a `make dev` of the project."""
+    root = scratch / "project"
+    root.mkdir()
+    shutil.copy(project / "template.yaml", root / "template.yaml")
+    shutil.copytree(project / "functions", root / "functions")
+    return root
 
 
 class LaunchError(RuntimeError):

@@ -142,6 +142,12 @@ def provision(
     for logical_id, name in buckets.items():
         resources.refs[logical_id] = name
         resources.attributes[logical_id] = {"Arn": f"arn:aws:s3:::{name}"}
+    # IAM is not emulated (the local stack has one caller: its token holder), but a function may
+    # read a role's name (a role's Ref) or ARN from its environment.
+    for logical_id in resources_of_type(template, "AWS::IAM::Role"):
+        role = f"{stack_name}-{logical_id}"
+        resources.refs[logical_id] = role
+        resources.attributes[logical_id] = {"Arn": f"arn:aws:iam::{ACCOUNT}:role/{role}"}
     bus_names = {
         lid: f"{stack_name}-{lid}" for lid in resources_of_type(template, "AWS::Events::EventBus")
     }

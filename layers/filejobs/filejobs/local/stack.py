@@ -15,6 +15,7 @@ function out) and stops the emulator.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -37,15 +38,22 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from filejobs.infra.template import FunctionSpec, function_definitions, load_template
+from filejobs.local import tokens
 from filejobs.local.events import api_event
 from filejobs.local.faults import FAULTS_VARIABLE, parse_faults
 from filejobs.local.host import VISIBILITY_VARIABLE
+from filejobs.local.moto_fixes import copy_each_table_once_per_transaction
 from filejobs.local.resources import Resources, provision
 
 log = logging.getLogger("filejobs.local")
+RESTART_LIMIT = 5  # host restarts within a minute before the stack gives up
 CONFIG_PATH = Path(".filejobs") / "local.json"
 # Credentials for the emulator only: moto accepts any; real ones must never be sent to it.
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+
+
+class StackConfigError(ValueError):
+    """Options the stack cannot start with."""
 
 
 @dataclass(frozen=True)
@@ -102,19 +110,27 @@ class LocalStack:
         self.options = options
         self.template = load_template(options.project_root / "template.yaml")
         self.functions = function_definitions(self.template)
+        unknown = sorted(set(options.workers_per_function) - set(self.functions))
+        if unknown:
+            raise StackConfigError(f"no such function in template.yaml: {', '.join(unknown)}")
         self.endpoint_url = f"http://127.0.0.1:{options.emulator_port}"
         self.api_url = f"http://127.0.0.1:{options.api_port}"
         self.api_token = secrets.token_urlsafe(24)
+        self.token_secret = secrets.token_urlsafe(32)  # signs tenant tokens (tokens.py)
         self.config_path = options.project_root / CONFIG_PATH
         self._moto: ThreadedMotoServer | None = None
         self._router: ThreadingHTTPServer | None = None
+        # Each host process with the arguments that started it (to start it again).
         self._hosts: list[subprocess.Popen[bytes]] = []
+        self._host_args: dict[int, tuple[str, str, tuple[str, ...]]] = {}
+        self._restarts: list[float] = []
         self._api_ports: dict[str, int] = {}
         self.resources: Resources | None = None
 
     # --- start -------------------------------------------------------------------------------
 
     def start(self) -> None:
+        copy_each_table_once_per_transaction()
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.options.emulator_port)
         self._moto.start()
         session = boto3.Session(
@@ -138,6 +154,7 @@ class LocalStack:
             "region": self.options.region,
             "api_url": self.api_url,
             "api_token": self.api_token,
+            "token_secret": self.token_secret,
             "uploads_bucket": refs.get("UploadsBucket"),
             "outputs_bucket": refs.get("OutputsBucket"),
             "quarantine_bucket": refs.get("QuarantineBucket"),
@@ -215,6 +232,7 @@ class LocalStack:
             command, env=self.function_environment(name), start_new_session=True
         )
         self._hosts.append(process)
+        self._host_args[process.pid] = (name, source, extra)
 
     # --- api router --------------------------------------------------------------------------
 
@@ -238,6 +256,17 @@ class LocalStack:
             def do_PATCH(self) -> None:
                 self._route()
 
+            # Methods no route uses get the same answer API Gateway gives (a JSON 405 or 404),
+            # not http.server's HTML 501.
+            def do_HEAD(self) -> None:
+                self._route()
+
+            def do_OPTIONS(self) -> None:
+                self._route()
+
+            def do_TRACE(self) -> None:
+                self._route()
+
             def _route(self) -> None:
                 path, _, query = self.path.partition("?")
                 status, headers, body = stack.route(
@@ -248,7 +277,8 @@ class LocalStack:
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if self.command != "HEAD":  # a HEAD answer has headers only
+                    self.wfile.write(body)
 
             def _body(self) -> bytes:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -272,13 +302,17 @@ class LocalStack:
         """One HTTP request through auth and the template's routes to a function."""
         authorizer = self.authorize(headers.get("Authorization", ""))
         if authorizer is None:
-            return _error(401, "Unauthorized", "a valid bearer token is required")
+            return _error(401, "unauthorized", "a valid bearer token is required")
         matched = [(r, m) for r in routes if (m := r.pattern.match(path))]
         if not matched:
-            return _error(404, "NotFound", f"no route for {path}")
+            return _error(404, "not_found", f"no route for {path}")
         allowed = [(r, m) for r, m in matched if r.method == method]
         if not allowed:
-            return _error(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
+            status, headers, body = _error(
+                405, "method_not_allowed", f"{method} is not allowed on {path}"
+            )
+            headers["Allow"] = ", ".join(sorted({r.method for r, _ in matched}))
+            return status, headers, body
         route, match = allowed[0]
         event = api_event(
             method=method,
@@ -293,10 +327,17 @@ class LocalStack:
         return self._invoke_api(route.function, event)
 
     def authorize(self, header: str) -> dict[str, str] | None:
-        """The authorizer context of a bearer token: the stack's token is an operator's."""
+        """The authorizer context of a bearer token, as an API Gateway authorizer would put it:
+        the stack's `api_token` is an operator's, a minted token (tokens.py) its tenant's."""
         scheme, _, token = header.partition(" ")
-        if scheme.lower() == "bearer" and secrets.compare_digest(token.strip(), self.api_token):
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return None
+        if secrets.compare_digest(token, self.api_token):
             return {"principalId": "local-operator", "role": "operator"}
+        tenant = tokens.tenant_of(self.token_secret, token)
+        if tenant is not None:
+            return {"principalId": f"local-tenant:{tenant}", "role": "tenant", "tenant": tenant}
         return None
 
     def _invoke_api(
@@ -312,9 +353,9 @@ class LocalStack:
                 result = json.loads(answer.read())
         except (urllib.error.URLError, TimeoutError) as error:
             log.warning("api function %s did not answer: %s", function, error)
-            return _error(502, "BadGateway", "the function did not answer")
+            return _error(502, "bad_gateway", "the function did not answer")
         body = result.get("body") or ""
-        data = body.encode() if not result.get("isBase64Encoded") else _b64decode(body)
+        data = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
         headers = {str(k): str(v) for k, v in (result.get("headers") or {}).items()}
         for key, values in (result.get("multiValueHeaders") or {}).items():
             headers[str(key)] = ", ".join(str(v) for v in values)
@@ -322,16 +363,32 @@ class LocalStack:
 
     # --- stop --------------------------------------------------------------------------------
 
-    def wait(self) -> None:
-        """Until Ctrl-C or SIGTERM, or a host dies unexpectedly."""
+    def wait(self) -> bool:
+        """Until Ctrl-C or SIGTERM (True), or hosts keep dying (False).
+
+        A host that exits is started again, as Lambda replaces a crashed execution environment;
+        more than RESTART_LIMIT restarts within a minute is a crash loop, and stops the stack.
+        """
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
         while not stop.wait(0.5):
-            dead = [p for p in self._hosts if p.poll() is not None]
-            if dead:
-                log.error("a function host exited (%s); stopping", dead[0].args)
-                return
+            for process in [p for p in self._hosts if p.poll() is not None]:
+                if not self._restart(process):
+                    return False
+        return True
+
+    def _restart(self, process: subprocess.Popen[bytes]) -> bool:
+        name, source, extra = self._host_args.pop(process.pid)
+        self._hosts.remove(process)
+        now = time.monotonic()
+        self._restarts = [t for t in self._restarts if now - t < 60] + [now]
+        if len(self._restarts) > RESTART_LIMIT:
+            log.error("function hosts keep exiting (last: %s %s); stopping", name, source)
+            return False
+        log.warning("%s (%s) exited with %s; starting it again", name, source, process.returncode)
+        self._spawn(name, source, *extra)
+        return True
 
     def stop(self) -> None:
         if self._router is not None:
@@ -356,16 +413,11 @@ def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], b
     return status, {"Content-Type": "application/json"}, body
 
 
-def _b64decode(text: str) -> bytes:
-    import base64  # noqa: PLC0415 (rare path)
-
-    return base64.b64decode(text)
-
-
 def run(options: StackOptions) -> int:
     # moto's server logs every request at INFO: the functions' own logs are what matter here.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     stack = LocalStack(options)
+    asked_to_stop = False
     try:
         stack.start()
         print(
@@ -373,8 +425,8 @@ def run(options: StackOptions) -> int:
             f"config {stack.config_path}",
             flush=True,
         )
-        stack.wait()
+        asked_to_stop = stack.wait()
     finally:
         print("stopping: letting running batches finish", flush=True)
         stack.stop()
-    return 0
+    return 0 if asked_to_stop else 1

@@ -3,7 +3,9 @@
 Every input is validated here before any database call (ids must be UUIDs, enums must name a
 member). A tenant caller sees and changes only its own tenant's files and jobs: another
 tenant's id answers "not found", exactly as an id that does not exist, so existence never leaks.
-Cancel and retry are each one conditional write (`JobRepository.apply`).
+Cancel, retry and delete are each one conditional write (`JobRepository.apply`); a job
+requested again for a file is one conditional put (`JobRepository.create`) whose id derives
+from the caller's idempotency key, so repeating the request can never make a second job.
 
 Page tokens are opaque: base64url of JSON naming the listing they continue (caller, tenant,
 filters) and where the last page ended. With `API_TOKEN_SECRET` set they are signed
@@ -20,22 +22,27 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from filejobs.access import Caller
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import InvalidCursorError, JobPage, JobRepository, PageCursor
-from filejobs.domain import transitions
-from filejobs.domain.file import StoredFile
-from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain import scanning, transitions
+from filejobs.domain.file import FileStatus, StoredFile
+from filejobs.domain.ingest import new_job
+from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
-from filejobs.views import file_view, job_view
+from filejobs.views import Output, file_view, job_view, output_keys
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +52,15 @@ _MAX_TOKEN_LENGTH = 2048
 _MAX_KEY_LENGTH = 1024
 _MAX_REASON_LENGTH = 500
 _DEFAULT_CANCEL_REASON = "cancelled through the API"
+# Download URLs of a job's outputs: long enough to fetch them, short enough not to be shared.
+OUTPUT_URL_LIFETIME = timedelta(minutes=15)
+MAX_INPUT_DATA_BYTES = 8 * 1024
+_MAX_INPUT_DEPTH = 16  # DynamoDB nests maps and lists 32 deep at most
+_MAX_NUMBER = 10**38  # DynamoDB numbers carry 38 digits
+# Visible ASCII: what an HTTP header carries unchanged through every proxy.
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
+# What a job's input_data says about its source object (domain/ingest.py): never the caller's.
+_LOCATION_FIELDS = frozenset({"bucket", "key", "version_id", "size", "content_type"})
 
 
 class ApiError(Exception):
@@ -79,6 +95,22 @@ class UnprocessableError(ApiError):
     status, code = 422, "unprocessable"
 
 
+@dataclass(frozen=True)
+class JobRequest:
+    """The body of POST /files/{file_id}/jobs, validated."""
+
+    job_type: JobType
+    priority: int = 0
+    input_data: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Requested:
+    view: dict[str, Any]
+    replayed: bool  # the job an earlier request with the same key made
+    idempotency_key: str
+
+
 class Dispatcher(Protocol):
     def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
         """Send the job's message to its worker queue."""
@@ -92,6 +124,8 @@ class StatusApi:
     retention: timedelta
     token_secret: bytes | None = None
     uploads_bucket: str | None = None
+    outputs_bucket: str | None = None
+    s3: Callable[[], S3Client] | None = None  # presigns output URLs (no request is made)
     clock: Callable[[], datetime] = utcnow
     dispatch_policy: DispatchPolicy = field(default_factory=DispatchPolicy)
 
@@ -99,7 +133,58 @@ class StatusApi:
 
     def file(self, caller: Caller, file_id: str) -> dict[str, Any]:
         stored = self._visible_file(caller, file_id)
-        return {**file_view(stored), "jobs": [job_view(j) for j in self._jobs_of(caller, stored)]}
+        jobs = self._jobs_of(caller, stored)
+        return {**file_view(stored), "jobs": [self._full_view(j) for j in jobs]}
+
+    def request_job(
+        self, caller: Caller, file_id: str, body: str | None, idempotency_key: str | None
+    ) -> Requested:
+        """A new job of a type on a file, once per idempotency key (a new one when none given).
+
+        The same key again answers the job it made (`replayed`), whatever became of it; the same
+        key with another request is a conflict. A parsing job on a file not yet scanned clean is
+        accepted: it waits behind the scan gate like ingest's own jobs.
+        """
+        request = _job_request(body)
+        key = _idempotency_key(idempotency_key)
+        stored = self._visible_file(caller, file_id)
+        _may_run(request.job_type, stored)
+        job = new_job(
+            stored,
+            request.job_type,
+            now=self.clock(),
+            created_by=caller.name,
+            dispatch=self.dispatch_policy,
+            idempotency_key=f"api:{stored.id}:{key}",
+            priority=request.priority,
+            input_data=request.input_data,
+        )
+        if self.jobs.create(job):
+            try:
+                self.dispatcher().dispatch(job)
+            except Exception:
+                # Pending with sweep_at = now + grace: the sweep sends it if this did not.
+                logger.exception("requested job not dispatched; the sweep will send it")
+            return Requested(job_view(job, outputs=[]), replayed=False, idempotency_key=key)
+        existing = self.jobs.get(job.id)
+        if existing is None or existing.metadata.deleted_at is not None:
+            raise ConflictError(
+                f"Idempotency-Key {key!r} was used for a job of file {stored.id} that no longer "
+                "exists; a key is never reused: send another",
+                log="idempotency key of a deleted job",
+            )
+        same = (existing.job_type, existing.priority, existing.input_data) == (
+            job.job_type,
+            job.priority,
+            job.input_data,
+        )
+        if not same:
+            raise ConflictError(
+                f"Idempotency-Key {key!r} was used for another request on file {stored.id} "
+                f"(job {existing.id}: {existing.job_type.value}, priority {existing.priority})",
+                log="idempotency key reused with another request",
+            )
+        return Requested(self._full_view(existing), replayed=True, idempotency_key=key)
 
     def file_by_key(self, caller: Caller, params: Mapping[str, str]) -> dict[str, Any]:
         key = params.get("key")
@@ -124,7 +209,12 @@ class StatusApi:
     # --- jobs ---------------------------------------------------------------------------------
 
     def job(self, caller: Caller, job_id: str) -> dict[str, Any]:
-        return job_view(self._visible_job(caller, job_id))
+        return self._full_view(self._visible_job(caller, job_id))
+
+    def delete(self, caller: Caller, job_id: str) -> None:
+        """Soft-delete a finished job: one conditional write; a job still active is a conflict."""
+        job = self._visible_job(caller, job_id)
+        self._apply(job, transitions.delete(now=self.clock(), by=caller.name))
 
     def list_jobs(self, caller: Caller, params: Mapping[str, str]) -> dict[str, Any]:
         status = _enum(JobStatus, "status", params.get("status"))
@@ -160,7 +250,7 @@ class StatusApi:
         except InvalidCursorError:
             raise BadRequestError("next_token is not valid") from None
         # The partitions read were the caller's own; checked again all the same.
-        jobs = [j for j in page.jobs if caller.may_see(j.tenant)]
+        jobs = [j for j in page.jobs if caller.may_see(j.tenant) and j.metadata.deleted_at is None]
         return {
             "jobs": [job_view(j) for j in jobs],
             "order": order,
@@ -189,6 +279,30 @@ class StatusApi:
         return job_view(retried)
 
     # --- helpers ------------------------------------------------------------------------------
+
+    def _full_view(self, job: ProcessingJob) -> dict[str, Any]:
+        """A job's view with download URLs of its outputs (single-job answers only)."""
+        return job_view(job, outputs=self._outputs(job))
+
+    def _outputs(self, job: ProcessingJob) -> list[Output]:
+        found = output_keys(job)
+        if not found or self.s3 is None or not self.outputs_bucket:
+            return []
+        client = self.s3()
+        expires_at = self.clock() + OUTPUT_URL_LIFETIME
+        lifetime = int(OUTPUT_URL_LIFETIME.total_seconds())
+        return [
+            Output(
+                key=key,
+                url=client.generate_presigned_url(
+                    "get_object",
+                    Params={"Bucket": self.outputs_bucket, "Key": key},
+                    ExpiresIn=lifetime,
+                ),
+                expires_at=expires_at,
+            )
+            for key in found
+        ]
 
     def _visible_file(self, caller: Caller, file_id: str) -> StoredFile:
         _require_uuid("file id", file_id)
@@ -310,6 +424,99 @@ def _cancel_reason(body: str | None) -> str:
             f"reason must be a non-empty string of at most {_MAX_REASON_LENGTH} characters"
         )
     return reason
+
+
+def _job_request(body: str | None) -> JobRequest:
+    """The body of a job request: {"job_type", "priority"?, "input_data"?}."""
+    if body is None or not body.strip():
+        raise BadRequestError('the body must be a JSON object with "job_type"')
+    if len(body.encode()) > MAX_INPUT_DATA_BYTES * 2:
+        raise UnprocessableError(f"the body must be at most {MAX_INPUT_DATA_BYTES * 2} bytes")
+    try:
+        data = json.loads(body, parse_constant=_no_constant)
+    except ValueError:
+        raise BadRequestError("the body must be JSON") from None
+    allowed = {"job_type", "priority", "input_data"}
+    if not isinstance(data, dict) or not set(data) <= allowed or "job_type" not in data:
+        raise UnprocessableError(
+            'the body must be an object with "job_type" and at most "priority" and "input_data"'
+        )
+    job_type = data["job_type"]
+    if not isinstance(job_type, str) or job_type not in JobType:
+        known = ", ".join(member.value for member in JobType)
+        raise UnprocessableError(f"job_type must be one of {known}; got {str(job_type)[:80]!r}")
+    priority = data.get("priority", 0)
+    if (
+        not isinstance(priority, int)
+        or isinstance(priority, bool)
+        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
+    ):
+        raise UnprocessableError(
+            f"priority must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}"
+        )
+    input_data = data.get("input_data")
+    if input_data is not None:
+        _check_input_data(input_data)
+    return JobRequest(JobType(job_type), priority, input_data or None)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _check_input_data(input_data: object) -> None:
+    if not isinstance(input_data, dict):
+        raise UnprocessableError("input_data must be an object")
+    size = len(json.dumps(input_data, separators=(",", ":")).encode())
+    if size > MAX_INPUT_DATA_BYTES:
+        raise UnprocessableError(
+            f"input_data must be at most {MAX_INPUT_DATA_BYTES} bytes as JSON; it is {size}"
+        )
+    reserved = sorted(_LOCATION_FIELDS & set(input_data))
+    if reserved:
+        raise UnprocessableError(
+            f"input_data may not set {', '.join(reserved)}: the file's location is the job's own"
+        )
+
+    def check(value: object, depth: int) -> None:
+        if depth > _MAX_INPUT_DEPTH:
+            raise UnprocessableError(f"input_data nests deeper than {_MAX_INPUT_DEPTH} levels")
+        if isinstance(value, dict):
+            for item in value.values():
+                check(item, depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                check(item, depth + 1)
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _MAX_NUMBER:
+            raise UnprocessableError("input_data numbers must have at most 38 digits")
+
+    check(input_data, 1)
+
+
+def _idempotency_key(value: str | None) -> str:
+    """The caller's Idempotency-Key, or a fresh one: without a key every request is a new job."""
+    if value is None:
+        return str(uuid.uuid4())
+    if not _IDEMPOTENCY_KEY.fullmatch(value):
+        raise BadRequestError(
+            "Idempotency-Key must be 1 to 128 visible ASCII characters (no spaces)"
+        )
+    return value
+
+
+def _may_run(job_type: JobType, stored: StoredFile) -> None:
+    """Refuse a job the file cannot have: a quarantined or deleted file, or a parsing job the
+    scan gate would cancel. One still waiting for its scan is accepted (the gate holds it)."""
+    if stored.status is not FileStatus.ACTIVE:
+        raise ConflictError(
+            f"file {stored.id} is {stored.status.value}: no job can be requested for it",
+            log="job requested on an inactive file",
+        )
+    if scanning.gate(job_type, stored) is scanning.Gate.REFUSE:
+        raise ConflictError(
+            f"file {stored.id} cannot be parsed: {scanning.refusal_reason(stored)}",
+            log="parsing job requested on a refused file",
+        )
 
 
 def _sign(secret: bytes, payload: bytes) -> bytes:

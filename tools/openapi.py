@@ -1,0 +1,258 @@
+"""Writes the status API's OpenAPI document from the real resolver (functions/api/app.py).
+
+    .venv/bin/python tools/openapi.py           # writes it
+    .venv/bin/python tools/openapi.py --check   # exits 1 when the committed one differs
+
+How: Powertools builds an OpenAPI document from any resolver (`get_openapi_json_schema`), with
+or without `enable_validation`; it needs pydantic to do so, which the dev venv has and the
+Lambda layer does not ship. So the handler module is imported as it is deployed (no second
+resolver, no env flag) and its routes carry their descriptions as plain data (`_doc` in
+app.py: summary, description, responses, request body). Powertools derives each path
+parameter from the handler's signature; the query and header parameters, which the handlers
+read by hand, travel as the `x-filejobs-parameters` extension and are merged here, and the
+shared schemas (the one error shape, the views) are added under `components`.
+
+The document goes to `layers/filejobs/filejobs/api_docs/openapi.json`: package data of the
+layer (pyproject.toml), served as is by `GET /openapi.json`. It is the one copy; the test
+tests/integration/test_api_requests.py fails when it drifts from what this tool writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
+from filejobs.services.api import MAX_INPUT_DATA_BYTES
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"
+TITLE = "filejobs status API"
+SERVERS_PLACEHOLDER = "https://{api_id}.execute-api.{region}.amazonaws.com/v1"
+
+_STR = {"type": "string"}
+_OPT_STR = {"type": ["string", "null"]}
+_OPT_TIME = {"type": ["string", "null"], "format": "date-time"}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {
+                        "type": "string",
+                        "enum": [
+                            "bad_request",
+                            "unauthorized",
+                            "not_found",
+                            "method_not_allowed",
+                            "conflict",
+                            "unprocessable",
+                            "internal",
+                        ],
+                    },
+                    "message": _STR,
+                },
+            }
+        },
+    },
+    "Health": {"type": "object", "properties": {"status": {"const": "ok"}}},
+    "Output": {
+        "type": "object",
+        "required": ["name", "key", "url", "expires_at"],
+        "properties": {
+            "name": _STR,
+            "key": _STR,
+            "url": {"type": "string", "format": "uri"},
+            "expires_at": {"type": "string", "format": "date-time"},
+        },
+    },
+    "Job": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "file_id": {"type": "string", "format": "uuid"},
+            "job_type": _STR,
+            "tenant": _STR,
+            "status": _STR,
+            "priority": {"type": "integer"},
+            "attempt": {"type": "integer"},
+            "retry_count": {"type": "integer"},
+            "max_retries": {"type": "integer"},
+            "next_retry_at": _OPT_TIME,
+            "started_at": _OPT_TIME,
+            "completed_at": _OPT_TIME,
+            "duration_seconds": {"type": ["number", "null"]},
+            "error_message": _OPT_STR,
+            "result": {"type": ["object", "null"]},
+            "cancelled_by": _OPT_STR,
+            "cancel_reason": _OPT_STR,
+            "attempts": {"type": "array", "items": {"type": "object"}},
+            "created_at": _OPT_TIME,
+            "updated_at": _OPT_TIME,
+            "outputs": {
+                "description": "Single-job and single-file answers only",
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/Output"},
+            },
+        },
+    },
+    "File": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "tenant": _STR,
+            "bucket": _STR,
+            "key": _STR,
+            "version_id": _OPT_STR,
+            "size": {"type": "integer"},
+            "content_type": _STR,
+            "sha256": _OPT_STR,
+            "status": _STR,
+            "status_reason": _OPT_STR,
+            "scan_status": _OPT_STR,
+            "duplicate_of": _OPT_STR,
+            "created_at": _OPT_TIME,
+            "updated_at": _OPT_TIME,
+        },
+    },
+    "FileWithJobs": {
+        "allOf": [
+            {"$ref": "#/components/schemas/File"},
+            {
+                "type": "object",
+                "properties": {
+                    "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}}
+                },
+            },
+        ]
+    },
+    "FileJobs": {
+        "type": "object",
+        "properties": {
+            "file_id": {"type": "string", "format": "uuid"},
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+        },
+    },
+    "FileVersions": {
+        "type": "object",
+        "properties": {
+            "bucket": _STR,
+            "key": _STR,
+            "files": {"type": "array", "items": {"$ref": "#/components/schemas/File"}},
+        },
+    },
+    "JobPage": {
+        "type": "object",
+        "properties": {
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+            "order": {"type": "string", "enum": ["newest_first", "queue"]},
+            "next_token": _OPT_STR,
+        },
+    },
+    "CancelRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+    },
+    "OpenApiDocument": {"type": "object"},
+}
+
+
+def _job_request_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["job_type"],
+        "additionalProperties": False,
+        "properties": {
+            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
+            "priority": {"type": "integer", "minimum": PRIORITY_MIN, "maximum": PRIORITY_MAX},
+            "input_data": {
+                "type": "object",
+                "description": (
+                    f"At most {MAX_INPUT_DATA_BYTES} bytes as JSON; may not set bucket, key, "
+                    "version_id, size or content_type"
+                ),
+            },
+        },
+    }
+
+
+def build_document() -> dict[str, Any]:
+    """The OpenAPI document of the resolver in functions/api/app.py, as a JSON-ready dict."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    # After the path is set: run as a script, only tools/ is on it.
+    from functions.api.app import app  # noqa: PLC0415
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    document: dict[str, Any] = json.loads(
+        app.get_openapi_json_schema(
+            title=TITLE,
+            version=version,
+            description=(
+                "Files and their processing jobs, seen through the caller's tenant. Every error "
+                'answers {"error": {"code", "message"}}.'
+            ),
+        )
+    )
+    document["servers"] = [
+        {
+            "url": SERVERS_PLACEHOLDER,
+            "description": "The stack's ApiUrl output (placeholder)",
+            "variables": {"api_id": {"default": "API_ID"}, "region": {"default": "us-east-1"}},
+        }
+    ]
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            extra = operation.pop("x-filejobs-parameters", [])
+            if extra:
+                operation["parameters"] = [*operation.get("parameters", []), *extra]
+    components = document.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    # Powertools adds its validation errors' schemas; this API answers its own error shape.
+    for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        schemas.pop(unused, None)
+    schemas.update(SCHEMAS)
+    schemas["JobRequest"] = _job_request_schema()
+    components["securitySchemes"] = {
+        "sigv4": {
+            "type": "apiKey",
+            "name": "Authorization",
+            "in": "header",
+            "description": "AWS Signature Version 4 (the API's IAM auth)",
+        }
+    }
+    document["security"] = [{"sigv4": []}]
+    return document
+
+
+def render() -> str:
+    return json.dumps(build_document(), indent=2, sort_keys=True) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if the committed one drifts")
+    arguments = parser.parse_args()
+    text = render()
+    if arguments.check:
+        if not DOCUMENT.exists() or DOCUMENT.read_text() != text:
+            print(f"{DOCUMENT} is out of date: run .venv/bin/python tools/openapi.py")
+            return 1
+        return 0
+    DOCUMENT.write_text(text)
+    print(f"wrote {DOCUMENT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
