@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from filejobs.local import tokens
 from filejobs.local.stack import LocalStack, StackOptions, routes_of
 
@@ -26,11 +28,12 @@ def test_a_request_without_a_valid_token_is_refused_before_routing() -> None:
         assert json.loads(body)["error"]["code"] == "unauthorized"
 
 
-def test_an_unrouted_method_gets_a_json_405_naming_the_allowed_ones() -> None:
+@pytest.mark.parametrize("method", ["TRACE", "QUERY", "OPTIONS"])
+def test_an_unrouted_method_gets_a_json_405_naming_the_allowed_ones(method: str) -> None:
     router = stack()
     auth = {"Authorization": f"Bearer {router.api_token}"}
     status, headers, body = router.route(
-        "TRACE",
+        method,
         "/jobs/3f0e1c1e-0000-4000-8000-000000000000",
         "",
         auth,

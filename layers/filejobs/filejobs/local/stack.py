@@ -241,31 +241,12 @@ class LocalStack:
         stack = self
 
         class Router(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self._route()
-
-            def do_POST(self) -> None:
-                self._route()
-
-            def do_DELETE(self) -> None:
-                self._route()
-
-            def do_PUT(self) -> None:
-                self._route()
-
-            def do_PATCH(self) -> None:
-                self._route()
-
-            # Methods no route uses get the same answer API Gateway gives (a JSON 405 or 404),
-            # not http.server's HTML 501.
-            def do_HEAD(self) -> None:
-                self._route()
-
-            def do_OPTIONS(self) -> None:
-                self._route()
-
-            def do_TRACE(self) -> None:
-                self._route()
+            def __getattr__(self, name: str) -> Any:
+                # http.server calls do_<METHOD>: every method goes through the routes, so one
+                # no route uses gets API Gateway's JSON 405 (or 404), not http.server's HTML 501.
+                if name.startswith("do_"):
+                    return self._route
+                raise AttributeError(name)
 
             def _route(self) -> None:
                 path, _, query = self.path.partition("?")
