@@ -34,6 +34,7 @@ from filejobs.cli.progress import (
     row_of,
     summary,
 )
+from filejobs.domain.messages import is_uuid
 
 JOB_STATUSES = ("pending", "scheduled", "running", "completed", "failed", "cancelled")
 JOB_TYPES = (
@@ -166,7 +167,7 @@ def upload_key(tenant: str, path: Path) -> str:
 
 def output_path(out_dir: Path, file_id: str, job_type: str, name: str) -> Path:
     """DIR/{file_id}/{job_type}/{name}, refusing anything that would land outside DIR."""
-    if not _is_uuid(file_id) or not _JOB_TYPE.match(job_type):
+    if not is_uuid(file_id) or not _JOB_TYPE.match(job_type):
         raise CliError(f"refusing to write outputs for file {file_id!r} / job {job_type!r}")
     if not _OUTPUT_NAME.match(name) or ".." in name:
         raise CliError(f"refusing output name {name!r}: it is not a plain file name")
@@ -175,14 +176,6 @@ def output_path(out_dir: Path, file_id: str, job_type: str, name: str) -> Path:
     if not path.is_relative_to(root):
         raise CliError(f"refusing output name {name!r}: it would be written outside {out_dir}")
     return path
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 # --- upload ---------------------------------------------------------------------------------

@@ -55,12 +55,12 @@ class JobMessage:
     def parse(cls, body: str) -> JobMessage:
         data = json_object(body, "job message")
         job_id, job_type, file_id = data.get("job_id"), data.get("job_type"), data.get("file_id")
-        if not isinstance(job_id, str) or not _is_uuid(job_id):
+        if not isinstance(job_id, str) or not is_uuid(job_id):
             raise MalformedMessageError(f"job_id must be a UUID, got {job_id!r}")
         if job_type not in {t.value for t in JobType}:
             raise MalformedMessageError(f"unknown job_type {job_type!r}")
         # Logged as given, so held to the same shape as the job id.
-        if file_id is not None and (not isinstance(file_id, str) or not _is_uuid(file_id)):
+        if file_id is not None and (not isinstance(file_id, str) or not is_uuid(file_id)):
             raise MalformedMessageError(f"file_id must be a UUID when given, got {file_id!r}")
         return cls(job_id, JobType(job_type), file_id)
 
@@ -80,7 +80,8 @@ def lane_of(job: ProcessingJob) -> Lane:
     return Lane.HIGH if job.priority >= HIGH_PRIORITY else Lane.NORMAL
 
 
-def _is_uuid(text: str) -> bool:
+def is_uuid(text: str) -> bool:
+    """Whether `text` is a UUID (job, file and event ids all are)."""
     try:
         uuid.UUID(text)
     except ValueError:

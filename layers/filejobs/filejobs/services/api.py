@@ -36,6 +36,7 @@ from filejobs.domain import scanning, transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType, ProcessingJob
+from filejobs.domain.messages import is_uuid
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
@@ -367,7 +368,7 @@ class StatusApi:
             isinstance(after, list)
             and len(after) == 2
             and all(isinstance(part, str) for part in after)
-            and _is_uuid(after[1])
+            and is_uuid(after[1])
         ):
             raise invalid
         return PageCursor(after[0], after[1])
@@ -377,16 +378,8 @@ def _visible(caller: Caller, stored: StoredFile) -> bool:
     return stored.metadata.deleted_at is None and caller.may_see(stored.tenant)
 
 
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
-
-
 def _require_uuid(what: str, value: str) -> None:
-    if not _is_uuid(value):
+    if not is_uuid(value):
         raise BadRequestError(f"{what} must be a UUID, got {value[:80]!r}")
 
 
