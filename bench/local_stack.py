@@ -25,6 +25,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+
 from filejobs.local.launch import TERMINAL, LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,12 +45,21 @@ def upload_all(stack: LaunchedStack, count: int) -> dict[str, float]:
         return dict(pool.map(put, range(count)))
 
 
-def job_items(stack: LaunchedStack) -> list[dict[str, Any]]:
+def scanned(stack: LaunchedStack, **projection: Any) -> list[dict[str, Any]]:
+    """Every item of the table. The emulator, busy serving every function host, now and then
+    drops a connection mid-scan: the whole scan is retried then, a lost poll is no result."""
     dynamodb, table = stack.client("dynamodb"), stack.config["table_name"]
-    items: list[dict[str, Any]] = []
-    for page in dynamodb.get_paginator("scan").paginate(TableName=table):
-        items.extend(page["Items"])
-    return items
+    for attempt in range(1, 6):
+        try:
+            items: list[dict[str, Any]] = []
+            for page in dynamodb.get_paginator("scan").paginate(TableName=table, **projection):
+                items.extend(page["Items"])
+            return items
+        except (ConnectionClosedError, EndpointConnectionError, ReadTimeoutError):
+            if attempt == 5:
+                raise
+            time.sleep(2 * attempt)
+    raise AssertionError("unreachable")
 
 
 def wait_until_terminal(
@@ -56,19 +67,14 @@ def wait_until_terminal(
 ) -> list[dict[str, Any]]:
     """Every job item, once all are terminal. Polls with a projected scan every 5 s: the poll
     itself is load on the emulator, which serves every function too."""
-    dynamodb, table = stack.client("dynamodb"), stack.config["table_name"]
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        statuses: list[str] = []
-        pages = dynamodb.get_paginator("scan").paginate(
-            TableName=table,
-            ProjectionExpression="#s",
-            ExpressionAttributeNames={"#s": "status"},
+        projected = scanned(
+            stack, ProjectionExpression="#s", ExpressionAttributeNames={"#s": "status"}
         )
-        for page in pages:
-            statuses.extend(item["status"]["S"] for item in page["Items"])
+        statuses = [item["status"]["S"] for item in projected]
         if len(statuses) >= files * jobs_per_file and all(s in TERMINAL for s in statuses):
-            return job_items(stack)
+            return scanned(stack)
         time.sleep(5)
     raise TimeoutError(f"not every job was terminal after {seconds:.0f} s")
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
-from filejobs.services.api import MAX_INPUT_DATA_BYTES
+from filejobs.domain.messages import UUID_PATTERN
+from filejobs.services.api import LOCATION_FIELDS, MAX_INPUT_DATA_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"
@@ -64,6 +65,12 @@ SCHEMAS: dict[str, Any] = {
             }
         },
     },
+    "GatewayError": {
+        "type": "object",
+        "description": "API Gateway's own answer, before any function runs",
+        "properties": {"message": _STR},
+    },
+    "DocsPage": {"type": "string", "description": "An HTML page"},
     "Health": {"type": "object", "properties": {"status": {"const": "ok"}}},
     "Output": {
         "type": "object",
@@ -167,6 +174,55 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
+# Where a response's ids lead (OpenAPI links): for readers, and for schemathesis' stateful phase,
+# which follows them from a real file to its jobs. (answering path, method, status) -> link name
+# -> (target path, method, the id's place in the response body).
+_FILE_ROUTES = [("/files/{file_id}", "get"), ("/files/{file_id}/jobs", "get"),
+                ("/files/{file_id}/jobs", "post")]  # fmt: skip
+_JOB_ROUTES = [("/jobs/{job_id}", "get"), ("/jobs/{job_id}/cancel", "post"),
+               ("/jobs/{job_id}/retry", "post"), ("/jobs/{job_id}", "delete")]  # fmt: skip
+LINKS: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {
+    ("/files", "get", "200"): [(path, method, "/files/0/id") for path, method in _FILE_ROUTES],
+    ("/files/{file_id}", "get", "200"): [(p, m, "/jobs/0/id") for p, m in _JOB_ROUTES],
+    ("/files/{file_id}/jobs", "post", "201"): [(p, m, "/id") for p, m in _JOB_ROUTES],
+    ("/files/{file_id}/jobs", "post", "200"): [(p, m, "/id") for p, m in _JOB_ROUTES],
+}
+
+
+def _add_links(paths: dict[str, Any]) -> None:
+    for (path, method, status), targets in LINKS.items():
+        links = paths[path][method]["responses"][status].setdefault("links", {})
+        for target_path, target_method, pointer in targets:
+            target = paths[target_path][target_method]
+            parameter = next(p["name"] for p in target["parameters"] if p["in"] == "path")
+            links[target["operationId"]] = {
+                "operationId": target["operationId"],
+                "parameters": {parameter: f"$response.body#{pointer}"},
+            }
+
+
+def _input_value_schema() -> dict[str, Any]:
+    """Any JSON value DynamoDB can store in a map (services/api.py checks the same)."""
+    ref = {"$ref": "#/components/schemas/InputValue"}
+    return {
+        "description": "A JSON value DynamoDB can store (at most 16 levels deep)",
+        "anyOf": [
+            {"type": ["string", "boolean", "null"]},
+            {"type": "integer", "minimum": -(10**38) + 1, "maximum": 10**38 - 1},
+            {
+                "type": "number",
+                "anyOf": [
+                    {"const": 0},
+                    {"minimum": 1e-130, "exclusiveMaximum": 1e126},
+                    {"maximum": -1e-130, "exclusiveMinimum": -1e126},
+                ],
+            },
+            {"type": "array", "items": ref},
+            {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": ref},
+        ],
+    }
+
+
 def _job_request_schema() -> dict[str, Any]:
     return {
         "type": "object",
@@ -176,14 +232,31 @@ def _job_request_schema() -> dict[str, Any]:
             "job_type": {"type": "string", "enum": [t.value for t in JobType]},
             "priority": {"type": "integer", "minimum": PRIORITY_MIN, "maximum": PRIORITY_MAX},
             "input_data": {
-                "type": "object",
+                "type": ["object", "null"],
                 "description": (
                     f"At most {MAX_INPUT_DATA_BYTES} bytes as JSON; may not set bucket, key, "
-                    "version_id, size or content_type"
+                    "version_id, size or content_type. null: none"
                 ),
+                "propertyNames": {"minLength": 1, "not": {"enum": sorted(LOCATION_FIELDS)}},
+                "additionalProperties": {"$ref": "#/components/schemas/InputValue"},
             },
         },
     }
+
+
+def _complete(operation: dict[str, Any]) -> None:
+    """What Powertools cannot say from a handler's signature: ids are UUIDs (the API answers 400
+    to anything else before a database call), the query and header parameters app.py declares
+    as an extension, and that a body-less answer has no content (Powertools' default is JSON)."""
+    for parameter in operation.get("parameters", []):
+        if parameter["in"] == "path" and parameter["name"].endswith("_id"):
+            parameter["schema"] = {"type": "string", "format": "uuid", "pattern": UUID_PATTERN}
+    extra = operation.pop("x-filejobs-parameters", [])
+    if extra:
+        operation["parameters"] = [*operation.get("parameters", []), *extra]
+    for response in operation["responses"].values():
+        if not response.get("content", True):
+            del response["content"]
 
 
 def build_document() -> dict[str, Any]:
@@ -213,9 +286,7 @@ def build_document() -> dict[str, Any]:
     ]
     for operations in document["paths"].values():
         for operation in operations.values():
-            extra = operation.pop("x-filejobs-parameters", [])
-            if extra:
-                operation["parameters"] = [*operation.get("parameters", []), *extra]
+            _complete(operation)
     components = document.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     # Powertools adds its validation errors' schemas; this API answers its own error shape.
@@ -223,6 +294,8 @@ def build_document() -> dict[str, Any]:
         schemas.pop(unused, None)
     schemas.update(SCHEMAS)
     schemas["JobRequest"] = _job_request_schema()
+    schemas["InputValue"] = _input_value_schema()
+    _add_links(document["paths"])
     components["securitySchemes"] = {
         "sigv4": {
             "type": "apiKey",

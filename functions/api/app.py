@@ -30,8 +30,16 @@ from filejobs import runtime
 from filejobs.access import Caller, caller_from
 from filejobs.data.file_repository import FileRepository
 from filejobs.domain.job import JobStatus, JobType
+from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.observability import SERVICE, TRACED_MODULES
-from filejobs.services.api import ApiError, StatusApi, UnauthorizedError
+from filejobs.services.api import (
+    BUCKET_NAME_PATTERN,
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    ApiError,
+    StatusApi,
+    UnauthorizedError,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
@@ -116,6 +124,7 @@ app.exception_handler(Exception)(internal_error)
 # --- OpenAPI descriptions, as data --------------------------------------------------------------
 
 ERROR_SCHEMA_REF = "#/components/schemas/Error"
+GATEWAY_ERROR_SCHEMA_REF = "#/components/schemas/GatewayError"
 _ERRORS = {
     400: "The request is malformed (an id that is not a UUID, an unknown filter, a bad token)",
     401: "The request carries no valid caller identity",
@@ -125,11 +134,11 @@ _ERRORS = {
 }
 
 
-def _query(name: str, description: str, **schema: Any) -> dict[str, Any]:
+def _query(name: str, description: str, *, required: bool = False, **schema: Any) -> dict[str, Any]:
     return {
         "name": name,
         "in": "query",
-        "required": False,
+        "required": required,
         "description": description,
         "schema": {"type": "string", **schema},
     }
@@ -140,6 +149,7 @@ def _doc(
     description: str,
     *,
     ok: tuple[int, str, str],  # status, description, component schema name ("" for no body)
+    ok_media: str = "application/json",
     errors: tuple[int, ...] = (400, 401, 404),
     parameters: list[dict[str, Any]] | None = None,
     body: dict[str, Any] | None = None,
@@ -151,10 +161,10 @@ def _doc(
     signature and would overwrite a `parameters` extension; tools/openapi.py merges the two."""
     status, ok_description, schema = ok
     success: OpenAPIResponse = {"description": ok_description}
+    # An empty content map stops Powertools from inventing a JSON body; tools/openapi.py drops it.
+    success["content"] = {}
     if schema:
-        success["content"] = {
-            "application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}
-        }
+        success["content"] = {ok_media: {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
     if ok_headers:
         success["headers"] = ok_headers
     responses: dict[int, OpenAPIResponse] = {status: success}
@@ -170,6 +180,12 @@ def _doc(
             "description": _ERRORS.get(code, "Internal error (the details are in the log)"),
             "content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}},
         }
+    # Before the function runs: API Gateway's IAM auth refuses an unsigned or foreign request
+    # with its own body; the local stack's router never answers so.
+    responses[403] = {
+        "description": "API Gateway refused the request's signature (IAM auth; its own body)",
+        "content": {"application/json": {"schema": {"$ref": GATEWAY_ERROR_SCHEMA_REF}}},
+    }
     extensions: dict[str, Any] = {}
     if parameters:
         extensions["x-filejobs-parameters"] = parameters
@@ -207,7 +223,12 @@ _JOB_REQUEST_BODY = {
 
 @app.get(
     "/health",
-    **_doc("Liveness", "Answers without an identity.", ok=(200, "Alive", "Health"), errors=()),
+    **_doc(
+        "Liveness",
+        "Answers any authenticated caller without reading the table.",
+        ok=(200, "Alive", "Health"),
+        errors=(401,),
+    ),
 )
 def health() -> dict[str, str]:
     return {"status": "ok"}
@@ -220,8 +241,12 @@ def health() -> dict[str, str]:
         "Every recorded version of the key the caller may see, newest first.",
         ok=(200, "The versions of the key", "FileVersions"),
         parameters=[
-            _query("key", "The object key (required)", maxLength=1024),
-            _query("bucket", "The bucket; the stack's uploads bucket when omitted"),
+            _query("key", "The object key", required=True, minLength=1, maxLength=1024),
+            _query(
+                "bucket",
+                "The bucket; the stack's uploads bucket when omitted",
+                pattern=BUCKET_NAME_PATTERN,
+            ),
         ],
     ),
 )
@@ -305,8 +330,18 @@ def request_job(file_id: str) -> Response[str]:
         parameters=[
             _STATUS_FILTER,
             _query("job_type", "Only jobs of this type", enum=[t.value for t in JobType]),
-            _query("tenant", "The tenant (operators; a tenant may name only its own)"),
-            _query("limit", "Page size, 1 to 100 (25)", pattern="^[0-9]+$"),
+            _query(
+                "tenant",
+                "The tenant (operators; a tenant may name only its own)",
+                pattern=TENANT_PATTERN,
+            ),
+            _query(
+                "limit",
+                f"Page size ({DEFAULT_LIMIT})",
+                type="integer",
+                minimum=1,
+                maximum=MAX_LIMIT,
+            ),
             _query("next_token", "The previous page's next_token", maxLength=2048),
         ],
     ),
@@ -432,7 +467,8 @@ _DOCS_POLICY = (
     **_doc(
         "This API's documentation (Swagger UI)",
         "An HTML page that loads openapi.json; behind the same auth as every route.",
-        ok=(200, "The page (text/html)", ""),
+        ok=(200, "The page", "DocsPage"),
+        ok_media="text/html",
         errors=(401,),
     ),
 )

@@ -208,7 +208,21 @@ def test_a_tenant_gets_its_own_job_and_a_foreign_one_is_404(stack: Api) -> None:
     assert foreign[1]["error"]["message"] == f"no job {job.id}"
 
 
-@pytest.mark.parametrize("bad", ["not-a-uuid", "..%2F..%2Fetc", "1' OR '1'='1"])
+_SOME_ID = "0b6c4f1e-8d1a-4c53-9a55-3f0f1f6f2a10"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not-a-uuid",
+        "..%2F..%2Fetc",
+        "1' OR '1'='1",
+        # forms uuid.UUID() parses, but no stored id is written in
+        _SOME_ID.replace("-", ""),
+        f"{{{_SOME_ID}}}",
+        f"urn:uuid:{_SOME_ID}",
+    ],
+)
 def test_ids_that_are_not_uuids_are_400(stack: Api, bad: str) -> None:
     for method, path in [
         ("GET", f"/jobs/{bad}"),
@@ -220,6 +234,16 @@ def test_ids_that_are_not_uuids_are_400(stack: Api, bad: str) -> None:
         status, body = stack.call(method, path, who=OPERATOR)
         assert (status, error_code(body)) == (400, "bad_request"), (method, path)
         assert "must be a UUID" in body["error"]["message"]
+
+
+def test_an_upper_case_id_names_the_same_job_and_file(stack: Api) -> None:
+    # given a job of acme, when acme asks for it and its file with their ids in upper case
+    plan = ingested("acme", "a.png")
+    job = stack.call("GET", f"/jobs/{plan.jobs[0].id.upper()}", who=ACME)
+    file = stack.call("GET", f"/files/{plan.file.id.upper()}", who=ACME)
+    # then they are found, and answered with their ids as stored
+    assert (job[0], job[1]["id"]) == (200, plan.jobs[0].id)
+    assert (file[0], file[1]["id"]) == (200, plan.file.id)
 
 
 # --- files ------------------------------------------------------------------------------------
@@ -273,6 +297,24 @@ def test_a_file_is_found_by_its_object_key_by_its_tenant_only(stack: Api) -> Non
     # and without a bucket the key is looked up in the stack's uploads bucket (UPLOADS_BUCKET),
     # which is not where this test's file was recorded
     assert stack.call("GET", "/files", who=ACME, query={"key": plan.file.key})[0] == 404
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        ({"key": "a.png", "bucket": "Not_A_Bucket"}, 400),
+        ({"key": "a.png", "bucket": "b" * 64}, 400),
+        ({"key": "a.png", "bucket": ""}, 400),
+        ({"key": "half a pair \ud800"}, 400),
+        ({"key": "x" * 1025}, 400),
+        # 1,000 characters but 2,000 bytes: longer than any S3 key, so no file has it
+        ({"key": "\u00e9" * 1000}, 404),
+    ],
+)
+def test_a_key_lookup_answers_a_name_no_s3_object_can_have_without_error(
+    stack: Api, query: dict[str, str], status: int
+) -> None:
+    assert stack.call("GET", "/files", who=ACME, query=query)[0] == status
 
 
 def test_a_files_jobs_filter_by_status(stack: Api) -> None:
@@ -331,6 +373,13 @@ def test_listing_filters_by_status_and_type(stack: Api) -> None:
         (ACME, {"limit": "0"}),
         (ACME, {"limit": "101"}),
         (ACME, {"limit": "ten"}),
+        (ACME, {"limit": "\u00b2"}),  # a digit to str.isdigit(), not to int()
+        # an empty value is not an absent one
+        (ACME, {"limit": ""}),
+        (ACME, {"status": ""}),
+        (ACME, {"job_type": ""}),
+        (OPERATOR, {"tenant": ""}),
+        (OPERATOR, {"tenant": "no spaces"}),
         (ACME, {"status": "done"}),
         (ACME, {"job_type": "ocr"}),
         (ACME, {"next_token": "%%%"}),
@@ -494,6 +543,7 @@ def test_a_foreign_tenant_cannot_cancel_or_retry(stack: Api) -> None:
         ('{"reason": ""}', 422),
         ('{"why": "x"}', 422),
         (json.dumps({"reason": "x" * 501}), 422),
+        ('{"reason": "half a pair \\ud800"}', 422),  # no UTF-8 can store a lone surrogate
     ],
 )
 def test_an_invalid_cancel_body_is_refused_before_any_write(

@@ -21,6 +21,7 @@ from filejobs.domain import transitions
 from filejobs.domain.file import ScanStatus
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.keys import job_id_for
+from filejobs.domain.messages import UUID_PATTERN
 from filejobs.domain.outcome import Applied
 from filejobs.domain.time import utcnow
 from filejobs.infra.template import function_definitions, load_template
@@ -117,6 +118,14 @@ def test_a_requested_job_is_created_once_per_idempotency_key(api: Api) -> None:
     assert job.triggered_by == "api:tenant:acme"
 
 
+def test_a_whole_number_written_as_a_float_is_an_integer_priority(api: Api) -> None:
+    # given a file of acme, when a job is requested with priority 5.0 (JSON has one number type)
+    plan = ingested("acme", "a.png")
+    status, view, _ = request_job(api, plan.file.id, '{"job_type": "compression", "priority": 5.0}')
+    # then it is priority 5, as JSON Schema's "integer" reads it
+    assert (status, view["priority"]) == (201, 5), view
+
+
 def test_without_a_key_each_request_is_a_new_job(api: Api) -> None:
     # given a file of acme
     plan = ingested("acme", "a.png")
@@ -159,10 +168,18 @@ def test_the_same_key_with_another_request_is_409(api: Api, changed: dict[str, A
         ({"priority": 1}, 422),
         ({"job_type": THUMBNAIL, "priority": 101}, 422),
         ({"job_type": THUMBNAIL, "priority": "1"}, 422),
+        ({"job_type": THUMBNAIL, "priority": 1.5}, 422),
+        ({"job_type": THUMBNAIL, "priority": True}, 422),
         ({"job_type": THUMBNAIL, "input_data": [1]}, 422),
         ({"job_type": THUMBNAIL, "input_data": {"bucket": "elsewhere"}}, 422),
         ({"job_type": THUMBNAIL, "input_data": {"blob": "x" * 9000}}, 422),
         ({"job_type": THUMBNAIL, "colour": "red"}, 422),
+        # what DynamoDB would refuse in a stored map (a 500 on AWS if let through)
+        ({"job_type": THUMBNAIL, "input_data": {"": 1}}, 422),
+        ({"job_type": THUMBNAIL, "input_data": {"tiny": 1e-200}}, 422),
+        ({"job_type": THUMBNAIL, "input_data": {"huge": 1e200}}, 422),
+        ('{"job_type": "virus_scan", "input_data": {"k": "\\udc00"}}', 422),
+        ('{"job_type": "virus_scan", "input_data": {"\\ud800": 1}}', 422),
         ("{not json", 400),
         ('{"job_type": "virus_scan", "priority": NaN}', 400),
         ("", 400),
@@ -369,6 +386,10 @@ def test_the_committed_openapi_document_matches_the_routes() -> None:
             assert schema == {"$ref": error}, (method, path)
             names = {p["name"] for p in operation.get("parameters", [])}
             assert {part[1:-1] for part in path.split("/") if part.startswith("{")} <= names
+            # and every id in a path is declared as the API checks it, before any database call
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "path":
+                    assert parameter["schema"]["pattern"] == UUID_PATTERN, (method, path)
 
 
 def test_the_openapi_document_is_served_as_committed_behind_auth(api: Api) -> None:

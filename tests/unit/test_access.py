@@ -44,6 +44,7 @@ def test_an_operator_sees_every_tenant() -> None:
         event({"role": "tenant", "tenant": 7}),
         event({"role": "tenant", "tenant": "acme#03"}),  # would reach into index keys
         event({"role": "operator", "tenant": "../x"}),
+        event({"role": "tenant", "tenant": "acme\n"}),  # "$" of a match() would pass it
     ],
 )
 def test_a_missing_or_invalid_identity_is_no_caller(raw: dict[str, Any]) -> None:

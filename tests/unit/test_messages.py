@@ -9,7 +9,7 @@ import pytest
 
 from filejobs.adapters.s3_events import object_created_records
 from filejobs.domain.job import JobType
-from filejobs.domain.messages import JobMessage, MalformedMessageError
+from filejobs.domain.messages import JobMessage, MalformedMessageError, is_uuid
 from tests.factories import pending_job
 
 JOB_ID = "5368c92a-dbb6-510d-b34e-246abad353a0"
@@ -80,6 +80,27 @@ def s3_notification(key: str, event: str = "ObjectCreated:Put") -> str:
             ]
         }
     )
+
+
+ID = "0b6c4f1e-8d1a-4c53-9a55-3f0f1f6f2a10"
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        (ID, True),
+        (ID.upper(), True),
+        (ID.replace("-", ""), False),
+        (f"{{{ID}}}", False),
+        (f"urn:uuid:{ID}", False),
+        (f"{ID}\n", False),
+        (ID[:-1], False),
+        (ID[:-1] + "g", False),
+        ("", False),
+    ],
+)
+def test_an_id_is_a_uuid_in_its_hyphenated_form_only(text: str, answer: bool) -> None:
+    assert is_uuid(text) is answer
 
 
 def test_object_created_keys_are_url_decoded() -> None:

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# The tenants of upload keys (`uploads/{tenant}/...`, domain/ingest.py): also safe in index keys.
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+from filejobs.domain.keys import is_tenant
+
 # arn:aws:sts::123456789012:assumed-role/<role name>/<session name>
 _ASSUMED_ROLE = re.compile(
     r"^arn:aws[a-z-]*:sts::\d{12}:assumed-role/(?P<role>[^/]+)/(?P<session>[^/]+)$"
@@ -61,7 +61,7 @@ def caller_from(
 
 def _from_authorizer(authorizer: dict[str, Any]) -> Caller | None:
     role, tenant = authorizer.get("role"), authorizer.get("tenant")
-    if tenant is not None and not (isinstance(tenant, str) and _TENANT.match(tenant)):
+    if tenant is not None and not (isinstance(tenant, str) and is_tenant(tenant)):
         return None
     if role == "operator":
         return Caller(tenant=tenant, operator=True)
@@ -78,6 +78,6 @@ def _from_iam(identity: dict[str, Any], environment: Mapping[str, str]) -> Calle
     role, session = match["role"], match["session"]
     if role == environment.get("API_OPERATOR_ROLE"):
         return Caller(tenant=None, operator=True)
-    if role == environment.get("API_TENANT_ROLE") and _TENANT.match(session):
+    if role == environment.get("API_TENANT_ROLE") and is_tenant(session):
         return Caller(tenant=session, operator=False)
     return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -14,7 +13,6 @@ from filejobs.domain.retry import DispatchPolicy
 
 UPLOAD_PREFIX = "uploads/"
 DEFAULT_DISPATCH = DispatchPolicy()
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
 
 class InvalidUploadError(ValueError):
@@ -58,7 +56,7 @@ def tenant_of(key: str) -> str:
     if not key.startswith(UPLOAD_PREFIX):
         raise InvalidUploadError(f"key {key!r} is not under {UPLOAD_PREFIX}{{tenant}}/")
     tenant, _, name = key[len(UPLOAD_PREFIX) :].partition("/")
-    if not _TENANT.match(tenant):
+    if not keys.is_tenant(tenant):
         raise InvalidUploadError(
             f"key {key!r}: tenant must be 1-63 letters, digits, '-' or '_', got {tenant!r}"
         )

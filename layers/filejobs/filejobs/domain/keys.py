@@ -17,6 +17,17 @@ from datetime import datetime
 from filejobs.domain.job import PRIORITY_MAX, JobStatus, JobType
 from filejobs.domain.retry import PermanentError
 
+# A tenant: the first segment of an upload key (`uploads/{tenant}/...`), a caller's scope, and a
+# part of index keys, so it is kept to characters that are safe in all of them.
+TENANT_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
+_TENANT = re.compile(TENANT_PATTERN)
+
+
+def is_tenant(text: str) -> bool:
+    # fullmatch: with match(), "$" also matches before a final newline ("acme\n").
+    return _TENANT.fullmatch(text) is not None
+
+
 # Fixed width, so string order is time order (isoformat() drops zero microseconds).
 SORTABLE_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 

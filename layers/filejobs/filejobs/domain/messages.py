@@ -9,7 +9,7 @@ written before (or instead of) the claim.
 from __future__ import annotations
 
 import json
-import uuid
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -80,10 +80,12 @@ def lane_of(job: ProcessingJob) -> Lane:
     return Lane.HIGH if job.priority >= HIGH_PRIORITY else Lane.NORMAL
 
 
+# The hyphenated 8-4-4-4-12 form only, in either case: `uuid.UUID` also takes braces, a urn:
+# prefix and bare hex, which name no stored id (ids are written as `str(uuid4())`).
+UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_UUID = re.compile(UUID_PATTERN)
+
+
 def is_uuid(text: str) -> bool:
-    """Whether `text` is a UUID (job, file and event ids all are)."""
-    try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return True
+    """Whether `text` is a UUID in its hyphenated form (job, file and event ids all are)."""
+    return _UUID.fullmatch(text) is not None

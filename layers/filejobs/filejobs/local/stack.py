@@ -38,11 +38,10 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from filejobs.infra.template import FunctionSpec, function_definitions, load_template
-from filejobs.local import tokens
+from filejobs.local import moto_fixes, tokens
 from filejobs.local.events import api_event
 from filejobs.local.faults import FAULTS_VARIABLE, parse_faults
 from filejobs.local.host import VISIBILITY_VARIABLE
-from filejobs.local.moto_fixes import copy_each_table_once_per_transaction
 from filejobs.local.resources import Resources, provision
 
 log = logging.getLogger("filejobs.local")
@@ -130,7 +129,7 @@ class LocalStack:
     # --- start -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        copy_each_table_once_per_transaction()
+        moto_fixes.apply()
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.options.emulator_port)
         self._moto.start()
         session = boto3.Session(

@@ -36,6 +36,7 @@ from filejobs.domain import scanning, transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType, ProcessingJob
+from filejobs.domain.keys import is_tenant
 from filejobs.domain.messages import is_uuid
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy
@@ -58,10 +59,14 @@ OUTPUT_URL_LIFETIME = timedelta(minutes=15)
 MAX_INPUT_DATA_BYTES = 8 * 1024
 _MAX_INPUT_DEPTH = 16  # DynamoDB nests maps and lists 32 deep at most
 _MAX_NUMBER = 10**38  # DynamoDB numbers carry 38 digits
+_MIN_MAGNITUDE, _MAX_MAGNITUDE = 1e-130, 1e126  # and range no wider than this
 # Visible ASCII: what an HTTP header carries unchanged through every proxy.
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
+_DIGITS = re.compile(r"[0-9]{1,9}")
+BUCKET_NAME_PATTERN = "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+_BUCKET_NAME = re.compile(BUCKET_NAME_PATTERN)
 # What a job's input_data says about its source object (domain/ingest.py): never the caller's.
-_LOCATION_FIELDS = frozenset({"bucket", "key", "version_id", "size", "content_type"})
+LOCATION_FIELDS = frozenset({"bucket", "key", "version_id", "size", "content_type"})
 
 
 class ApiError(Exception):
@@ -191,11 +196,17 @@ class StatusApi:
         key = params.get("key")
         if not key:
             raise BadRequestError("query parameter key is required")
-        if len(key) > _MAX_KEY_LENGTH:
-            raise BadRequestError(f"key must be at most {_MAX_KEY_LENGTH} characters")
-        bucket = params.get("bucket") or self.uploads_bucket
-        if not bucket:
+        if len(key) > _MAX_KEY_LENGTH or not _is_text(key):
+            raise BadRequestError(f"key must be text of at most {_MAX_KEY_LENGTH} characters")
+        bucket = params.get("bucket", self.uploads_bucket)
+        if bucket is None:
             raise BadRequestError("query parameter bucket is required")
+        if not _BUCKET_NAME.fullmatch(bucket):
+            raise BadRequestError(f"bucket must be an S3 bucket name; got {bucket[:80]!r}")
+        if len(key.encode()) > _MAX_KEY_LENGTH:
+            # S3 keys are at most 1,024 bytes of UTF-8, so there is none; and the query would
+            # exceed DynamoDB's 2,048-byte partition key (a ValidationException, a 500).
+            raise NotFoundError(f"no file with key {key!r}")
         versions = [f for f in self.files.versions_of(bucket, key) if _visible(caller, f)]
         if not versions:
             raise NotFoundError(f"no file with key {key!r}")
@@ -221,7 +232,9 @@ class StatusApi:
         status = _enum(JobStatus, "status", params.get("status"))
         job_type = _enum(JobType, "job_type", params.get("job_type"))
         limit = _limit(params.get("limit"))
-        tenant = params.get("tenant") or None
+        tenant = params.get("tenant")
+        if tenant is not None and not is_tenant(tenant):
+            raise BadRequestError(f"tenant must be a tenant name; got {tenant[:80]!r}")
         if not caller.operator:
             if tenant is not None and tenant != caller.tenant:
                 raise NotFoundError(f"no tenant {tenant!r}")
@@ -306,7 +319,7 @@ class StatusApi:
         ]
 
     def _visible_file(self, caller: Caller, file_id: str) -> StoredFile:
-        _require_uuid("file id", file_id)
+        file_id = _canonical_uuid("file id", file_id)
         stored = self.files.get(file_id, consistent=False)
         if stored is None or not _visible(caller, stored):
             raise NotFoundError(f"no file {file_id}", log="file not found")
@@ -319,7 +332,7 @@ class StatusApi:
         return [j for j in jobs if caller.may_see(j.tenant) and j.metadata.deleted_at is None]
 
     def _visible_job(self, caller: Caller, job_id: str) -> ProcessingJob:
-        _require_uuid("job id", job_id)
+        job_id = _canonical_uuid("job id", job_id)
         job = self.jobs.get(job_id, consistent=False)
         if job is None or job.metadata.deleted_at is not None or not caller.may_see(job.tenant):
             raise NotFoundError(f"no job {job_id}", log="job not found")
@@ -378,13 +391,15 @@ def _visible(caller: Caller, stored: StoredFile) -> bool:
     return stored.metadata.deleted_at is None and caller.may_see(stored.tenant)
 
 
-def _require_uuid(what: str, value: str) -> None:
+def _canonical_uuid(what: str, value: str) -> str:
+    """The id as stored (lower case), or a 400 before any database call."""
     if not is_uuid(value):
         raise BadRequestError(f"{what} must be a UUID, got {value[:80]!r}")
+    return value.lower()
 
 
 def _enum[E: (JobStatus, JobType)](kind: type[E], name: str, value: str | None) -> E | None:
-    if value is None or value == "":
+    if value is None:  # absent; an empty value is refused like any other unknown one
         return None
     try:
         return kind(value)
@@ -394,9 +409,10 @@ def _enum[E: (JobStatus, JobType)](kind: type[E], name: str, value: str | None) 
 
 
 def _limit(value: str | None) -> int:
-    if value is None or value == "":
+    if value is None:
         return DEFAULT_LIMIT
-    if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
+    # Not str.isdigit(): it takes "²", which int() refuses.
+    if not _DIGITS.fullmatch(value) or not 1 <= int(value) <= MAX_LIMIT:
         raise BadRequestError(f"limit must be an integer from 1 to {MAX_LIMIT}; got {value[:20]!r}")
     return int(value)
 
@@ -412,7 +428,12 @@ def _cancel_reason(body: str | None) -> str:
     if not isinstance(data, dict) or set(data) - {"reason"}:
         raise UnprocessableError('the body must be an object with at most "reason"')
     reason = data.get("reason", _DEFAULT_CANCEL_REASON)
-    if not isinstance(reason, str) or not reason.strip() or len(reason) > _MAX_REASON_LENGTH:
+    if (
+        not isinstance(reason, str)
+        or not reason.strip()
+        or len(reason) > _MAX_REASON_LENGTH
+        or not _is_text(reason)
+    ):
         raise UnprocessableError(
             f"reason must be a non-empty string of at most {_MAX_REASON_LENGTH} characters"
         )
@@ -438,19 +459,27 @@ def _job_request(body: str | None) -> JobRequest:
     if not isinstance(job_type, str) or job_type not in JobType:
         known = ", ".join(member.value for member in JobType)
         raise UnprocessableError(f"job_type must be one of {known}; got {str(job_type)[:80]!r}")
-    priority = data.get("priority", 0)
-    if (
-        not isinstance(priority, int)
-        or isinstance(priority, bool)
-        or not PRIORITY_MIN <= priority <= PRIORITY_MAX
-    ):
-        raise UnprocessableError(
-            f"priority must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}"
-        )
+    priority = _priority(data.get("priority", 0))
     input_data = data.get("input_data")
     if input_data is not None:
         _check_input_data(input_data)
     return JobRequest(JobType(job_type), priority, input_data or None)
+
+
+def _priority(value: object) -> int:
+    # JSON has one number type: 5.0 is the integer 5 (as JSON Schema's "integer" says); 5.5 and
+    # true are not.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not PRIORITY_MIN <= value <= PRIORITY_MAX
+    ):
+        raise UnprocessableError(
+            f"priority must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}"
+        )
+    return value
 
 
 def _no_constant(name: str) -> Any:
@@ -465,25 +494,48 @@ def _check_input_data(input_data: object) -> None:
         raise UnprocessableError(
             f"input_data must be at most {MAX_INPUT_DATA_BYTES} bytes as JSON; it is {size}"
         )
-    reserved = sorted(_LOCATION_FIELDS & set(input_data))
+    reserved = sorted(LOCATION_FIELDS & set(input_data))
     if reserved:
         raise UnprocessableError(
             f"input_data may not set {', '.join(reserved)}: the file's location is the job's own"
         )
 
-    def check(value: object, depth: int) -> None:
-        if depth > _MAX_INPUT_DEPTH:
-            raise UnprocessableError(f"input_data nests deeper than {_MAX_INPUT_DEPTH} levels")
-        if isinstance(value, dict):
-            for item in value.values():
-                check(item, depth + 1)
-        elif isinstance(value, list):
-            for item in value:
-                check(item, depth + 1)
-        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _MAX_NUMBER:
-            raise UnprocessableError("input_data numbers must have at most 38 digits")
+    _check_input_value(input_data, 1)
 
-    check(input_data, 1)
+
+def _check_input_value(value: object, depth: int) -> None:
+    """What DynamoDB would refuse in a stored map, refused up front as the caller's mistake (on
+    AWS it would otherwise be a ValidationException, a 500): nesting, empty or non-text keys,
+    non-text strings, numbers out of its range."""
+    if depth > _MAX_INPUT_DEPTH:
+        raise UnprocessableError(f"input_data nests deeper than {_MAX_INPUT_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not key or not _is_text(key):
+                raise UnprocessableError("input_data keys must be non-empty Unicode text")
+            _check_input_value(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_input_value(item, depth + 1)
+    elif isinstance(value, str):
+        if not _is_text(value):
+            raise UnprocessableError("input_data strings must be Unicode text")
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int) and abs(value) >= _MAX_NUMBER:
+        raise UnprocessableError("input_data numbers must have at most 38 digits")
+    elif isinstance(value, float) and value and not _MIN_MAGNITUDE <= abs(value) < _MAX_MAGNITUDE:
+        raise UnprocessableError("input_data numbers must be 0 or from 1e-130 to 1e126 in size")
+
+
+def _is_text(value: str) -> bool:
+    """False for a string with a lone surrogate: JSON's \\ud800 escapes can carry one, and no
+    UTF-8 (what DynamoDB stores) can."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _idempotency_key(value: str | None) -> str:

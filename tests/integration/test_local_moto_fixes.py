@@ -1,0 +1,148 @@
+"""The local stack's fixes to moto server (filejobs/local/moto_fixes.py): what DynamoDB promises
+and the system relies on, kept by the emulator under load.
+
+Each scenario runs in a fresh interpreter (multiprocessing's spawn), as the fixes patch moto's
+classes for the whole process and the rest of the suite runs moto as released.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from filejobs.local.stack import LOCAL_CREDENTIALS, free_port
+
+
+def _in_fresh_process(scenario: Any) -> Any:
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(scenario)
+
+
+def _emulator() -> tuple[Any, Any, Any]:
+    """moto server with the fixes, on loopback; a table with a stream; clients."""
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+    from filejobs.local import moto_fixes  # noqa: PLC0415
+
+    moto_fixes.apply()
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    session = boto3.Session(
+        aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+    url = f"http://127.0.0.1:{port}"
+    dynamodb = session.client("dynamodb", endpoint_url=url)
+    dynamodb.create_table(
+        TableName="t",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    return server, dynamodb, session.client("dynamodbstreams", endpoint_url=url)
+
+
+def _put(key: str, *, new_only: bool = True) -> dict[str, Any]:
+    put: dict[str, Any] = {"TableName": "t", "Item": {"pk": {"S": key}}}
+    if new_only:
+        put["ConditionExpression"] = "attribute_not_exists(pk)"
+    return {"Put": put}
+
+
+def stream_across_rollbacks() -> dict[str, Any]:
+    server, dynamodb, streams = _emulator()
+    try:
+        arn = dynamodb.describe_table(TableName="t")["Table"]["LatestStreamArn"]
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]
+        iterator = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        read: list[str] = []
+        for n in range(20):
+            dynamodb.transact_write_items(TransactItems=[_put(f"a{n}"), _put(f"b{n}")])
+            # a duplicate: its first write is made, then undone by the rollback
+            with pytest.raises(ClientError, match="TransactionCanceledException"):
+                dynamodb.transact_write_items(TransactItems=[_put(f"undone{n}"), _put(f"a{n}")])
+            page = streams.get_records(ShardIterator=iterator)
+            iterator = page["NextShardIterator"]
+            read += [r["dynamodb"]["Keys"]["pk"]["S"] for r in page["Records"]]
+        from moto.dynamodb.models.table import Table  # noqa: PLC0415
+
+        gc.collect()
+        stored = dynamodb.scan(TableName="t")["Items"]
+        return {
+            "read": read,
+            "stored": sorted(i["pk"]["S"] for i in stored),
+            "tables_alive": sum(isinstance(o, Table) for o in gc.get_objects()),
+        }
+    finally:
+        server.stop()
+
+
+def writes_during_rollbacks() -> dict[str, int]:
+    server, dynamodb, _ = _emulator()
+    try:
+        for n in range(0, 2000, 25):  # a table big enough that a transaction's backup takes time
+            batch = [{"PutRequest": {"Item": {"pk": {"S": f"old{k}"}}}} for k in range(n, n + 25)]
+            dynamodb.batch_write_item(RequestItems={"t": batch})
+        done = threading.Event()
+
+        def roll_back_again_and_again() -> int:
+            rollbacks = 0
+            while not done.is_set():
+                try:
+                    dynamodb.transact_write_items(TransactItems=[_put("x"), _put("old0")])
+                except ClientError:
+                    rollbacks += 1
+            return rollbacks
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            rollbacks = pool.submit(roll_back_again_and_again)
+            for n in range(60):
+                dynamodb.put_item(TableName="t", Item={"pk": {"S": f"new{n}"}})
+            done.set()
+        stored = {
+            i["pk"]["S"]
+            for page in dynamodb.get_paginator("scan").paginate(TableName="t")
+            for i in page["Items"]
+        }
+        return {
+            "acknowledged": 60,
+            "kept": sum(f"new{n}" in stored for n in range(60)),
+            "rollbacks": rollbacks.result(),
+        }
+    finally:
+        server.stop()
+
+
+def test_a_rolled_back_transaction_leaves_the_stream_whole_and_no_copies_behind() -> None:
+    # given a table with a stream and a reader at its start, when committed transactions
+    # alternate with rolled-back ones (each of which wrote an item before it was undone)
+    result = _in_fresh_process(stream_across_rollbacks)
+    committed = [key for n in range(20) for key in (f"a{n}", f"b{n}")]
+    # then the reader got every committed write, in order, and nothing of the undone ones
+    assert result["read"] == committed
+    # and the table holds exactly the committed items
+    assert result["stored"] == sorted(committed)
+    # and no backup of the table outlived its transaction
+    assert result["tables_alive"] == 1
+
+
+def test_an_acknowledged_write_is_never_undone_by_another_requests_rollback() -> None:
+    # given a table of 2,000 items, and a client whose transactions keep failing (each backs the
+    # table up, then restores it)
+    # when another client puts 60 items meanwhile, each acknowledged
+    result = _in_fresh_process(writes_during_rollbacks)
+    # then all 60 are stored, and the rollbacks did happen alongside them
+    assert result["kept"] == result["acknowledged"]
+    assert result["rollbacks"] > 0
