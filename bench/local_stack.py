@@ -7,6 +7,7 @@ file gets four jobs (virus scan, document preview, compression, deduplication ch
 
     files/s, jobs/s  : N / (last job finished - first upload), jobs likewise
     latency p50, p99 : per file, its last job's completed_at minus the moment its upload returned
+    peak MB          : the stack process's peak resident memory (moto server runs in it)
 
 The figures are for this machine running moto server, every function host and the uploader on
 the same cores: they show the machinery's overhead and how it scales, not AWS's.
@@ -79,15 +80,27 @@ def wait_until_terminal(
     raise TimeoutError(f"not every job was terminal after {seconds:.0f} s")
 
 
+def peak_memory_mb(pid: int) -> float:
+    """The process's peak resident memory (VmHWM): the stack process runs moto server."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def measure(files: int, workers: int, timeout: float) -> dict[str, float]:
+    # The stack's log outlives the scratch copy: .filejobs/ is the project's ignored state.
+    log_path = ROOT / ".filejobs" / f"bench-local-stack-{workers}w.log"
+    log_path.parent.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fj-bench-") as scratch:
         root = project_copy(ROOT, Path(scratch))
         with (
-            (root / "stack.log").open("wb") as log,
+            log_path.open("wb") as log,
             launched(root, "--workers", str(workers), output=log) as stack,
         ):
             uploaded = upload_all(stack, files)
             items = wait_until_terminal(stack, files, 4, timeout)
+            peak_mb = peak_memory_mb(stack.process.pid)
     finished: dict[str, float] = {}
     keys_of_files: dict[str, str] = {}
     for item in items:
@@ -108,6 +121,7 @@ def measure(files: int, workers: int, timeout: float) -> dict[str, float]:
         "jobs_per_s": len(items) / span,
         "p50": statistics.median(latencies),
         "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "peak_mb": peak_mb,
     }
 
 
@@ -130,6 +144,7 @@ def main() -> None:
         "jobs/s",
         "p50 s",
         "p99 s",
+        "peak MB",
         f"vs {base}",
     )
     print(" ".join(f"{h:>8}" for h in header))
@@ -144,6 +159,7 @@ def main() -> None:
             f"{r['jobs_per_s']:.2f}",
             f"{r['p50']:.2f}",
             f"{r['p99']:.2f}",
+            f"{r['peak_mb']:.0f}",
             f"{ratio:.2f}x",
         ]
         print(" ".join(f"{c:>8}" for c in cells))
