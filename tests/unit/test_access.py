@@ -90,3 +90,45 @@ def test_any_other_iam_caller_is_refused(arn: object) -> None:
 def test_without_the_roles_configured_no_iam_caller_is_accepted() -> None:
     arn = "arn:aws:sts::123456789012:assumed-role/stack-ApiTenantRole-2CD/acme"
     assert caller_from(iam_event(arn), {}) is None
+
+
+# --- a Cognito user pool authorizer (docs/API_AUTH.md) -----------------------------------------
+
+
+def claims(**values: str) -> dict[str, Any]:
+    return event({"claims": {"sub": "5f0c", "token_use": "id", **values}})
+
+
+def test_a_cognito_user_is_the_tenant_of_its_custom_attribute() -> None:
+    caller = caller_from(claims(**{"custom:tenant": "acme"}), {})
+    assert caller == Caller(tenant="acme", operator=False)
+
+
+@pytest.mark.parametrize("groups", ["operators", "readers,operators", "[readers operators]"])
+def test_a_member_of_the_operator_group_is_an_operator(groups: str) -> None:
+    # given the group list as a REST API's (commas) or an HTTP API's (brackets) authorizer sends it
+    caller = caller_from(claims(**{"cognito:groups": groups}), {})
+    assert caller == Caller(tenant=None, operator=True)
+
+
+def test_the_operator_group_is_configurable() -> None:
+    raw = claims(**{"cognito:groups": "operators", "custom:tenant": "acme"})
+    # given API_OPERATOR_GROUP names another group, then "operators" is no longer enough
+    caller = caller_from(raw, {"API_OPERATOR_GROUP": "filejobs-admins"})
+    assert caller == Caller(tenant="acme", operator=False)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},  # signed in, but neither a tenant nor an operator
+        {"cognito:groups": "readers"},
+        {"cognito:groups": "operators-not", "custom:tenant": "a#b"},
+        {"custom:tenant": ""},
+        {"custom:tenant": "../x"},
+    ],
+)
+def test_a_cognito_user_without_a_valid_tenant_or_the_group_is_no_caller(
+    values: dict[str, str],
+) -> None:
+    assert caller_from(claims(**values), {}) is None

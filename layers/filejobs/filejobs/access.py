@@ -1,9 +1,13 @@
 """Who is calling the API: a tenant (sees and changes only its own files and jobs) or an operator.
 
-Two sources, the first present wins:
-- `requestContext.authorizer`, the context an API Gateway authorizer puts on the request:
+Three sources, the first present wins:
+- `requestContext.authorizer.claims`, the claims of a Cognito user pool authorizer (the
+  documented alternative to IAM, docs/API_AUTH.md), every value a string: the tenant is the
+  user's `custom:tenant` attribute, and a member of the group API_OPERATOR_GROUP ("operators"
+  unless set) is an operator.
+- `requestContext.authorizer`, the context a Lambda authorizer puts on the request:
   `{"tenant": "<tenant>", "role": "tenant" | "operator"}`. The local stack's router sets it from
-  its bearer tokens; a JWT/Lambda authorizer on a deployed API would set the same.
+  its bearer tokens.
 - IAM auth (the deployed default): `requestContext.identity.userArn` of a caller that assumed
   one of the stack's API roles (template.yaml): `.../assumed-role/<API_OPERATOR_ROLE>/<any>` is an
   operator, `.../assumed-role/<API_TENANT_ROLE>/<tenant>` is that tenant (the session name).
@@ -51,6 +55,8 @@ def caller_from(
     if not isinstance(context, dict):
         return None
     authorizer = context.get("authorizer")
+    if isinstance(authorizer, dict) and isinstance(authorizer.get("claims"), dict):
+        return _from_claims(authorizer["claims"], environment)
     if isinstance(authorizer, dict) and ("role" in authorizer or "tenant" in authorizer):
         return _from_authorizer(authorizer)
     identity = context.get("identity")
@@ -68,6 +74,25 @@ def _from_authorizer(authorizer: dict[str, Any]) -> Caller | None:
     if role == "tenant" and tenant is not None:
         return Caller(tenant=tenant, operator=False)
     return None
+
+
+def _from_claims(claims: dict[str, Any], environment: Mapping[str, str]) -> Caller | None:
+    tenant = claims.get("custom:tenant")
+    if tenant is not None and not (isinstance(tenant, str) and is_tenant(tenant)):
+        return None
+    if environment.get("API_OPERATOR_GROUP", "operators") in _groups(claims.get("cognito:groups")):
+        return Caller(tenant=tenant, operator=True)
+    if tenant is not None:
+        return Caller(tenant=tenant, operator=False)
+    return None
+
+
+def _groups(claim: object) -> set[str]:
+    """API Gateway hands a token's group list over as one string: "a,b" from a REST API's
+    Cognito authorizer, "[a b]" from an HTTP API's JWT authorizer."""
+    if not isinstance(claim, str):
+        return set()
+    return set(re.split(r"[,\s]+", claim.strip().strip("[]"))) - {""}
 
 
 def _from_iam(identity: dict[str, Any], environment: Mapping[str, str]) -> Caller | None:
