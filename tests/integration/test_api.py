@@ -163,7 +163,8 @@ def cancelled(job: ProcessingJob) -> ProcessingJob:
 # --- identity -----------------------------------------------------------------------------------
 
 
-def test_health_needs_no_identity(stack: Api) -> None:
+def test_health_answers_without_reading_the_caller_or_the_table(stack: Api) -> None:
+    # (API Gateway's IAM auth, or the local router, has refused an anonymous caller before this)
     assert stack.call("GET", "/health", who=None) == (200, {"status": "ok"})
 
 
