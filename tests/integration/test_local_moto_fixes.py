@@ -70,9 +70,19 @@ def stream_across_rollbacks() -> dict[str, Any]:
         read: list[str] = []
         for n in range(20):
             dynamodb.transact_write_items(TransactItems=[_put(f"a{n}"), _put(f"b{n}")])
-            # a duplicate: its first write is made, then undone by the rollback
+            # a duplicate: its first two writes are made, then undone by the rollback
+            changed = {
+                "Update": {
+                    "TableName": "t",
+                    "Key": {"pk": {"S": f"b{n}"}},
+                    "UpdateExpression": "SET changed = :yes",
+                    "ExpressionAttributeValues": {":yes": {"BOOL": True}},
+                }
+            }
             with pytest.raises(ClientError, match="TransactionCanceledException"):
-                dynamodb.transact_write_items(TransactItems=[_put(f"undone{n}"), _put(f"a{n}")])
+                dynamodb.transact_write_items(
+                    TransactItems=[_put(f"undone{n}"), changed, _put(f"a{n}")]
+                )
             page = streams.get_records(ShardIterator=iterator)
             iterator = page["NextShardIterator"]
             read += [r["dynamodb"]["Keys"]["pk"]["S"] for r in page["Records"]]
@@ -83,6 +93,7 @@ def stream_across_rollbacks() -> dict[str, Any]:
         return {
             "read": read,
             "stored": sorted(i["pk"]["S"] for i in stored),
+            "changed": sorted(i["pk"]["S"] for i in stored if "changed" in i),
             "tables_alive": sum(isinstance(o, Table) for o in gc.get_objects()),
         }
     finally:
@@ -127,13 +138,15 @@ def writes_during_rollbacks() -> dict[str, int]:
 
 def test_a_rolled_back_transaction_leaves_the_stream_whole_and_no_copies_behind() -> None:
     # given a table with a stream and a reader at its start, when committed transactions
-    # alternate with rolled-back ones (each of which wrote an item before it was undone)
+    # alternate with rolled-back ones (each of which put a new item and updated a committed one
+    # before it was undone)
     result = _in_fresh_process(stream_across_rollbacks)
     committed = [key for n in range(20) for key in (f"a{n}", f"b{n}")]
     # then the reader got every committed write, in order, and nothing of the undone ones
     assert result["read"] == committed
-    # and the table holds exactly the committed items
+    # and the table holds exactly the committed items, as committed (the update was undone)
     assert result["stored"] == sorted(committed)
+    assert result["changed"] == []
     # and no backup of the table outlived its transaction
     assert result["tables_alive"] == 1
 
