@@ -62,8 +62,9 @@ class _Before:
 
 
 def _undo_log(tables: dict[str, Any], transact_items: list[dict[str, Any]]) -> list[_Before]:
-    """The items a transaction may write, as they are now. An operation whose table or key is
-    not readable writes nothing: moto refuses the transaction before any write."""
+    """The items a transaction may write, as they are now. An operation whose table or key
+    cannot be read writes nothing (moto counts it as that item's error), so it has nothing to
+    undo."""
     from moto.dynamodb.models.dynamo_type import DynamoType  # noqa: PLC0415
 
     befores: list[_Before] = []
