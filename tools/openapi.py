@@ -28,7 +28,13 @@ from typing import Any
 
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
 from filejobs.domain.messages import UUID_PATTERN
-from filejobs.services.api import LOCATION_FIELDS, MAX_INPUT_DATA_BYTES
+from filejobs.services.api import (
+    INPUT_INTEGER_BOUND,
+    INPUT_MAX_MAGNITUDE,
+    INPUT_MIN_MAGNITUDE,
+    LOCATION_FIELDS,
+    MAX_INPUT_DATA_BYTES,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"
@@ -208,13 +214,17 @@ def _input_value_schema() -> dict[str, Any]:
         "description": "A JSON value DynamoDB can store (at most 16 levels deep)",
         "anyOf": [
             {"type": ["string", "boolean", "null"]},
-            {"type": "integer", "minimum": -(10**38) + 1, "maximum": 10**38 - 1},
+            {
+                "type": "integer",
+                "minimum": -INPUT_INTEGER_BOUND + 1,
+                "maximum": INPUT_INTEGER_BOUND - 1,
+            },
             {
                 "type": "number",
                 "anyOf": [
                     {"const": 0},
-                    {"minimum": 1e-130, "exclusiveMaximum": 1e126},
-                    {"maximum": -1e-130, "exclusiveMinimum": -1e126},
+                    {"minimum": INPUT_MIN_MAGNITUDE, "exclusiveMaximum": INPUT_MAX_MAGNITUDE},
+                    {"maximum": -INPUT_MIN_MAGNITUDE, "exclusiveMinimum": -INPUT_MAX_MAGNITUDE},
                 ],
             },
             {"type": "array", "items": ref},

@@ -58,8 +58,8 @@ _DEFAULT_CANCEL_REASON = "cancelled through the API"
 OUTPUT_URL_LIFETIME = timedelta(minutes=15)
 MAX_INPUT_DATA_BYTES = 8 * 1024
 _MAX_INPUT_DEPTH = 16  # DynamoDB nests maps and lists 32 deep at most
-_MAX_NUMBER = 10**38  # DynamoDB numbers carry 38 digits
-_MIN_MAGNITUDE, _MAX_MAGNITUDE = 1e-130, 1e126  # and range no wider than this
+INPUT_INTEGER_BOUND = 10**38  # DynamoDB numbers carry 38 digits
+INPUT_MIN_MAGNITUDE, INPUT_MAX_MAGNITUDE = 1e-130, 1e126  # and range no wider than this
 # Visible ASCII: what an HTTP header carries unchanged through every proxy.
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 _DIGITS = re.compile(r"[0-9]{1,9}")
@@ -522,9 +522,13 @@ def _check_input_value(value: object, depth: int) -> None:
             raise UnprocessableError("input_data strings must be Unicode text")
     elif isinstance(value, bool):
         return
-    elif isinstance(value, int) and abs(value) >= _MAX_NUMBER:
+    elif isinstance(value, int) and abs(value) >= INPUT_INTEGER_BOUND:
         raise UnprocessableError("input_data numbers must have at most 38 digits")
-    elif isinstance(value, float) and value and not _MIN_MAGNITUDE <= abs(value) < _MAX_MAGNITUDE:
+    elif (
+        isinstance(value, float)
+        and value
+        and not INPUT_MIN_MAGNITUDE <= abs(value) < INPUT_MAX_MAGNITUDE
+    ):
         raise UnprocessableError("input_data numbers must be 0 or from 1e-130 to 1e126 in size")
 
 
