@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
@@ -139,6 +140,46 @@ def test_an_infected_file_is_quarantined_and_its_parsing_jobs_cancelled_with_the
     )
     assert late.outcome is Outcome.SKIPPED
     assert late.job is not None and late.job.status is JobStatus.CANCELLED
+
+
+@pytest.mark.parametrize("code", ["NoSuchKey", "404"])
+def test_a_job_whose_file_is_quarantined_while_it_runs_is_cancelled_not_failed(
+    plan: IngestPlan, clock: FakeClock, code: str
+) -> None:
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+
+    def hashing_while_the_scan_quarantines(work: Work) -> dict[str, Any]:
+        # the scan finishes first and moves the object away; the read then finds nothing
+        run_scan(plan, "INFECTED", gate, clock)
+        error = {"Error": {"Code": code, "Message": "gone"}}
+        raise ClientError(error, "GetObject")  # type: ignore[arg-type]
+
+    # when the deduplication check (never gated) runs beside the scan of an infected file
+    dedup = job_of(plan, JobType.DEDUPLICATION_CHECK)
+    result = service(
+        JobType.DEDUPLICATION_CHECK, hashing_while_the_scan_quarantines, gate, clock
+    ).handle(JobMessage.for_job(dedup))
+    # then it is cancelled with the quarantine's reason, not failed with S3's error
+    assert result.outcome is Outcome.SKIPPED
+    now = stored(dedup)
+    assert now.status is JobStatus.CANCELLED, now.error_message
+    assert "quarantined by the virus scan" in (now.cancel_reason or "")
+
+
+def test_a_missing_object_of_an_active_file_still_fails_the_job(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+
+    def object_missing(work: Work) -> dict[str, Any]:
+        raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "gone"}}, "GetObject")
+
+    dedup = job_of(plan, JobType.DEDUPLICATION_CHECK)
+    service(JobType.DEDUPLICATION_CHECK, object_missing, gate, clock).handle(
+        JobMessage.for_job(dedup)
+    )
+    now = stored(dedup)
+    assert now.status is JobStatus.FAILED and "NoSuchKey" in (now.error_message or "")
 
 
 def test_a_file_the_scan_fails_on_for_good_has_its_parsing_jobs_cancelled_with_the_reason(

@@ -46,6 +46,14 @@ _PERMANENT_AWS_CODES = frozenset(
 )
 
 
+# The source object is not there (any more): a quarantine or a delete may have moved it.
+_MISSING_OBJECT_CODES = frozenset({"NoSuchKey", "NoSuchVersion", "404", "NotFound"})
+
+
+def is_missing_object(error: BaseException) -> bool:
+    return _aws_error_code(error) in _MISSING_OBJECT_CODES
+
+
 def classify(error: BaseException) -> ErrorKind:
     """Transient unless we know better: an unknown error gets the bounded retry budget."""
     if isinstance(error, PermanentError):

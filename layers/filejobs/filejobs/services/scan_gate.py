@@ -55,6 +55,9 @@ class ScanGate:
         stored = None if file_id is None else self._files.get(file_id)
         return gate(message.job_type, stored), stored
 
+    def file(self, file_id: str) -> StoredFile | None:
+        return self._files.get(file_id)
+
     def refuse(
         self, message: JobMessage, stored: StoredFile | None, detail: str | None = None
     ) -> ProcessingJob | None:

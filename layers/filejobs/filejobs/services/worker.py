@@ -20,11 +20,17 @@ from typing import TYPE_CHECKING, Any
 from filejobs.adapters.workspace import Scratch, shared_scratch
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
-from filejobs.domain.file import StoredFile
+from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied, Lost
-from filejobs.domain.retry import ErrorKind, PermanentError, RetryPolicy, classify
+from filejobs.domain.retry import (
+    ErrorKind,
+    PermanentError,
+    RetryPolicy,
+    classify,
+    is_missing_object,
+)
 from filejobs.domain.scanning import Gate, refusal_reason
 from filejobs.domain.time import utcnow
 from filejobs.processors.base import OutputWriter, Processor, StopRequested, Work
@@ -108,8 +114,20 @@ class WorkerService:
             except StopRequested:
                 return WorkResult(Outcome.ABANDONED, job, keeper.reason)
             except Exception as error:  # every failure is recorded on the job
-                return self._fail(job, error)
+                return self._cancel_if_file_withdrawn(job, error) or self._fail(job, error)
         return self._complete(job, result)
+
+    def _cancel_if_file_withdrawn(self, job: ProcessingJob, error: Exception) -> WorkResult | None:
+        """A job that finds its object gone because the file was quarantined (or deleted) while
+        it ran, as a deduplication check beside the scan that quarantines an infected file can,
+        is cancelled with that reason, not failed with S3's NoSuchKey."""
+        if self._gate is None or not is_missing_object(error):
+            return None
+        stored = self._gate.file(job.file_id)
+        if stored is not None and stored.status is FileStatus.ACTIVE:
+            return None
+        cancelled = self._gate.refuse(JobMessage.for_job(job), stored)
+        return WorkResult(Outcome.SKIPPED, cancelled, f"cancelled: {refusal_reason(stored)}")
 
     def _check_scan(self, message: JobMessage) -> tuple[WorkResult | None, StoredFile | None]:
         """Scan before parse: a result when the job may not run now, and the file checked."""
