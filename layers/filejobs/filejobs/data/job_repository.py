@@ -33,6 +33,8 @@ from filejobs.domain.transitions import Changes, Conflict, Guard, Transition
 _J = JobModel
 # Parallel shard queries: enough to hide per-request latency, few enough for a small Lambda.
 _FAN_OUT = 16
+# DynamoDB's limit on a sort key value.
+_MAX_RANGE_KEY_BYTES = 1024
 
 
 class InvalidCursorError(ValueError):
@@ -206,6 +208,11 @@ class JobRepository:
                 start = range_attribute.deserialize(after.range_value)
             except (TypeError, ValueError) as error:
                 raise InvalidCursorError(f"not a {name} value: {after.range_value!r}") from error
+            # A text range key (queue_order) deserializes from any string, but DynamoDB answers a
+            # key value that is empty, not UTF-8 or over 1,024 bytes with a ValidationException
+            # (an API caller's forged next_token got a 500). No index entry holds one.
+            if not _is_range_key_value(after.range_value):
+                raise InvalidCursorError(f"not a {name} value: {after.range_value[:80]!r}")
 
         def beyond_cursor(model: JobModel) -> bool:
             if after is None:
@@ -349,6 +356,15 @@ def _lost(guard: Guard, old_item: dict[str, Any] | None, job_type: JobType) -> L
     # If the old item passes the guard in Python, it changed again between the write and now;
     # the write still lost, and "changed" is the honest reason.
     return Lost(guard.refusal(current) or Conflict.CHANGED, current)
+
+
+def _is_range_key_value(text: str) -> bool:
+    """Whether DynamoDB takes `text` as a sort key value: 1 to 1,024 bytes of UTF-8."""
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate, from a JSON escape
+        return False
+    return 0 < size <= _MAX_RANGE_KEY_BYTES
 
 
 def _filters(*, status: JobStatus | None, job_type: JobType | None) -> Condition | None:

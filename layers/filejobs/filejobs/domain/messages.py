@@ -57,7 +57,10 @@ class JobMessage:
         job_id, job_type, file_id = data.get("job_id"), data.get("job_type"), data.get("file_id")
         if not isinstance(job_id, str) or not is_uuid(job_id):
             raise MalformedMessageError(f"job_id must be a UUID, got {job_id!r}")
-        if job_type not in {t.value for t in JobType}:
+        # isinstance first: a list or an object is not hashable, and `in` a set raised TypeError,
+        # which the sweep's dead-letter review counted as an error on every run instead of
+        # setting the letter aside as unreadable.
+        if not isinstance(job_type, str) or job_type not in {t.value for t in JobType}:
             raise MalformedMessageError(f"unknown job_type {job_type!r}")
         # Logged as given, so held to the same shape as the job id.
         if file_id is not None and (not isinstance(file_id, str) or not is_uuid(file_id)):

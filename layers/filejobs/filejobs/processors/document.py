@@ -87,7 +87,12 @@ def render_pdf_first_page(path: Path, long_edge: int = PDF_LONG_EDGE) -> Preview
         page_count = len(document)
         if page_count == 0:
             raise PermanentError("the PDF has no pages")
-        page = document[0]
+        try:
+            page = document[0]
+        except pdfium.PdfiumError as error:
+            # A page tree that names a page which is not there (or is no page) opens as a
+            # document and fails only here: corrupt input, not a transient error to retry.
+            raise PermanentError(f"the PDF's first page cannot be loaded: {error}") from error
         try:
             width_pt, height_pt = page.get_size()
             if min(width_pt, height_pt) <= 0:
@@ -280,8 +285,11 @@ def render_text_preview(
         if content_type == "application/json":
             try:
                 pretty = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-            except ValueError:
-                facts["valid_json"] = False  # cut by the 64 KiB read, or not JSON after all
+            except (ValueError, RecursionError):
+                # Cut by the 64 KiB read, or not JSON after all; or nested deeper than json's
+                # recursion goes ("[[[[..."): its RecursionError escaped and the job was
+                # retried as transient. Shown as-is instead, like any JSON that does not parse.
+                facts["valid_json"] = False
             else:
                 facts["valid_json"] = True
                 lines = pretty.splitlines()

@@ -11,6 +11,7 @@ portrait video as landscape frames plus a rotation) and scaled to the display as
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -99,6 +100,12 @@ def extract_poster(
             )
     except _BAD_INPUT as error:
         raise PermanentError(f"not a readable video: {_reason(error)}") from error
+    except av.error.MemoryError as error:
+        # FFmpeg's ENOMEM on a small file is a table or box declaring a huge size (a corrupt
+        # sample description did it): the same bytes fail the same way, so not transient.
+        raise PermanentError(
+            f"the video declares more memory than it may use (corrupt?): {_reason(error)}"
+        ) from error
 
 
 def _moving_picture(container: av.container.InputContainer) -> VideoStream:
@@ -107,6 +114,10 @@ def _moving_picture(container: av.container.InputContainer) -> VideoStream:
     moving = [s for s in streams if not s.disposition & av.stream.Disposition.attached_pic]
     if not moving:
         raise PermanentError("the file has no video stream")
+    # A stream of an unknown codec (a corrupt sample description) has no codec context: it
+    # was an AttributeError further on, retried as transient.
+    if moving[0].codec_context is None:
+        raise PermanentError("the video stream's codec is unknown: it cannot be decoded")
     return moving[0]
 
 
@@ -169,7 +180,10 @@ def _frame_at(
     if target_s > 0 and time_base is not None:
         target_pts = _start_pts(stream) + int(Fraction(target_s) / time_base)
         # To the keyframe at or before the target; the decoder then walks forward from it.
-        container.seek(target_pts, stream=stream, backward=True, any_frame=False)
+        # A stream with no index to seek by (an empty or corrupt sample table) makes FFmpeg say
+        # EPERM, which was retried as transient: nothing was read yet, so decode from the start.
+        with contextlib.suppress(av.error.FFmpegError):
+            container.seek(target_pts, stream=stream, backward=True, any_frame=False)
     chosen: VideoFrame | None = None
     for frame in _frames(container, stream, should_stop, target_pts):
         chosen = frame

@@ -148,6 +148,13 @@ class ArchiveWalker:
                     continue
                 label = f"{archive.name}!{info.filename}"
                 self._count(label)
+                if info.header_offset < 0:
+                    # A central directory whose offsets point before the file's start: zipfile
+                    # would seek there and raise OSError (EINVAL), which is not caught as
+                    # "unreadable" (a full disk must not pass): the corrupt upload was retried
+                    # as transient until its retries ran out. Skipped; the file is scanned as bytes.
+                    self.notes.append(f"{label}: its header lies before the archive's start")
+                    continue
                 if info.flag_bits & 0x1:
                     self.refusals.append(f"{label}: encrypted, cannot be scanned; refused")
                     continue
