@@ -26,8 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
-
 from filejobs.local.launch import TERMINAL, LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,46 +44,22 @@ def upload_all(stack: LaunchedStack, count: int) -> dict[str, float]:
         return dict(pool.map(put, range(count)))
 
 
-def scanned(stack: LaunchedStack, **projection: Any) -> list[dict[str, Any]]:
-    """Every item of the table. The emulator, busy serving every function host, now and then
-    drops a connection mid-scan: the whole scan is retried then, a lost poll is no result."""
-    dynamodb, table = stack.client("dynamodb"), stack.config["table_name"]
-    for attempt in range(1, 6):
-        try:
-            items: list[dict[str, Any]] = []
-            for page in dynamodb.get_paginator("scan").paginate(TableName=table, **projection):
-                items.extend(page["Items"])
-            return items
-        except (ConnectionClosedError, EndpointConnectionError, ReadTimeoutError):
-            if attempt == 5:
-                raise
-            time.sleep(2 * attempt)
-    raise AssertionError("unreachable")
-
-
 def wait_until_terminal(
     stack: LaunchedStack, files: int, jobs_per_file: int, seconds: float
 ) -> list[dict[str, Any]]:
     """Every job item, once all are terminal. Polls with a projected scan every 5 s: the poll
     itself is load on the emulator, which serves every function too."""
     deadline = time.monotonic() + seconds
+    table = stack.config["table_name"]
     while time.monotonic() < deadline:
-        projected = scanned(
-            stack, ProjectionExpression="#s", ExpressionAttributeNames={"#s": "status"}
+        projected = stack.scan(
+            table, ProjectionExpression="#s", ExpressionAttributeNames={"#s": "status"}
         )
         statuses = [item["status"]["S"] for item in projected]
         if len(statuses) >= files * jobs_per_file and all(s in TERMINAL for s in statuses):
-            return scanned(stack)
+            return stack.scan(table)
         time.sleep(5)
     raise TimeoutError(f"not every job was terminal after {seconds:.0f} s")
-
-
-def peak_memory_mb(pid: int) -> float:
-    """The process's peak resident memory (VmHWM): the stack process runs moto server."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def measure(files: int, workers: int, timeout: float) -> dict[str, float]:
@@ -100,7 +74,7 @@ def measure(files: int, workers: int, timeout: float) -> dict[str, float]:
         ):
             uploaded = upload_all(stack, files)
             items = wait_until_terminal(stack, files, 4, timeout)
-            peak_mb = peak_memory_mb(stack.process.pid)
+            peak_mb = stack.peak_memory_mb()
     finished: dict[str, float] = {}
     keys_of_files: dict[str, str] = {}
     for item in items:

@@ -16,11 +16,13 @@ from botocore.exceptions import ClientError
 
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
+from filejobs.domain import transitions
 from filejobs.domain.file import FileStatus, ScanStatus
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.retry import PermanentError
+from filejobs.domain.outcome import Applied
+from filejobs.domain.retry import PermanentError, TransientError
 from filejobs.domain.scanning import GATED_JOB_TYPES
 from filejobs.processors.base import Processor, Work
 from filejobs.services.scan_gate import ScanGate, ScanRecording
@@ -213,6 +215,91 @@ def test_a_file_the_scan_fails_on_for_good_has_its_parsing_jobs_cancelled_with_t
             "the file could not be scanned in full: yara: zip bomb"
         )
     # and hashing still runs
+    assert stored(job_of(plan, JobType.DEDUPLICATION_CHECK)).status is JobStatus.PENDING
+
+
+def test_a_parsing_job_whose_scan_was_cancelled_before_a_verdict_is_cancelled_not_left_waiting(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    # Found by the chaos run (tools/chaos.py): a cancelled scan left the thumbnail pending,
+    # re-sent by the sweep with growing gaps, for a day.
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    scan, job = job_of(plan, JobType.VIRUS_SCAN), job_of(plan, JobType.THUMBNAIL_GENERATION)
+    # given the file's scan job is cancelled before it gave a verdict
+    cancel = transitions.cancel(now=clock.now, by="someone", reason="not now", retention=KEEP)
+    assert isinstance(JobRepository().apply(scan.id, scan.job_type, cancel), Applied)
+    # when the thumbnail's message comes (the sweep re-sends a pending job)
+    result = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
+        JobMessage.for_job(job)
+    )
+    # then the job is cancelled, saying why and what to do, without running
+    assert result.outcome is Outcome.SKIPPED
+    now = stored(job)
+    assert (now.status, now.attempt) == (JobStatus.CANCELLED, 0)
+    assert now.cancel_reason == (
+        "the file's virus scan failed or was cancelled before it gave a verdict"
+        " (retry the scan, then this job)"
+    )
+
+
+def test_a_message_naming_another_file_never_cancels_the_job_it_names(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    # Found by fuzzing (tests/fuzz/test_malformed_events.py): the refusal was decided on the
+    # file the message named, not the job's, so a forged message could cancel a real job.
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    job = job_of(plan, JobType.THUMBNAIL_GENERATION)
+    forged = replace(JobMessage.for_job(job), file_id="00000000-0000-4000-8000-000000000000")
+    # when a message names a real job with a file that is not its own (and not recorded)
+    result = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(forged)
+    # then it is acknowledged without touching the job
+    assert (result.outcome, result.detail) == (Outcome.SKIPPED, "the message names another file")
+    assert stored(job).status is JobStatus.PENDING
+
+
+def test_a_parsing_job_still_waits_while_its_scan_is_retrying(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    scan, job = job_of(plan, JobType.VIRUS_SCAN), job_of(plan, JobType.THUMBNAIL_GENERATION)
+
+    def flaky(work: Work) -> dict[str, Any]:
+        raise TransientError("the engine timed out")
+
+    # given the scan failed once and is scheduled for a retry
+    scans = service(JobType.VIRUS_SCAN, ScanRecording(flaky, gate), gate, clock)
+    assert scans.handle(JobMessage.for_job(scan)).outcome is Outcome.RETRYING
+    # when the thumbnail's message comes, then it keeps waiting
+    result = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
+        JobMessage.for_job(job)
+    )
+    assert (result.outcome, result.detail) == (Outcome.SKIPPED, "waiting for the virus scan")
+    assert stored(job).status is JobStatus.PENDING
+
+
+def test_a_scan_whose_retries_are_spent_cancels_the_waiting_parsing_jobs_at_once(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    scan = job_of(plan, JobType.VIRUS_SCAN)
+
+    def flaky(work: Work) -> dict[str, Any]:
+        raise TransientError("the engine timed out")
+
+    scans = service(JobType.VIRUS_SCAN, ScanRecording(flaky, gate), gate, clock)
+    # when every attempt of the scan fails (each retry due once the clock passes it)
+    outcomes = []
+    for _ in range(scan.max_retries + 1):
+        outcomes.append(scans.handle(JobMessage.for_job(scan)).outcome)
+        clock.advance(timedelta(hours=1))
+    # then the scan failed for good
+    assert outcomes[-1] is Outcome.FAILED
+    assert stored(scan).status is JobStatus.FAILED
+    # and its file's parsing jobs are cancelled now, not left for the sweep to find
+    gated = [job for job in plan.jobs if job.job_type in GATED_JOB_TYPES]
+    assert gated
+    assert all(stored(job).status is JobStatus.CANCELLED for job in gated)
+    # and hashing, which never waits for the scan, is untouched
     assert stored(job_of(plan, JobType.DEDUPLICATION_CHECK)).status is JobStatus.PENDING
 
 

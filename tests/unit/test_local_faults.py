@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -59,3 +60,67 @@ def test_a_slow_rule_stops_as_soon_as_the_job_is_cancelled(clock: FakeClock) -> 
     processor = with_processor_faults(done, parse_faults('[{"kind": "slow", "seconds": 60}]'))
     with pytest.raises(StopRequested):
         processor(work_on(clock, "any.png", 1, stop=True))
+
+
+def test_a_probability_picks_that_share_of_attempts_the_same_way_in_every_process() -> None:
+    rule = parse_faults('[{"kind": "transient", "probability": 0.2, "seed": 7}]')[0]
+    draws = [rule.fires(f"job-{n}", 1) for n in range(4000)]
+    # about a fifth of the attempts
+    assert 0.17 < sum(draws) / len(draws) < 0.23
+    # the same ones again (another process deciding on the same attempt agrees)
+    assert draws == [rule.fires(f"job-{n}", 1) for n in range(4000)]
+    # another attempt of the same job is a new draw; another seed, another run
+    other = parse_faults('[{"kind": "transient", "probability": 0.2, "seed": 8}]')[0]
+    assert draws != [other.fires(f"job-{n}", 1) for n in range(4000)]
+
+
+def test_a_probability_outside_0_to_1_or_an_empty_burst_is_refused() -> None:
+    with pytest.raises(FaultConfigError, match="probability"):
+        parse_faults('[{"kind": "crash", "probability": 1.5}]')
+    with pytest.raises(FaultConfigError, match="burst"):
+        parse_faults('[{"kind": "throttle", "every": 10, "seconds": 0}]')
+
+
+class Crashed(BaseException):
+    """Stands for the process dying: nothing after it runs."""
+
+
+def die() -> None:
+    raise Crashed
+
+
+def test_a_crash_strikes_before_the_processor_or_after_it_wrote_its_outputs(
+    clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "faults.log"
+    monkeypatch.setenv("FILEJOBS_LOCAL_FAULT_LOG", str(log))
+    ran: list[int] = []
+
+    def processor(work: Work) -> dict[str, Any]:
+        ran.append(work.job.attempt)
+        return {}
+
+    crashing = with_processor_faults(processor, parse_faults('[{"kind": "crash"}]'), die)
+    # when 40 attempts run under a rule that crashes every one
+    when = []
+    for attempt in range(1, 41):
+        with pytest.raises(Crashed):
+            crashing(work_on(clock, "any.png", attempt))
+        when.append(attempt in ran)
+    # then some crashed before the processor ran and some after it ran
+    assert any(when)
+    assert not all(when)
+    # and each crash was written to the fault log first, saying which attempt and when
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line["attempt"] for line in lines] == list(range(1, 41))
+    assert {line["kind"] for line in lines} == {"crash"}
+    assert [line["when"] == "after" for line in lines] == when
+
+
+def test_a_throttle_burst_is_on_for_its_seconds_in_every_period() -> None:
+    rule = parse_faults('[{"kind": "throttle", "every": 20, "seconds": 2}]')[0]
+    assert rule.bursting(1000.0)
+    assert rule.bursting(1001.9)
+    assert not rule.bursting(1002.0)
+    assert not rule.bursting(1019.9)
+    assert rule.bursting(1020.5)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from filejobs.domain.file import FileStatus, ScanStatus
-from filejobs.domain.job import JobType
+from filejobs.domain.job import JobStatus, JobType
 from filejobs.domain.scanning import GATED_JOB_TYPES, Gate, gate, refusal_reason
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
@@ -25,6 +25,23 @@ def test_a_parsing_job_waits_runs_or_is_refused_by_the_verdict(
     deleted = replace(unscanned, status=FileStatus.DELETED, scan_status=ScanStatus.CLEAN)
     assert gate(job_type, deleted) is Gate.REFUSE
     assert gate(job_type, None) is Gate.REFUSE
+
+
+@pytest.mark.parametrize("job_type", sorted(GATED_JOB_TYPES))
+def test_a_parsing_job_stops_waiting_once_its_scan_ended_without_a_verdict(
+    clock: FakeClock, job_type: JobType
+) -> None:
+    unscanned = ingest_plan(clock.now).file
+    # a scan still on its way (or retrying) keeps the job waiting
+    for going in (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.SCHEDULED):
+        assert gate(job_type, unscanned, going) is Gate.WAIT
+    # a scan that failed or was cancelled will never give a verdict: refused
+    for ended in (JobStatus.FAILED, JobStatus.CANCELLED):
+        assert gate(job_type, unscanned, ended) is Gate.REFUSE
+    assert "retry the scan" in refusal_reason(unscanned)
+    # a verdict already recorded stands, whatever became of the scan job afterwards
+    clean = replace(unscanned, scan_status=ScanStatus.CLEAN)
+    assert gate(job_type, clean, JobStatus.CANCELLED) is Gate.RUN
 
 
 @pytest.mark.parametrize("job_type", [JobType.VIRUS_SCAN, JobType.DEDUPLICATION_CHECK])

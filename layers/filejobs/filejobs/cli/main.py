@@ -43,6 +43,13 @@ def function_workers(value: str) -> tuple[str, int]:
     return name, int(count)
 
 
+def parameter_override(value: str) -> tuple[str, str]:
+    name, equals, setting = value.partition("=")
+    if not name or not equals:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {value!r}")
+    return name, setting
+
+
 def dev(arguments: argparse.Namespace) -> int:
     options = StackOptions(
         project_root=project_root(),
@@ -54,6 +61,8 @@ def dev(arguments: argparse.Namespace) -> int:
         grace_seconds=arguments.grace_seconds,
         faults=arguments.faults.read_text() if arguments.faults else "",
         visibility_seconds=arguments.visibility_seconds,
+        parameters=dict(arguments.parameter or []),
+        fault_log=arguments.fault_log,
     )
     try:
         return run(options)
@@ -131,12 +140,26 @@ def parser() -> argparse.ArgumentParser:
         type=function_workers,
         action="append",
         metavar="FUNCTION=N",
-        help="pollers for one function (its logical id), overriding --workers; repeatable",
+        help="pollers (or schedule runners) for one function (its logical id), overriding "
+        "--workers; repeatable",
+    )
+    dev_command.add_argument(
+        "--parameter",
+        type=parameter_override,
+        action="append",
+        metavar="NAME=VALUE",
+        help="a template parameter's value instead of its default, as sam deploy's "
+        "--parameter-overrides; repeatable",
     )
     dev_command.add_argument(
         "--faults",
         type=Path,
         help="a JSON file of faults to inject (filejobs/local/faults.py documents them)",
+    )
+    dev_command.add_argument(
+        "--fault-log",
+        type=Path,
+        help="append a JSON line per injected fault to this file",
     )
     dev_command.add_argument(
         "--visibility-seconds",

@@ -4,7 +4,9 @@ Thumbnail, video, document and compression jobs parse (or feed a codec with) the
 they run only once the file's virus scan came back clean. Until then their messages are
 acknowledged without work and the jobs stay pending: the scan's worker sends them again on a
 clean verdict (and the sweep re-sends pending jobs as a safety net). On an infected verdict, or
-when the scan fails for good (the file is unscannable), they are cancelled, saying why.
+when the scan fails for good (the file is unscannable), they are cancelled, saying why. So are
+they when the scan job ends with no verdict at all (it failed, or someone cancelled it): no
+verdict will come, and a job must not wait for one.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
-from filejobs.domain.job import JobType
+from filejobs.domain.job import JobStatus, JobType
 
 GATED_JOB_TYPES = frozenset(
     {
@@ -23,6 +25,8 @@ GATED_JOB_TYPES = frozenset(
     }
 )
 SCANNER = "virus_scan"
+# A scan job in one of these states gives no verdict unless it is retried.
+SCAN_ENDED_WITHOUT_VERDICT = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})
 
 
 class Gate(StrEnum):
@@ -31,7 +35,11 @@ class Gate(StrEnum):
     REFUSE = "refuse"  # infected, quarantined or gone: cancel the job
 
 
-def gate(job_type: JobType, stored: StoredFile | None) -> Gate:
+def gate(
+    job_type: JobType, stored: StoredFile | None, scan_status: JobStatus | None = None
+) -> Gate:
+    """May a job of this type run on the file? `scan_status`, the status of the file's scan
+    job, matters only while the file has no verdict."""
     if job_type not in GATED_JOB_TYPES:
         return Gate.RUN
     if stored is None or stored.status is not FileStatus.ACTIVE:
@@ -40,6 +48,8 @@ def gate(job_type: JobType, stored: StoredFile | None) -> Gate:
         return Gate.REFUSE
     if stored.scan_status is ScanStatus.CLEAN:
         return Gate.RUN
+    if scan_status in SCAN_ENDED_WITHOUT_VERDICT:
+        return Gate.REFUSE
     return Gate.WAIT
 
 
@@ -51,4 +61,10 @@ def refusal_reason(stored: StoredFile | None) -> str:
         return f"the file was quarantined by the virus scan{detail}"
     if stored.scan_status is ScanStatus.UNSCANNABLE:
         return "the virus scan could not check the file"
+    if stored.status is FileStatus.ACTIVE and stored.scan_status is None:
+        # An active file with no verdict is refused only when its scan job ended without one.
+        return (
+            "the file's virus scan failed or was cancelled before it gave a verdict"
+            " (retry the scan, then this job)"
+        )
     return f"the file is {stored.status.value}"

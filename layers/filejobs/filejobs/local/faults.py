@@ -7,31 +7,58 @@ it matches, by job type and by a substring of the uploaded object's key:
       "attempts": 2},
      {"kind": "slow", "job_type": "compression", "key_contains": "big", "seconds": 20},
      {"kind": "poison", "job_type": "document_preview", "key_contains": "poison"},
-     {"kind": "duplicate", "function": "IngestFunction"}]
+     {"kind": "duplicate", "function": "IngestFunction"},
+     {"kind": "crash", "probability": 0.05},
+     {"kind": "throttle", "function": "SweepFunction", "every": 30, "seconds": 3,
+      "probability": 0.5}]
 
 - transient: the job's processor raises a TransientError on its first `attempts` attempts;
 - slow: each attempt waits `seconds` before working, stopping early when the job is cancelled;
 - poison: the worker gets the job's message with its body mangled, every time, so the record
   fails on each delivery until the queue moves it to its dead-letter queue;
 - duplicate: every message the function receives is delivered a second time (S3's and SQS's
-  at-least-once delivery), as a separate message.
+  at-least-once delivery), as a separate message;
+- crash: the worker's process dies in the middle of the job (before its processor runs, or
+  after it ran and wrote its outputs), writing nothing: the job stays `running` until its lease
+  expires and the sweep takes it back; the host exits with CRASH_EXIT_CODE and the stack
+  starts it again, as Lambda replaces a crashed execution environment;
+- throttle: bursts of DynamoDB throttling. Every `every` seconds a burst of `seconds` starts,
+  during which each DynamoDB request of the function is refused with ThrottlingException
+  before it is sent; botocore's retries see it as they would see AWS's.
+
+`probability` (default 1) makes a rule apply to that share of what it matches: attempts
+(transient, crash), messages (duplicate), requests within a burst (throttle). The draw is made
+from `seed` and what it decides on (job and attempt, message id), so a decision is the same in
+whichever process makes it. With FILEJOBS_LOCAL_FAULT_LOG set, each injection appends a line of
+JSON to that file, for a harness to count.
 
 Nothing here is imported by the deployed code: the host applies the rules around the handler.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.compat import HTTPHeaders
+from botocore.endpoint import Endpoint
 
 from filejobs.domain.retry import TransientError
 from filejobs.processors.base import Processor, StopRequested, Work
 
 FAULTS_VARIABLE = "FILEJOBS_LOCAL_FAULTS"
+FAULT_LOG_VARIABLE = "FILEJOBS_LOCAL_FAULT_LOG"
+# A host that exits with this code was crashed on purpose: the stack restarts it without
+# counting the exit towards its crash-loop limit.
+CRASH_EXIT_CODE = 86
 DUPLICATE_ATTRIBUTE = "filejobs-local-duplicate"
 POISONED_BODY = "poisoned by the local stack's fault injection"
 
@@ -41,6 +68,8 @@ class FaultKind(StrEnum):
     SLOW = "slow"
     POISON = "poison"
     DUPLICATE = "duplicate"
+    CRASH = "crash"
+    THROTTLE = "throttle"
 
 
 @dataclass(frozen=True)
@@ -48,14 +77,40 @@ class Fault:
     kind: FaultKind
     job_type: str | None = None  # None: every job type
     key_contains: str | None = None  # None: every object
-    function: str | None = None  # duplicate: the function (logical id) whose messages repeat
+    # duplicate: the function (logical id) whose messages repeat; throttle: the function whose
+    # requests are refused (None: every function but the API's)
+    function: str | None = None
     attempts: int = 1
     seconds: float = 5.0
+    probability: float = 1.0
+    every: float = 30.0  # throttle: seconds from the start of one burst to the next
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.probability <= 1.0:
+            raise ValueError(f"probability must be between 0 and 1, not {self.probability}")
+        if self.kind is FaultKind.THROTTLE and not 0 < self.seconds <= self.every:
+            raise ValueError("a throttle burst lasts 0 < seconds <= every")
 
     def matches(self, job_type: str, key: str) -> bool:
         return (self.job_type is None or self.job_type == job_type) and (
             self.key_contains is None or self.key_contains in key
         )
+
+    def bursting(self, now: float) -> bool:
+        """Whether a throttle burst is on at `now` (epoch seconds): every host bursts at the
+        same moments, as a hot table throttles every client at once."""
+        return now % self.every < self.seconds
+
+    def fires(self, *subject: object) -> bool:
+        """Whether the rule applies to `subject` (a job attempt, a message)."""
+        return self.probability >= 1.0 or self.draw(*subject) < self.probability
+
+    def draw(self, *subject: object) -> float:
+        """A number in [0, 1) that is the same for the same subject, rule and seed, in any
+        process: which attempts fail does not depend on which host gets the message."""
+        text = "|".join(str(part) for part in (self.seed, self.kind, *subject))
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") / 2**64
 
 
 class FaultConfigError(ValueError):
@@ -80,27 +135,123 @@ def parse_faults(text: str) -> list[Fault]:
     return faults
 
 
-def with_processor_faults(processor: Processor, faults: list[Fault]) -> Processor:
-    """The processor, failing or slowed down as the matching rules say."""
-    rules = [f for f in faults if f.kind in (FaultKind.TRANSIENT, FaultKind.SLOW)]
+def record_injection(kind: FaultKind, **details: object) -> None:
+    """One line in the fault log (FILEJOBS_LOCAL_FAULT_LOG), written through before the fault
+    strikes: a crash must not lose its own record."""
+    path = os.environ.get(FAULT_LOG_VARIABLE)
+    if not path:
+        return
+    line = json.dumps({"kind": str(kind), "at": time.time(), **details}, default=str) + "\n"
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(descriptor, line.encode())  # one write with O_APPEND: lines never interleave
+    finally:
+        os.close(descriptor)
+
+
+def crash() -> None:
+    """The process dies on the spot: no exception handler, no finally, no buffered write runs."""
+    os._exit(CRASH_EXIT_CODE)
+
+
+PROCESSOR_KINDS = (FaultKind.TRANSIENT, FaultKind.SLOW, FaultKind.CRASH)
+
+
+def with_processor_faults(
+    processor: Processor, faults: list[Fault], die: Callable[[], None] = crash
+) -> Processor:
+    """The processor, failing, slowed down or crashing as the matching rules say."""
+    rules = [f for f in faults if f.kind in PROCESSOR_KINDS]
     if not rules:
         return processor
 
     def faulty(work: Work) -> dict[str, Any]:
         job = work.job
         key = str((job.input_data or {}).get("key", ""))
-        for rule in rules:
-            if not rule.matches(job.job_type.value, key):
+        matching = [rule for rule in rules if rule.matches(job.job_type.value, key)]
+        crash_after = False
+        for rule in matching:
+            if not rule.fires(job.id, job.attempt):
                 continue
             if rule.kind is FaultKind.TRANSIENT and job.attempt <= rule.attempts:
+                record_injection(rule.kind, job_id=job.id, attempt=job.attempt)
                 raise TransientError(
                     f"injected transient failure (attempt {job.attempt} of {rule.attempts})"
                 )
             if rule.kind is FaultKind.SLOW:
                 _wait(rule.seconds, work.should_stop)
-        return processor(work)
+            if rule.kind is FaultKind.CRASH:
+                # Half the crashes come after the processor wrote its outputs: the retry must
+                # write them again without harm, and the job still completes once.
+                crash_after = rule.draw(job.id, job.attempt, "after") < 0.5
+                if not crash_after:
+                    _crash_now(die, job.id, job.attempt, "before")
+        result = processor(work)
+        if crash_after:
+            _crash_now(die, job.id, job.attempt, "after")
+        return result
 
     return faulty
+
+
+def _crash_now(die: Callable[[], None], job_id: str, attempt: int, when: str) -> None:
+    record_injection(FaultKind.CRASH, job_id=job_id, attempt=attempt, when=when)
+    die()
+
+
+THROTTLED_BODY = json.dumps(
+    {
+        "__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException",
+        "message": "Rate of requests exceeds the allowed throughput (injected by the local stack)",
+    }
+).encode()
+
+
+class _Body:
+    """What botocore reads an HTTP response's body from."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._data
+
+
+def throttle_dynamodb(
+    rules: list[Fault],
+    function: str,
+    clock: Callable[[], float] = time.time,
+    rand: Callable[[], float] = random.random,
+) -> None:
+    """Every DynamoDB request this process sends during a burst of one of `rules` is answered
+    with a ThrottlingException instead of being sent, below botocore's retry handler: the SDK's
+    backoff and the code's error handling see it exactly as they would see AWS's."""
+    if not rules:
+        return
+    endpoints: Any = Endpoint  # _send and _endpoint_prefix are private: not in the stubs
+    original = endpoints._send
+
+    def send(endpoint: Any, request: AWSPreparedRequest) -> AWSResponse:
+        if endpoint._endpoint_prefix == "dynamodb":  # not streams.dynamodb
+            now = clock()
+            for rule in rules:
+                if rule.bursting(now) and rand() < rule.probability:
+                    operation = _operation_of(request)
+                    record_injection(rule.kind, function=function, operation=operation)
+                    headers = HTTPHeaders()
+                    headers["Content-Type"] = "application/x-amz-json-1.0"
+                    return AWSResponse(request.url, 400, headers, _Body(THROTTLED_BODY))
+        response: AWSResponse = original(endpoint, request)
+        return response
+
+    endpoints._send = send
+
+
+def _operation_of(request: AWSPreparedRequest) -> str:
+    """ "DynamoDB_20120810.PutItem" -> "PutItem" (the header may be bytes)."""
+    target = request.headers.get("X-Amz-Target", b"")
+    text = target.decode() if isinstance(target, bytes) else str(target)
+    return text.rpartition(".")[2]
 
 
 def _wait(seconds: float, should_stop: Callable[[], bool]) -> None:

@@ -52,6 +52,8 @@ from filejobs.local.faults import (
     Fault,
     FaultKind,
     parse_faults,
+    record_injection,
+    throttle_dynamodb,
     with_processor_faults,
 )
 from filejobs.local.resources import ACCOUNT, Resources
@@ -123,8 +125,20 @@ class Host:
         self._visibility = visibility_seconds
         if self._faults:
             install_processor_faults(self._faults)
+            throttle_dynamodb(self._throttles(), name)
         self._handler = load_handler(spec, root)
         self._session = boto3.Session()
+
+    def _throttles(self) -> list[Fault]:
+        """The throttle rules for this function: its own, and the unnamed ones unless it is the
+        API's (a caller's request would fail, not the machinery under test)."""
+        serves_api = any(kind == "Api" for kind, _ in self.spec.events)
+        return [
+            rule
+            for rule in self._faults
+            if rule.kind is FaultKind.THROTTLE
+            and (rule.function == self.name or (rule.function is None and not serves_api))
+        ]
 
     def invoke(self, event: dict[str, Any]) -> Any:
         context = LocalContext(
@@ -210,12 +224,16 @@ class Host:
         return True
 
     def _duplicate(self, sqs: Any, url: str, received: list[dict[str, Any]]) -> None:
-        """Injected: each original message is delivered once more, as S3 and SQS may."""
-        if not any(f.kind is FaultKind.DUPLICATE and f.function == self.name for f in self._faults):
-            return
+        """Injected: an original message is delivered once more, as S3 and SQS may."""
+        rules = [
+            f for f in self._faults if f.kind is FaultKind.DUPLICATE and f.function == self.name
+        ]
         for message in received:
             if DUPLICATE_ATTRIBUTE in message.get("MessageAttributes", {}):
                 continue  # a copy is not copied again
+            if not any(rule.fires(message["MessageId"]) for rule in rules):
+                continue
+            record_injection(FaultKind.DUPLICATE, function=self.name, message=message["MessageId"])
             sqs.send_message(
                 QueueUrl=url,
                 MessageBody=message["Body"],

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import boto3
+from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
 from filejobs.local.stack import CONFIG_PATH, LOCAL_CREDENTIALS, free_port
 
@@ -52,6 +53,30 @@ class LaunchedStack:
             aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         )
+
+    def scan(self, table: str, **parameters: Any) -> list[dict[str, Any]]:
+        """Every item of `table`, as DynamoDB's JSON. The emulator, busy serving every function
+        host, now and then drops a connection mid-scan: the whole scan is retried then."""
+        dynamodb = self.client("dynamodb")
+        for attempt in range(1, 6):
+            try:
+                items: list[dict[str, Any]] = []
+                pages = dynamodb.get_paginator("scan").paginate(TableName=table, **parameters)
+                for page in pages:
+                    items.extend(page["Items"])
+                return items
+            except (ConnectionClosedError, EndpointConnectionError, ReadTimeoutError):
+                if attempt == 5:
+                    raise
+                time.sleep(2 * attempt)
+        raise AssertionError("unreachable")
+
+    def peak_memory_mb(self) -> float:
+        """The stack process's peak resident memory (VmHWM): it runs moto server."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
 
     def api(
         self, path: str, *, method: str = "GET", body: Any = None, token: str | None = None

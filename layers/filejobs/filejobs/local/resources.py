@@ -102,11 +102,19 @@ class Resources:
 
 
 def provision(
-    session: Session, endpoint_url: str, template: dict[str, Any], stack_name: str
+    session: Session,
+    endpoint_url: str,
+    template: dict[str, Any],
+    stack_name: str,
+    *,
+    parameters: dict[str, str] | None = None,
 ) -> Resources:
-    """Creates every table, queue, bucket and event bus of the template on the emulator."""
+    """Creates every table, queue, bucket and event bus of the template on the emulator; a
+    parameter takes its value from `parameters`, else its default."""
     region = session.region_name or "us-east-1"
-    resources = Resources(stack_name, region, parameters=_parameter_defaults(template))
+    resources = Resources(
+        stack_name, region, parameters={**_parameter_defaults(template), **(parameters or {})}
+    )
 
     def client(service: str) -> Any:
         return session.client(service, endpoint_url=endpoint_url)  # type: ignore[call-overload]

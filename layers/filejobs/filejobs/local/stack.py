@@ -40,7 +40,12 @@ from moto.server import ThreadedMotoServer
 from filejobs.infra.template import FunctionSpec, function_definitions, load_template
 from filejobs.local import moto_fixes, tokens
 from filejobs.local.events import api_event
-from filejobs.local.faults import FAULTS_VARIABLE, parse_faults
+from filejobs.local.faults import (
+    CRASH_EXIT_CODE,
+    FAULT_LOG_VARIABLE,
+    FAULTS_VARIABLE,
+    parse_faults,
+)
 from filejobs.local.host import VISIBILITY_VARIABLE
 from filejobs.local.resources import Resources, provision
 
@@ -71,6 +76,9 @@ class StackOptions:
     # Hide received messages this long instead of the queues' visibility timeouts (minutes in
     # the template): lets a failed record come back, and reach its DLQ, within a demo.
     visibility_seconds: int | None = None
+    # Template parameters' values instead of their defaults (sam deploy --parameter-overrides).
+    parameters: dict[str, str] = field(default_factory=dict)
+    fault_log: Path | None = None  # where hosts append a line per injected fault
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,9 @@ class LocalStack:
         unknown = sorted(set(options.workers_per_function) - set(self.functions))
         if unknown:
             raise StackConfigError(f"no such function in template.yaml: {', '.join(unknown)}")
+        unknown = sorted(set(options.parameters) - set(self.template.get("Parameters", {})))
+        if unknown:
+            raise StackConfigError(f"no such parameter in template.yaml: {', '.join(unknown)}")
         self.endpoint_url = f"http://127.0.0.1:{options.emulator_port}"
         self.api_url = f"http://127.0.0.1:{options.api_port}"
         self.api_token = secrets.token_urlsafe(24)
@@ -138,7 +149,11 @@ class LocalStack:
             region_name=self.options.region,
         )
         self.resources = provision(
-            session, self.endpoint_url, self.template, self.options.stack_name
+            session,
+            self.endpoint_url,
+            self.template,
+            self.options.stack_name,
+            parameters=self.options.parameters,
         )
         self._write_config()
         for name, spec in sorted(self.functions.items()):
@@ -199,6 +214,8 @@ class LocalStack:
             knobs[FAULTS_VARIABLE] = self.options.faults
         if self.options.visibility_seconds is not None:
             knobs[VISIBILITY_VARIABLE] = str(self.options.visibility_seconds)
+        if self.options.fault_log is not None:
+            knobs[FAULT_LOG_VARIABLE] = str(self.options.fault_log.resolve())
         return knobs
 
     def _start_hosts(self, name: str, spec: FunctionSpec) -> None:
@@ -213,7 +230,9 @@ class LocalStack:
                 if self.options.schedule_seconds is None
                 else ["--every", str(self.options.schedule_seconds)]
             )
-            self._spawn(name, "schedule", *extra)
+            # More than one runner: overlapping runs, as when a run outlasts its rate.
+            for _ in range(self.options.workers_per_function.get(name, 1)):
+                self._spawn(name, "schedule", *extra)
         if "DynamoDB" in kinds:
             self._spawn(name, "stream")
         if "Api" in kinds:
@@ -348,6 +367,7 @@ class LocalStack:
 
         A host that exits is started again, as Lambda replaces a crashed execution environment;
         more than RESTART_LIMIT restarts within a minute is a crash loop, and stops the stack.
+        A crash injected on purpose (CRASH_EXIT_CODE) is restarted without counting.
         """
         stop = threading.Event()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -361,6 +381,10 @@ class LocalStack:
     def _restart(self, process: subprocess.Popen[bytes]) -> bool:
         name, source, extra = self._host_args.pop(process.pid)
         self._hosts.remove(process)
+        if process.returncode == CRASH_EXIT_CODE and self.options.faults:
+            log.info("%s (%s) crashed as injected; starting it again", name, source)
+            self._spawn(name, source, *extra)
+            return True
         now = time.monotonic()
         self._restarts = [t for t in self._restarts if now - t < 60] + [now]
         if len(self._restarts) > RESTART_LIMIT:

@@ -5,8 +5,11 @@ virus scan's processor: before the scan job completes, it records the verdict on
 conditional write), then sends the file's waiting jobs on a clean verdict, or quarantines the
 file and cancels them on an infected one. A scan that fails for good (PermanentError: a zip bomb,
 a limit) marks the file unscannable and cancels them with the scan's reason, rather than leaving
-them pending until the sweep gives up on them. A worker that dies in between leaves the scan job to
-be retried, and every step is idempotent, so the follow-up is never lost.
+them pending until the sweep gives up on them. A scan job that ends with no verdict (its retries
+spent, or cancelled) has them cancelled too: at once when its own worker fails it (`scan_ended`),
+else at their next delivery (`decide` looks at the scan job of a file still waiting), which the
+sweep's re-sending of pending jobs guarantees. A worker that dies in between leaves the scan job
+to be retried, and every step is idempotent, so the follow-up is never lost.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from typing import Any
 
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
-from filejobs.domain import transitions
+from filejobs.domain import keys, transitions
 from filejobs.domain.file import ScanStatus, StoredFile
-from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import PermanentError
@@ -29,6 +32,13 @@ from filejobs.processors.base import Processor, Work
 from filejobs.services.sweep import Dispatcher
 
 INFECTED = "INFECTED"  # processors/scan: Verdict.INFECTED
+
+
+def scan_job_id(stored: StoredFile) -> str:
+    """The id of the virus scan job the ingest made for the file."""
+    return keys.job_id_for(
+        stored.tenant, keys.ingest_idempotency_key(stored.id, JobType.VIRUS_SCAN)
+    )
 
 
 class ScanGate:
@@ -53,7 +63,20 @@ class ScanGate:
             job = self._jobs.get(message.job_id, consistent=False)
             file_id = None if job is None else job.file_id
         stored = None if file_id is None else self._files.get(file_id)
-        return gate(message.job_type, stored), stored
+        decision = gate(message.job_type, stored)
+        if decision is Gate.WAIT and stored is not None:
+            # Waiting is only right while a verdict may still come: one read of the scan job.
+            scan = self._jobs.get(scan_job_id(stored), consistent=False)
+            decision = gate(message.job_type, stored, None if scan is None else scan.status)
+        return decision, stored
+
+    def names_its_file(self, message: JobMessage) -> bool:
+        """Whether the message's file is its job's: a refusal cancels the job, so it must be
+        decided on the job's own file, never on one a forged or stale message names."""
+        if message.file_id is None:
+            return True  # `decide` read the job's own file
+        job = self._jobs.get(message.job_id, consistent=False)
+        return job is not None and job.file_id == message.file_id
 
     def file(self, file_id: str) -> StoredFile | None:
         return self._files.get(file_id)
@@ -83,6 +106,11 @@ class ScanGate:
         now = self._clock()
         stored = self._files.record_scan(scan.file_id, ScanStatus.UNSCANNABLE, at=now, by=SCANNER)
         self._settle_gated_jobs(scan.file_id, stored, detail=reason)
+
+    def scan_ended(self, scan: ProcessingJob) -> None:
+        """The scan job ended for good (failed, cancelled): gated jobs of a file left with no
+        verdict are cancelled now; those of a file with one were settled by it already."""
+        self._settle_gated_jobs(scan.file_id, self._files.get(scan.file_id))
 
     def _settle_gated_jobs(
         self, file_id: str, stored: StoredFile | None, detail: str | None = None

@@ -138,6 +138,8 @@ class WorkerService:
             # Left pending: the scan's worker sends it again on a clean verdict.
             return WorkResult(Outcome.SKIPPED, None, "waiting for the virus scan"), decided
         if decision is Gate.REFUSE:
+            if not self._gate.names_its_file(message):
+                return WorkResult(Outcome.SKIPPED, None, "the message names another file"), None
             refused = self._gate.refuse(message, decided)
             detail = f"cancelled: {refusal_reason(decided)}"
             return WorkResult(Outcome.SKIPPED, refused, detail), decided
@@ -173,6 +175,8 @@ class WorkerService:
             # A short retry does not wait for the sweep; the sweep is the safety net.
             dispatch_retry_if_soon(self._dispatcher, stored, now)
             return WorkResult(Outcome.RETRYING, stored, stored.error_message or "")
+        if stored.job_type is JobType.VIRUS_SCAN and self._gate is not None:
+            self._gate.scan_ended(stored)  # no verdict will come for the jobs that wait on one
         return WorkResult(Outcome.FAILED, stored, stored.error_message or "")
 
 

@@ -1,0 +1,311 @@
+"""The chaos run's audit: what the system left in its tables and queues, against what was sent.
+
+Pure: it reads what the runner (tools/chaos.py) collected — the uploads, every file and job item,
+the job table's stream from its first record, the fault log, the cancels it made, what is left
+in the dead-letter queues — and says what was violated. Each check is one function, named for
+the promise it checks; `audit` runs them all and gathers the figures.
+
+A job's end is explained when it is what its file should get (a corrupt JPEG's thumbnail fails,
+an infected file's parsing jobs are cancelled), or when the run caused it: a cancel the harness
+made, a retry budget spent on injected faults, a message poisoned on purpose that its
+dead-letter queue gave back. Any other end is a violation, as is any job not yet ended.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from filejobs.domain.content import job_types_for
+from filejobs.domain.file import StoredFile
+from filejobs.domain.job import AttemptOutcome, JobStatus, JobType, ProcessingJob
+from filejobs.domain.scanning import SCANNER
+
+COMPLETED = JobStatus.COMPLETED.value
+# What an error message says when the run's own faults spent the job's retries.
+INJECTED_ERRORS = (
+    "injected transient failure",
+    "lost its lease",  # a crash (or a worker starved past its lease) the sweep recovered
+    "ThrottlingException",
+)
+DEAD_LETTERED = "dead-letter queue"
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One object the harness put, and what its jobs should end as without faults."""
+
+    key: str
+    version_id: str | None
+    kind: str
+    # job type -> the statuses its job may end in, when not simply "completed"
+    expected: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    poisoned: frozenset[str] = frozenset()  # job types whose messages are poisoned
+
+    def allowed(self, job_type: str) -> tuple[str, ...]:
+        return self.expected.get(job_type, (COMPLETED,))
+
+
+@dataclass(frozen=True)
+class StreamRecord:
+    """One record of the jobs table's stream: the job and its status before and after."""
+
+    event: str  # INSERT | MODIFY | REMOVE
+    job_id: str
+    old_status: str | None
+    new_status: str | None
+
+
+@dataclass
+class Evidence:
+    uploads: list[Upload]
+    files: list[StoredFile]
+    jobs: list[ProcessingJob]
+    stream: list[StreamRecord]
+    injections: list[dict[str, Any]]
+    cancelled: set[str]  # job ids the harness cancelled (the API said 200)
+    dead_letters_left: dict[str, int]  # queue -> messages still in it (visible or in flight)
+
+
+@dataclass
+class Report:
+    figures: dict[str, int] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+
+    def check(self, name: str, problems: list[str]) -> None:
+        """Counts a check's violations as a figure, and keeps the first few of each."""
+        self.figures[name] = len(problems)
+        self.violations.extend(problems[:20])
+        if len(problems) > 20:
+            self.violations.append(f"... and {len(problems) - 20} more of {name}")
+
+
+def audit(evidence: Evidence) -> Report:
+    report = Report()
+    files_by_upload = _files_by_upload(evidence.files)
+    jobs_by_file: dict[str, list[ProcessingJob]] = defaultdict(list)
+    for job in evidence.jobs:
+        jobs_by_file[job.file_id].append(job)
+    report.check("lost files", lost_files(evidence.uploads, files_by_upload, jobs_by_file))
+    report.check("duplicate files", duplicate_files(files_by_upload))
+    report.check("duplicate jobs", duplicate_jobs(jobs_by_file))
+    report.check("jobs not terminal", not_terminal(evidence.jobs))
+    report.check("invariant violations", broken_invariants(evidence.jobs))
+    report.check("retry counts over max", over_retried(evidence.jobs))
+    report.check("double completions", double_completions(evidence.stream))
+    report.check("completions without a witness", unwitnessed(evidence.jobs, evidence.stream))
+    report.check("finished jobs rewritten", finished_rewritten(evidence.stream))
+    report.check("crashes not recovered", unrecovered_crashes(evidence.jobs, evidence.injections))
+    report.check(
+        "unexplained outcomes",
+        unexplained_outcomes(evidence.uploads, files_by_upload, jobs_by_file, evidence.cancelled),
+    )
+    left = evidence.dead_letters_left
+    report.check("dead letters unaccounted", [f"{q}: {n} left" for q, n in left.items() if n])
+    report.figures.update(_outcome_figures(evidence))
+    return report
+
+
+# --- the checks -------------------------------------------------------------------------------
+
+
+def _files_by_upload(files: Iterable[StoredFile]) -> dict[str, list[StoredFile]]:
+    """Files by object key: the harness puts each key once, so each key has one file."""
+    found: dict[str, list[StoredFile]] = defaultdict(list)
+    for stored in files:
+        found[stored.key].append(stored)
+    return found
+
+
+def lost_files(
+    uploads: list[Upload],
+    files: Mapping[str, list[StoredFile]],
+    jobs_by_file: Mapping[str, list[ProcessingJob]],
+) -> list[str]:
+    """Every upload is recorded as a file, of the version put (when S3's event carried one),
+    with one job of each type its content calls for."""
+    problems = []
+    for upload in uploads:
+        recorded = files.get(upload.key, [])
+        if not recorded:
+            problems.append(f"{upload.key}: no file recorded")
+            continue
+        for stored in recorded:
+            if stored.version_id not in (None, upload.version_id):
+                problems.append(f"{upload.key}: recorded as version {stored.version_id}")
+            wanted = {t.value for t in job_types_for(stored.content_type)}
+            present = {j.job_type.value for j in jobs_by_file.get(stored.id, [])}
+            if missing := wanted - present:
+                problems.append(f"{upload.key}: no {', '.join(sorted(missing))} job")
+    return problems
+
+
+def duplicate_files(files: Mapping[str, list[StoredFile]]) -> list[str]:
+    return [f"{key}: {len(stored)} files" for key, stored in files.items() if len(stored) > 1]
+
+
+def duplicate_jobs(jobs_by_file: Mapping[str, list[ProcessingJob]]) -> list[str]:
+    problems: list[str] = []
+    for file_id, jobs in jobs_by_file.items():
+        counts = Counter(job.job_type.value for job in jobs)
+        problems.extend(f"file {file_id}: {n} {t} jobs" for t, n in counts.items() if n > 1)
+    return problems
+
+
+def not_terminal(jobs: Iterable[ProcessingJob]) -> list[str]:
+    return [f"job {j.id} ({j.job_type}) is {j.status}" for j in jobs if not j.is_terminal]
+
+
+def broken_invariants(jobs: Iterable[ProcessingJob]) -> list[str]:
+    return [f"job {job.id}: {problem}" for job in jobs for problem in job.invariant_violations()]
+
+
+def over_retried(jobs: Iterable[ProcessingJob]) -> list[str]:
+    return [
+        f"job {j.id}: retry_count {j.retry_count} > max_retries {j.max_retries}"
+        for j in jobs
+        if j.retry_count > j.max_retries
+    ]
+
+
+def double_completions(stream: Iterable[StreamRecord]) -> list[str]:
+    """From the stream, not the final rows: a job written as completed twice (even with the
+    same values) ran to completion twice, whatever its row says now."""
+    completions = Counter(r.job_id for r in stream if r.new_status == COMPLETED)
+    return [f"job {job_id}: completed {n} times" for job_id, n in completions.items() if n > 1]
+
+
+def unwitnessed(jobs: Iterable[ProcessingJob], stream: Iterable[StreamRecord]) -> list[str]:
+    """A completed row the stream never saw completing: the witness itself would be unsound."""
+    witnessed = {r.job_id for r in stream if r.new_status == COMPLETED}
+    return [
+        f"job {j.id}: completed, but no stream record says so"
+        for j in jobs
+        if j.status is JobStatus.COMPLETED and j.id not in witnessed
+    ]
+
+
+def finished_rewritten(stream: Iterable[StreamRecord]) -> list[str]:
+    """A completed job is final: no write may change it or take it away (the harness never
+    deletes or retries)."""
+    return [
+        f"job {r.job_id}: {r.event} of a completed job (now {r.new_status})"
+        for r in stream
+        if r.old_status == COMPLETED
+    ]
+
+
+def crashed_attempts(injections: Iterable[Mapping[str, Any]]) -> set[tuple[str, int]]:
+    return {
+        (str(line["job_id"]), int(line["attempt"]))
+        for line in injections
+        if line.get("kind") == "crash"
+    }
+
+
+def recovered_attempts(jobs: Iterable[ProcessingJob]) -> set[tuple[str, int]]:
+    return {
+        (job.id, number)
+        for job in jobs
+        for number, attempt in job.attempts.items()
+        if attempt.outcome is AttemptOutcome.LEASE_EXPIRED
+    }
+
+
+def unrecovered_crashes(
+    jobs: list[ProcessingJob], injections: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """Every attempt whose worker was crashed was taken back by the sweep when its lease ran
+    out, unless the job was cancelled first (a cancel ends a running job, crashed or not)."""
+    recovered = recovered_attempts(jobs)
+    by_id = {job.id: job for job in jobs}
+    problems = []
+    for job_id, attempt in sorted(crashed_attempts(injections) - recovered):
+        job = by_id.get(job_id)
+        if job is None:
+            problems.append(f"job {job_id}: crashed in attempt {attempt}, and is gone")
+        elif job.status is not JobStatus.CANCELLED:
+            problems.append(f"job {job_id}: attempt {attempt} crashed and was never recovered")
+    return problems
+
+
+def unexplained_outcomes(
+    uploads: list[Upload],
+    files: Mapping[str, list[StoredFile]],
+    jobs_by_file: Mapping[str, list[ProcessingJob]],
+    cancelled: set[str],
+) -> list[str]:
+    problems = []
+    for upload in uploads:
+        for stored in files.get(upload.key, []):
+            siblings = jobs_by_file.get(stored.id, [])
+            for job in siblings:
+                if job.is_terminal and explanation(upload, job, cancelled, siblings) is None:
+                    problems.append(
+                        f"{upload.key} {job.job_type}: {job.status}"
+                        f" ({job.error_message or job.cancel_reason or 'no reason'})"
+                    )
+    return problems
+
+
+def explanation(
+    upload: Upload,
+    job: ProcessingJob,
+    cancelled: set[str],
+    siblings: Iterable[ProcessingJob] = (),
+) -> str | None:
+    """Why the job ended as it did, or None when nothing the run did explains it."""
+    job_type, status = job.job_type.value, job.status.value
+    if status in upload.allowed(job_type):
+        return "expected"
+    if status == JobStatus.CANCELLED.value:
+        if job.id in cancelled:
+            return "cancelled by the harness"
+        scan = next((j for j in siblings if j.job_type is JobType.VIRUS_SCAN), None)
+        if (
+            job.cancelled_by == SCANNER
+            and scan is not None
+            and scan.status.value in ("failed", "cancelled")
+            and explanation(upload, scan, cancelled) is not None
+        ):
+            return "its file's scan ended without a verdict, as the run made it"
+    if status == JobStatus.FAILED.value:
+        error = job.error_message or ""
+        if job_type in upload.poisoned and DEAD_LETTERED in error:
+            return "dead-lettered (poisoned)"
+        if any(marker in error for marker in INJECTED_ERRORS):
+            return "retries spent on injected faults"
+    return None
+
+
+# --- figures ------------------------------------------------------------------------------
+
+
+def _outcome_figures(evidence: Evidence) -> dict[str, int]:
+    jobs = evidence.jobs
+    statuses = Counter(job.status.value for job in jobs)
+    injected = Counter(str(line.get("kind")) for line in evidence.injections)
+    crashed, recovered = crashed_attempts(evidence.injections), recovered_attempts(jobs)
+    return {
+        "files uploaded": len(evidence.uploads),
+        "files recorded": len(evidence.files),
+        "jobs": len(jobs),
+        **{f"jobs {s}": statuses.get(s, 0) for s in ("completed", "failed", "cancelled")},
+        # Each letter the sweep's review settled: the job failed, saying its message was
+        # dead-lettered (what is still in a dead-letter queue is checked apart).
+        "jobs failed through a dead-letter queue": sum(
+            1 for job in jobs if DEAD_LETTERED in (job.error_message or "")
+        ),
+        "attempts": sum(job.attempt for job in jobs),
+        "retries": sum(job.retry_count for job in jobs),
+        **{f"injected {kind}": n for kind, n in sorted(injected.items())},
+        "crashes recovered by the sweep": len(crashed & recovered),
+        "crashes ended by a cancel": len(crashed - recovered),
+        # A worker too starved (the emulator is one busy process) to renew its lease in time.
+        "leases lost without a crash": len(recovered - crashed),
+        "cancels by the harness": len(evidence.cancelled),
+        "stream records": len(evidence.stream),
+        "completions witnessed": sum(1 for r in evidence.stream if r.new_status == COMPLETED),
+    }

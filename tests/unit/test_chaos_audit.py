@@ -1,0 +1,181 @@
+"""The chaos audit (filejobs/local/chaos_audit.py) finds each kind of violation, only those.
+
+An audit that passes everything would prove nothing: each test takes the evidence of a clean
+run and breaks one promise in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from filejobs.domain import transitions
+from filejobs.domain.ingest import IngestPlan
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.local.chaos_audit import Evidence, StreamRecord, Upload, audit
+from tests.conftest import FakeClock
+from tests.factories import ingest_plan
+
+KEEP = timedelta(days=1)
+LEASE = timedelta(seconds=20)
+
+
+@pytest.fixture
+def plan(clock: FakeClock) -> IngestPlan:
+    return ingest_plan(clock.now, "image/png", name="a.png", version_id="v1")
+
+
+def completed(job: ProcessingJob, clock: FakeClock) -> ProcessingJob:
+    done = job.copy()
+    done.mark_started(now=clock.now, lease=LEASE, worker="w")
+    done.mark_completed({"ok": True}, now=clock.now, retention=KEEP)
+    return done
+
+
+def witness(*jobs: ProcessingJob) -> list[StreamRecord]:
+    return [StreamRecord("MODIFY", job.id, "running", job.status.value) for job in jobs]
+
+
+def clean_run(plan: IngestPlan, clock: FakeClock) -> Evidence:
+    jobs = [completed(job, clock) for job in plan.jobs]
+    return Evidence(
+        uploads=[Upload(plan.file.key, plan.file.version_id, "png")],
+        files=[plan.file],
+        jobs=jobs,
+        stream=witness(*jobs),
+        injections=[],
+        cancelled=set(),
+        dead_letters_left={"ThumbnailGenerationDeadLetterQueue": 0},
+    )
+
+
+def violations(evidence: Evidence) -> dict[str, int]:
+    return {name: n for name, n in audit(evidence).figures.items() if n and name in CHECKS}
+
+
+CHECKS = {
+    "lost files",
+    "duplicate files",
+    "duplicate jobs",
+    "jobs not terminal",
+    "invariant violations",
+    "retry counts over max",
+    "double completions",
+    "completions without a witness",
+    "finished jobs rewritten",
+    "crashes not recovered",
+    "unexplained outcomes",
+    "dead letters unaccounted",
+}
+
+
+def test_a_clean_run_passes_with_its_figures(plan: IngestPlan, clock: FakeClock) -> None:
+    report = audit(clean_run(plan, clock))
+    assert report.violations == []
+    assert report.figures["jobs completed"] == len(plan.jobs)
+    assert report.figures["completions witnessed"] == len(plan.jobs)
+
+
+def test_an_upload_never_recorded_is_a_lost_file(plan: IngestPlan, clock: FakeClock) -> None:
+    evidence = clean_run(plan, clock)
+    evidence.uploads.append(Upload("uploads/acme/b.png", "v1", "png"))
+    assert violations(evidence) == {"lost files": 1}
+
+
+def test_a_file_missing_one_of_its_jobs_is_a_lost_file(plan: IngestPlan, clock: FakeClock) -> None:
+    evidence = clean_run(plan, clock)
+    evidence.jobs = [j for j in evidence.jobs if j.job_type is not JobType.VIRUS_SCAN]
+    assert violations(evidence) == {"lost files": 1}
+
+
+def test_a_second_job_of_a_type_for_one_file_is_a_duplicate(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    twin = replace(evidence.jobs[0], id="another-id")
+    evidence.jobs.append(twin)
+    evidence.stream += witness(twin)
+    assert violations(evidence) == {"duplicate jobs": 1}
+
+
+def test_a_job_completed_twice_is_counted_from_the_stream_not_the_row(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    # the row is as clean as ever; only the stream shows a second write of "completed"
+    again = StreamRecord("MODIFY", evidence.jobs[0].id, "completed", "completed")
+    evidence.stream.append(again)
+    assert violations(evidence) == {"double completions": 1, "finished jobs rewritten": 1}
+
+
+def test_a_pending_job_at_the_end_is_not_terminal(plan: IngestPlan, clock: FakeClock) -> None:
+    evidence = clean_run(plan, clock)
+    evidence.jobs[0] = plan.jobs[0]  # never ran
+    evidence.stream = witness(*evidence.jobs[1:])
+    assert violations(evidence) == {"jobs not terminal": 1}
+
+
+def test_a_failure_nothing_injected_explains_is_a_violation_and_an_injected_one_is_not(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    failed = plan.jobs[0].copy()
+    failed.max_retries = 1
+    for error in ("injected transient failure (attempt 1 of 1000)", "boom"):
+        failed.mark_started(now=clock.now, lease=LEASE, worker="w")
+        failed.mark_failed(error, now=clock.now, retention=KEEP, retry_at=clock.now)
+    assert failed.status is JobStatus.FAILED
+    evidence.jobs[0] = failed
+    evidence.stream = witness(*evidence.jobs[1:])
+    # the last error is not one of the run's faults: unexplained
+    assert violations(evidence) == {"unexplained outcomes": 1}
+    # the same job whose budget went on injected faults is explained
+    failed.error_message = "injected transient failure (attempt 2 of 1000)"
+    assert violations(evidence) == {}
+
+
+def test_a_crashed_attempt_the_sweep_never_took_back_is_a_violation(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    job = evidence.jobs[0]
+    evidence.injections.append({"kind": "crash", "job_id": job.id, "attempt": 1})
+    assert violations(evidence) == {"crashes not recovered": 1}
+    # recovered: the job's attempt 1 ended with its lease lost, then a retry completed it
+    recovered = plan.jobs[0].copy()
+    recovered.mark_started(now=clock.now, lease=LEASE, worker="w")
+    later = clock.advance(LEASE * 2)
+    recovered.apply(transitions.recover_lease(recovered, now=later, retry_at=later, retention=KEEP))
+    evidence.jobs[0] = completed(recovered, clock)
+    assert violations(evidence) == {}
+    assert audit(evidence).figures["crashes recovered by the sweep"] == 1
+
+
+def test_a_letter_left_in_a_dead_letter_queue_is_unaccounted(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    evidence.dead_letters_left["ThumbnailGenerationDeadLetterQueue"] = 2
+    assert violations(evidence) == {"dead letters unaccounted": 1}
+
+
+def test_a_parsing_job_cancelled_because_its_scan_was_cancelled_is_explained_by_that_cancel(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    scan = next(j for j in evidence.jobs if j.job_type is JobType.VIRUS_SCAN)
+    thumbnail = next(j for j in plan.jobs if j.job_type is JobType.THUMBNAIL_GENERATION).copy()
+    thumbnail.cancel(now=clock.now, by="virus_scan", reason="no verdict", retention=KEEP)
+    evidence.jobs = [thumbnail if j.id == thumbnail.id else j for j in evidence.jobs]
+    evidence.stream = witness(*[j for j in evidence.jobs if j.status is JobStatus.COMPLETED])
+    # given the thumbnail was cancelled by the scan gate while the scan completed: unexplained
+    assert violations(evidence) == {"unexplained outcomes": 1}
+    # when the scan itself was cancelled by the harness, then the cascade is explained
+    cancelled_scan = next(j for j in plan.jobs if j.id == scan.id).copy()
+    cancelled_scan.cancel(now=clock.now, by="chaos", reason="chaos", retention=KEEP)
+    evidence.jobs = [cancelled_scan if j.id == scan.id else j for j in evidence.jobs]
+    evidence.stream = witness(*[j for j in evidence.jobs if j.status is JobStatus.COMPLETED])
+    evidence.cancelled = {scan.id}
+    assert violations(evidence) == {}

@@ -1,0 +1,417 @@
+"""`make chaos`: the whole system under injected faults, then an audit of everything it left.
+
+Starts the local stack (`filejobs dev`) in a scratch copy of the project with these faults
+(filejobs/local/faults.py), decided per job attempt or message from the run's seed:
+- transient processor failures on 20% of attempts;
+- worker crashes on 5% of attempts: the process dies before its processor runs or after it
+  wrote its outputs, writing nothing; the job's lease (JobLeaseSeconds=20 here) expires and the
+  sweep takes it back;
+- duplicate deliveries of 10% of the messages of every SQS-triggered function: S3's
+  notifications to the ingest, job messages to the workers;
+- bursts of DynamoDB throttling (2 s in every 20 s, half the requests of every function but
+  the API's refused);
+- two sweeps running at once, every 2 s, beside the workers;
+- the compression messages of files named "poison" mangled on every delivery, so SQS moves them
+  to the dead-letter queue and the sweep's dead-letter review must account for them.
+It uploads a mix of real files (photos, PNGs, videos, PDFs, text, corrupt JPEGs, the EICAR test
+virus) for two tenants while cancelling random running jobs through the API, waits until the
+system is quiet (every job terminal, every queue empty), then audits
+(filejobs/local/chaos_audit.py) the tables, the job table's stream (the append-only witness of
+completions), the fault log and the dead-letter queues. It prints a table of figures and exits 1
+on any violation.
+
+    .venv/bin/python tools/chaos.py [--mode quick|full] [--files N] [--seed N]
+
+quick (CI, `make test`): 60 files; full (`make chaos-full`): 2,000 files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from filejobs.data.mapping import file_from_model, job_from_model
+from filejobs.data.models import FileModel, JobModel
+from filejobs.domain.job import JobType
+from filejobs.infra.template import function_definitions, load_template
+from filejobs.local.chaos_audit import Evidence, Report, StreamRecord, Upload, audit
+from filejobs.local.launch import TERMINAL, LaunchedStack, launched, project_copy
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))  # run as a script or through runpy alike
+
+from samples import EICAR, PARSING_JOBS, pdf, photo, video  # noqa: E402
+
+MODES = {"quick": 60, "full": 2000}
+TENANTS = ("acme", "globex")
+LEASE_SECONDS = 20
+SWEEP_EVERY_SECONDS = 2
+VISIBILITY_SECONDS = 20
+# Share of the files of each kind, in the order they are dealt out.
+MIX = (
+    ("photo", 30),
+    ("png", 10),
+    ("text", 25),
+    ("pdf", 12),
+    ("video", 8),
+    ("corrupt", 8),
+    ("eicar", 5),
+    ("poison", 2),
+)
+QUARANTINED = {job: ("cancelled",) for job in PARSING_JOBS}
+
+
+def fault_rules(seed: int, worker_functions: list[str]) -> list[dict[str, Any]]:
+    duplicated = ["IngestFunction", *worker_functions]
+    return [
+        {"kind": "transient", "probability": 0.2, "attempts": 1000, "seed": seed},
+        {"kind": "crash", "probability": 0.05, "seed": seed},
+        *(
+            {"kind": "duplicate", "function": name, "probability": 0.1, "seed": seed}
+            for name in duplicated
+        ),
+        {"kind": "throttle", "every": 20, "seconds": 2, "probability": 0.5},
+        {"kind": "poison", "job_type": "compression", "key_contains": "poison"},
+    ]
+
+
+# --- the files --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    extension: str
+    make: Callable[[random.Random, int], bytes]
+    expected: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    poisoned: frozenset[str] = frozenset()
+
+
+def _png(rand: random.Random, number: int) -> bytes:
+    image = Image.new("RGB", (320, 240), (rand.randrange(256), rand.randrange(256), number % 256))
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def _text(rand: random.Random, number: int) -> bytes:
+    words = [rand.choice(("alpha", "beta", "gamma", "delta", "files", "jobs")) for _ in range(600)]
+    return f"chaos file {number}\n{' '.join(words)}\n".encode()
+
+
+class Corpus:
+    """Real media, made once per variant (a video takes a while), dealt out as files."""
+
+    def __init__(self, seed: int) -> None:
+        self._photos = [photo(640, 480), photo(800, 600, orientation=6)]
+        self._videos = [video(seconds=1, fps=5)]
+        self._pdfs = [pdf(pages=1), pdf(pages=2)]
+        self.kinds = {
+            "photo": Kind("jpg", lambda r, n: r.choice(self._photos)),
+            "png": Kind("png", _png),
+            "text": Kind("txt", _text),
+            "pdf": Kind("pdf", lambda r, n: r.choice(self._pdfs)),
+            "video": Kind("mp4", lambda r, n: self._videos[0]),
+            "corrupt": Kind(
+                "jpg",
+                lambda r, n: self._photos[0][: r.randrange(300, 2000)],
+                expected={"thumbnail_generation": ("failed",)},
+            ),
+            "eicar": Kind(
+                "com",
+                lambda r, n: EICAR,
+                # Hashing never waits for the scan: it completes, or finds the object moved.
+                expected={**QUARANTINED, "deduplication_check": ("completed", "cancelled")},
+            ),
+            "poison": Kind(
+                "txt", _text, expected={}, poisoned=frozenset({JobType.COMPRESSION.value})
+            ),
+        }
+        self._rand = random.Random(seed)  # noqa: S311 (reproducible, not secret)
+
+    def deal(self, count: int) -> list[tuple[str, str, bytes, Kind]]:
+        """(key, kind name, body, kind) for `count` files, kinds in MIX's proportions."""
+        weighted = [name for name, share in MIX for _ in range(share)]
+        files = []
+        for number in range(count):
+            name = weighted[(number * 37) % len(weighted)]  # spread each kind through the run
+            kind = self.kinds[name]
+            tenant = TENANTS[number % len(TENANTS)]
+            key = f"uploads/{tenant}/chaos/{number:05d}-{name}.{kind.extension}"
+            files.append((key, name, kind.make(self._rand, number), kind))
+        return files
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+class Canceller:
+    """Cancels a random running job every `every` seconds through the API, as a user would,
+    until stopped or `budget` cancels have been made; keeps the ids the API cancelled."""
+
+    def __init__(self, stack: LaunchedStack, budget: int, every: float, seed: int) -> None:
+        self._stack, self._budget, self._every = stack, budget, every
+        self._rand = random.Random(seed)  # noqa: S311 (reproducible, not secret)
+        self.cancelled: set[str] = set()
+        self.refused = 0  # the job finished first (409): a race the API must lose cleanly
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="canceller", daemon=True)
+
+    def __enter__(self) -> Canceller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self.stop.wait(self._every) and len(self.cancelled) < self._budget:
+            try:
+                self._cancel_one()
+            except OSError as error:  # the router was too busy to answer: try next round
+                self.errors.append(f"cancel round: {error}")
+
+    def _cancel_one(self) -> None:
+        status, page = self._stack.api("/jobs?status=running&limit=50")
+        if status != 200 or not page.get("jobs"):
+            return
+        job = self._rand.choice(page["jobs"])
+        status, body = self._stack.api(
+            f"/jobs/{job['id']}/cancel", method="POST", body={"reason": "chaos: cancelled"}
+        )
+        if status == 200:
+            self.cancelled.add(job["id"])
+        elif status == 409:
+            self.refused += 1
+        else:
+            self.errors.append(f"cancel {job['id']}: {status} {body}")
+
+
+def upload(stack: LaunchedStack, files: list[tuple[str, str, bytes, Kind]]) -> list[Upload]:
+    s3, bucket = stack.client("s3"), stack.config["uploads_bucket"]
+
+    def put(entry: tuple[str, str, bytes, Kind]) -> Upload:
+        key, name, body, kind = entry
+        answer = s3.put_object(Bucket=bucket, Key=key, Body=body)
+        return Upload(key, answer.get("VersionId"), name, kind.expected, kind.poisoned)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(put, files))
+
+
+def queue_depths(stack: LaunchedStack) -> dict[str, int]:
+    """Messages in each queue of the stack: visible, in flight and delayed."""
+    sqs, depths = stack.client("sqs"), {}
+    for logical_id, attributes in stack.config["resources"]["attributes"].items():
+        if "QueueUrl" not in attributes:
+            continue
+        counts = sqs.get_queue_attributes(
+            QueueUrl=attributes["QueueUrl"],
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        depths[logical_id] = sum(int(n) for n in counts.values())
+    return depths
+
+
+def wait_until_quiet(stack: LaunchedStack, uploads: int, seconds: float) -> float:
+    """Seconds until every upload is recorded, every job terminal and every queue empty
+    (dead-letter queues aside: what is left there is the audit's to judge)."""
+    started, deadline = time.monotonic(), time.monotonic() + seconds
+    tables = (stack.config["files_table"], stack.config["table_name"])
+    projection = {"ProjectionExpression": "#s", "ExpressionAttributeNames": {"#s": "status"}}
+    while time.monotonic() < deadline:
+        time.sleep(5)
+        files = [i for i in stack.scan(tables[0], **projection) if "status" in i]
+        statuses = [i["status"]["S"] for i in stack.scan(tables[1], **projection)]
+        busy = {
+            queue: n for queue, n in queue_depths(stack).items() if n and "DeadLetter" not in queue
+        }
+        active = sum(1 for s in statuses if s not in TERMINAL)
+        print(
+            f"  {time.monotonic() - started:6.0f} s: {len(files)}/{uploads} files,"
+            f" {len(statuses)} jobs, {active} active, {sum(busy.values())} messages queued",
+            flush=True,
+        )
+        if len(files) >= uploads and statuses and not active and not busy:
+            return time.monotonic() - started
+    raise TimeoutError(f"the system was not quiet after {seconds:.0f} s")
+
+
+def read_stream(stack: LaunchedStack) -> list[StreamRecord]:
+    """The job table's stream from its first record: every write, in order."""
+    streams = stack.client("dynamodbstreams")
+    arn = stack.config["resources"]["attributes"]["JobsTable"]["StreamArn"]
+    records: list[StreamRecord] = []
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while iterator:
+            page = streams.get_records(ShardIterator=iterator, Limit=1000)
+            records.extend(_stream_record(r) for r in page["Records"])
+            if not page["Records"]:
+                break
+            iterator = page.get("NextShardIterator")
+    return records
+
+
+def _stream_record(record: dict[str, Any]) -> StreamRecord:
+    change = record["dynamodb"]
+
+    def status(image: str) -> str | None:
+        value = change.get(image, {}).get("status", {}).get("S")
+        return str(value) if value is not None else None
+
+    return StreamRecord(
+        record["eventName"], change["Keys"]["id"]["S"], status("OldImage"), status("NewImage")
+    )
+
+
+def collect(
+    stack: LaunchedStack, uploads: list[Upload], fault_log: Path, cancelled: set[str]
+) -> dict[str, Any]:
+    """Everything the audit reads, as plain JSON: kept beside the log, so a finished run can be
+    audited again (`--audit FILE`) without running it again."""
+    return {
+        "uploads": [
+            {**asdict(u), "expected": dict(u.expected), "poisoned": sorted(u.poisoned)}
+            for u in uploads
+        ],
+        "files": stack.scan(stack.config["files_table"]),
+        "jobs": stack.scan(stack.config["table_name"]),
+        "stream": [asdict(record) for record in read_stream(stack)],
+        "injections": [json.loads(line) for line in fault_log.read_text().splitlines() if line],
+        "cancelled": sorted(cancelled),
+        "dead_letters_left": {
+            queue: n for queue, n in queue_depths(stack).items() if "DeadLetter" in queue
+        },
+    }
+
+
+def evidence_of(raw: dict[str, Any]) -> Evidence:
+    return Evidence(
+        uploads=[
+            Upload(
+                u["key"],
+                u["version_id"],
+                u["kind"],
+                {job: tuple(statuses) for job, statuses in u["expected"].items()},
+                frozenset(u["poisoned"]),
+            )
+            for u in raw["uploads"]
+        ],
+        files=[
+            file_from_model(FileModel.from_raw_data(item))
+            for item in raw["files"]
+            if not item["id"]["S"].startswith("sha256#")  # the content index shares the table
+        ],
+        jobs=[job_from_model(JobModel.from_raw_data(item)) for item in raw["jobs"]],
+        stream=[StreamRecord(**record) for record in raw["stream"]],
+        injections=raw["injections"],
+        cancelled=set(raw["cancelled"]),
+        dead_letters_left=raw["dead_letters_left"],
+    )
+
+
+def run(arguments: argparse.Namespace, scratch: Path) -> tuple[Report, dict[str, float]]:
+    root = project_copy(ROOT, scratch)
+    workers = [
+        name
+        for name, spec in function_definitions(load_template(root / "template.yaml")).items()
+        if name.endswith("Worker") and any(kind == "SQS" for kind, _ in spec.events)
+    ]
+    faults, fault_log = scratch / "faults.json", scratch / "faults.log"
+    faults.write_text(json.dumps(fault_rules(arguments.seed, workers)))
+    fault_log.touch()
+    count = arguments.files or MODES[arguments.mode]
+    print(f"chaos ({arguments.mode}): making {count} files", flush=True)
+    files = Corpus(arguments.seed).deal(count)
+    log_path = ROOT / ".filejobs" / f"chaos-{arguments.mode}.log"
+    log_path.parent.mkdir(exist_ok=True)
+    options = [
+        "--workers", str(arguments.workers),
+        "--faults", str(faults),
+        "--fault-log", str(fault_log),
+        "--parameter", f"JobLeaseSeconds={LEASE_SECONDS}",
+        "--schedule-seconds", str(SWEEP_EVERY_SECONDS),
+        "--function-workers", "SweepFunction=2",
+        "--visibility-seconds", str(VISIBILITY_SECONDS),
+    ]  # fmt: skip
+    with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
+        print(f"chaos: stack up (log: {log_path}); uploading", flush=True)
+        budget = max(3, count // 25)
+        with Canceller(stack, budget, every=2.0, seed=arguments.seed) as canceller:
+            started = time.monotonic()
+            uploads = upload(stack, files)
+            uploaded = time.monotonic() - started
+            quiet = wait_until_quiet(stack, len(uploads), arguments.timeout)
+        raw = collect(stack, uploads, fault_log, canceller.cancelled)
+        timings = {
+            "upload s": uploaded,
+            "quiescence s": quiet,
+            "cancels refused (job already finished)": canceller.refused,
+            "emulator peak MB": stack.peak_memory_mb(),
+        }
+    raw["timings"], raw["cancel_errors"] = timings, canceller.errors
+    evidence_path = log_path.with_name(f"chaos-{arguments.mode}-evidence.json")
+    evidence_path.write_text(json.dumps(raw))
+    print(f"chaos: evidence kept in {evidence_path}", flush=True)
+    return audited(raw), timings
+
+
+def audited(raw: dict[str, Any]) -> Report:
+    report = audit(evidence_of(raw))
+    report.check("cancel errors", raw["cancel_errors"])
+    return report
+
+
+def print_report(report: Report, timings: dict[str, float]) -> None:
+    width = max(len(name) for name in [*report.figures, *timings])
+    for name, value in [*report.figures.items(), *timings.items()]:
+        shown = f"{value:.1f}" if isinstance(value, float) else str(value)
+        print(f"  {name:<{width}}  {shown:>10}")
+    print(f"violations: {len(report.violations)}")
+    for violation in report.violations:
+        print(f"  - {violation}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=sorted(MODES), default="quick")
+    parser.add_argument("--files", type=int, help="instead of the mode's count")
+    parser.add_argument("--workers", type=int, default=1, help="pollers per SQS function")
+    parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds to quiescence")
+    parser.add_argument("--audit", type=Path, help="audit a finished run's evidence file again")
+    arguments = parser.parse_args()
+    if arguments.audit:
+        raw = json.loads(arguments.audit.read_text())
+        report = audited(raw)
+        print_report(report, raw["timings"])
+        return 1 if report.violations else 0
+    with tempfile.TemporaryDirectory(prefix="filejobs-chaos-") as scratch:
+        report, timings = run(arguments, Path(scratch))
+    print_report(report, timings)
+    return 1 if report.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
