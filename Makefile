@@ -15,7 +15,7 @@ CHECKOV := $(CHECKOV_VENV)/bin/checkov
 ST_VENV := .tools/schemathesis
 ST := $(ST_VENV)/bin/st
 
-.PHONY: install system-deps test lint typecheck unit template security api-fuzz chaos chaos-full demo dev clean
+.PHONY: install system-deps bench-deps test lint typecheck unit template security api-fuzz chaos chaos-full bench demo dev clean
 
 $(BIN)/python:
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)" >&2; exit 1; }
@@ -99,6 +99,22 @@ chaos-full: install
 	$(BIN)/python tools/chaos.py --mode full
 
 test: lint typecheck template security unit api-fuzz chaos
+
+# What the processor benchmarks compare against: the CLIs (Debian) and libvips (the bench extra).
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[dev,media,bench]'
+	@touch $@
+
+bench-deps: $(VENV)/.bench-installed
+	@command -v ffmpeg >/dev/null && command -v pdftoppm >/dev/null && command -v zstd >/dev/null \
+	  || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+	    ffmpeg poppler-utils zstd >/dev/null; }
+
+# Every benchmark, one at a time (about 45 minutes), then docs/BENCHMARKS.md from their figures.
+bench: bench-deps system-deps
+	$(BIN)/python bench/report.py run
 
 demo: install
 	$(BIN)/python tools/demo.py

@@ -20,7 +20,11 @@ the handler's first invocation uses. Not counted: the second model's (a duplicat
 jobs too), nor the extra ones several threads can race to build when a 16-way fan-out (the
 sweep's, the listings') makes the first DynamoDB call.
 
+With `--json PATH`, the figures are also written there as the rows of the report's "Cold start
+of the handlers" table (bench/common.py): `import boto3` first, then one row per handler.
+
     .venv/bin/python bench/cold_imports.py [--runs 7] [--layer BUILD/FileJobsLayer/python]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -33,6 +37,16 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from common import (
+    add_json_argument,
+    make_section,
+    markdown_row,
+    target,
+    utc_now,
+    write_section,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 1.5
@@ -131,15 +145,22 @@ def cold_start(layer: Path, module: str, code_dir: Path, prelude: str, setup: st
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=7, help="samples per handler (7)")
     parser.add_argument("--layer", type=Path, help="a built FileJobsLayer/python folder")
+    add_json_argument(parser)
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    measured_at = utc_now()
     with tempfile.TemporaryDirectory() as scratch:
         layer = args.layer or build_layer(Path(scratch))
-        return measure(layer, args.runs)
+        rows = measure(layer, args.runs)
+    write_section(args.json, section(rows, measured_at))
+    return 0
 
 
-def measure(layer: Path, runs: int) -> int:
+def measure(layer: Path, runs: int) -> list[dict[str, Any]]:
+    """Prints the medians; returns them as rows (ms and ratios): boto3's, then each handler's."""
     boto3_imports: list[float] = []
     baselines: dict[str, list[float]] = {name: [] for name in HANDLERS}
     handlers: dict[str, list[Sample]] = {name: [] for name in HANDLERS}
@@ -158,6 +179,9 @@ def measure(layer: Path, runs: int) -> int:
         f" {'/ boto3+clients':>16}"
     )
     print(f"{'boto3':<8} {boto3_import * 1000:>10.1f} {1.0:>8.2f}")
+    rows: list[dict[str, Any]] = [
+        {"handler": "boto3", "import_ms": round(boto3_import * 1000, 1), "import_vs_boto3": 1.0}
+    ]
     worst_import = worst_total = 0.0
     for name, handler in HANDLERS.items():
         imported = statistics.median(s.import_seconds for s in handlers[name])
@@ -171,9 +195,44 @@ def measure(layer: Path, runs: int) -> int:
             f" {setup * 1000:>9.1f} {total * 1000:>16.1f} {total / baseline:>16.2f}"
             f"   (boto3 + {', '.join(handler.boto3_clients)}: {baseline * 1000:.1f} ms)"
         )
+        rows.append(
+            {
+                "handler": name,
+                "import_ms": round(imported * 1000, 1),
+                "import_vs_boto3": round(imported / boto3_import, 3),
+                "setup_ms": round(setup * 1000, 1),
+                "import_setup_ms": round(total * 1000, 1),
+                "boto3_clients_ms": round(baseline * 1000, 1),
+                "import_setup_vs_boto3_clients": round(total / baseline, 3),
+            }
+        )
     print(f"worst handler import / boto3: {worst_import:.2f} (target <= {TARGET})")
     print(f"worst handler import+setup / boto3 with the same clients: {worst_total:.2f}")
-    return 0
+    return rows
+
+
+def section(rows: list[dict[str, Any]], measured_at: str) -> dict[str, Any]:
+    """The "Cold start of the handlers" table: boto3's row, then one per handler, and the
+    target: no handler's import above TARGET times `import boto3`'s."""
+    boto3, handlers = rows[0], rows[1:]
+    markdown_rows = [markdown_row(["`import boto3`", f"{boto3['import_ms']:.1f}", "1.00", "", ""])]
+    markdown_rows += [
+        markdown_row(
+            [
+                row["handler"],
+                f"{row['import_ms']:.1f}",
+                f"{row['import_vs_boto3']:.2f}",
+                f"{row['import_setup_ms']:.1f}",
+                f"{row['import_setup_vs_boto3_clients']:.2f}",
+            ]
+        )
+        for row in handlers
+    ]
+    worst = max(row["import_vs_boto3"] for row in handlers)
+    goal = target(
+        f"no handler import above {TARGET}x import boto3", f"<= {TARGET}x", worst, worst <= TARGET
+    )
+    return make_section("cold_start", rows, markdown_rows, [goal], measured_at)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,11 @@
 
 Each bench is run as `.venv/bin/python bench/<name>.py`, so this folder is on sys.path and the
 benches import this module as `common`.
+
+Sections: given `--json PATH`, a bench also writes its figures as one JSON object
+(`make_section`, `write_section`) that a report renderer concatenates into docs/BENCHMARKS.md:
+its `markdown_rows` go under its section's table header (`PROCESSOR_TABLE_HEADER`,
+`COLD_START_TABLE_HEADER`).
 """
 
 from __future__ import annotations
@@ -9,17 +14,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 MiB = 1024 * 1024
 CHUNK = 1024 * 1024  # ObjectSource's chunk size
+ROOT = Path(__file__).resolve().parents[1]
+
+# The two header lines of each section's markdown table; each bench's `markdown_rows` go under
+# them. The cold-start table's boto3 figure changes with every run, so it is a row ("boto3"),
+# not part of the header.
+PROCESSOR_TABLE_HEADER = [
+    "| what | command | ours | baseline | ratio | target | peak memory |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
+]
+COLD_START_TABLE_HEADER = [
+    "| handler | import ms | / boto3 | import + setup ms | / boto3 + same clients |",
+    "| --- | --- | --- | --- | --- |",
+]
 
 # Runs argv[1:] and prints its stdout, then its peak RSS in KiB (Linux ru_maxrss): only that
 # child is counted, not the parent's memory at fork.
@@ -112,31 +132,42 @@ def cold_and_warm(
     return walls, rss
 
 
-def print_cold_warm(samples: Mapping[str, list[Sample]], theirs: Sequence[str]) -> None:
-    """Prints each contender's median and peak RSS, then ours (cold, warm) against `theirs`."""
+class ColdWarm(NamedTuple):
+    """Median wall seconds and highest peak RSS (MiB) of each contender; "ours" is the cold
+    start, "ours (warm)" a later call in the same process."""
+
+    medians: dict[str, float]
+    peak_mib: dict[str, float]
+
+
+def print_cold_warm(samples: Mapping[str, list[Sample]], theirs: Sequence[str]) -> ColdWarm:
+    """Prints each contender's median and peak RSS, then ours (cold, warm) against `theirs`;
+    returns those figures."""
     walls, rss = cold_and_warm(samples)
     medians = {name: statistics.median(values) for name, values in walls.items()}
+    peaks = {name: kib / 1024 for name, kib in rss.items()}
     for name, median in medians.items():
         label = "ours (cold)" if name == "ours" else name
-        peak_mib = rss[name] / 1024
-        print(f"  {label:14} median {median * 1000:7.1f} ms   peak RSS {peak_mib:6.1f} MiB")
+        print(f"  {label:14} median {median * 1000:7.1f} ms   peak RSS {peaks[name]:6.1f} MiB")
     for their in theirs:
         for ours in ("ours", "ours (warm)"):
             label = "ours (cold)" if ours == "ours" else ours
             print(f"  {label} / {their}: {medians[ours] / medians[their]:.2f}x")
+    return ColdWarm(medians, peaks)
 
 
 def fresh_process_main(
     doc: str | None,
     child: Callable[[Path, Path], None],
     make: Callable[[Path], None],
-    bench: Callable[[int], None],
+    bench: Callable[[int, Path | None], None],
     runs: int = 7,
 ) -> None:
     """A bench whose samples are fresh processes of this same script: `--child SOURCE OUT`
-    runs `child`, `--make PATH` runs `make` (both hidden), otherwise `bench(--runs)`."""
+    runs `child`, `--make PATH` runs `make` (both hidden), otherwise `bench(--runs, --json)`."""
     parser = argparse.ArgumentParser(description=doc)
-    parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--runs", type=int, default=runs, help=f"samples per contender ({runs})")
+    add_json_argument(parser)
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--make", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -145,4 +176,103 @@ def fresh_process_main(
     elif args.make:
         make(args.make)
     else:
-        bench(args.runs)
+        if args.runs < 1:
+            parser.error("--runs must be at least 1")
+        bench(args.runs, args.json)
+
+
+# Sections: the figures of a run, for the report renderer.
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    """`--json PATH`: where to write the run's section (see `make_section`); none by default."""
+    parser.add_argument(
+        "--json",
+        type=Path,
+        metavar="PATH",
+        help="also write this run's figures there, as a report section (JSON)",
+    )
+
+
+def utc_now() -> str:
+    """Now, ISO 8601 in UTC to the second: 2026-11-30T14:05:09+00:00."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def bench_command(argv: Sequence[str] | None = None) -> list[str]:
+    """The bench's own command line as it ran, minus `--json PATH`: the script relative to the
+    project root (bench/<name>.py) and its arguments."""
+    argv = list(sys.argv if argv is None else argv)
+    script = Path(argv[0]).resolve()
+    words = [str(script.relative_to(ROOT)) if script.is_relative_to(ROOT) else str(script)]
+    rest = iter(argv[1:])
+    for word in rest:
+        if word == "--json":
+            next(rest, None)
+        elif not word.startswith("--json="):
+            words.append(word)
+    return words
+
+
+def run_command(argv: Sequence[str] | None = None) -> str:
+    """How to run the bench again: `.venv/bin/python bench/<name>.py ARGS` (this interpreter,
+    relative to the project root when it is under it)."""
+    python = Path(os.path.abspath(sys.executable))  # not resolve(): a venv's python is a link
+    if python.is_relative_to(ROOT):
+        python = python.relative_to(ROOT)
+    return shlex.join([str(python), *bench_command(argv)])
+
+
+def markdown_command(argv: Sequence[str] | None = None) -> str:
+    """The bench's command for a table cell: `bench/<name>.py ARGS`, in backticks."""
+    return f"`{shlex.join(bench_command(argv))}`"
+
+
+def markdown_row(cells: Sequence[str]) -> str:
+    """One row of a markdown table (an empty cell as `| |`); a `|` inside a cell is escaped."""
+    return "|" + "|".join(f" {cell.replace('|', '\\|')} " if cell else " " for cell in cells) + "|"
+
+
+def verdict(met: bool) -> str:
+    """A target's outcome as the tables word it."""
+    return "met" if met else "**missed**"
+
+
+def target(name: str, goal: str, value: float, met: bool) -> dict[str, Any]:
+    """One entry of a section's `targets`: what, the goal as stated, the measured figure."""
+    return {"name": name, "target": goal, "value": round(value, 3), "met": met}
+
+
+def size_label(mib: int) -> str:
+    """1024 -> "1 GiB", 64 -> "64 MiB"."""
+    return f"{mib // 1024} GiB" if mib >= 1024 and mib % 1024 == 0 else f"{mib} MiB"
+
+
+def make_section(
+    name: str,
+    rows: Sequence[Mapping[str, Any]],
+    markdown_rows: Sequence[str],
+    targets: Sequence[Mapping[str, Any]],
+    measured_at: str,
+    *,
+    command: str | None = None,
+) -> dict[str, Any]:
+    """A bench's figures for the report: `name` is its section ("processors", "cold_start"),
+    `rows` one dict of plain numbers per table row, `markdown_rows` those rows under the
+    section's table header, `targets` from `target`, `measured_at` from `utc_now`."""
+    return {
+        "section": name,
+        "rows": [dict(row) for row in rows],
+        "markdown_rows": list(markdown_rows),
+        "targets": [dict(entry) for entry in targets],
+        "command": run_command() if command is None else command,
+        "measured_at": measured_at,
+    }
+
+
+def write_section(path: Path | None, section: dict[str, Any]) -> None:
+    """Writes `section` as JSON to `path` (its folders made as needed); nothing when None."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(section, indent=2) + "\n")

@@ -11,7 +11,10 @@ JobOutputs.put_stream) on a 1 GiB object in a moto server running in its own pro
 figure is the worker's alone: getrusage(RUSAGE_CHILDREN) in a wrapper process that runs only
 the worker. Target: peak RSS < 100 MB.
 
-    .venv/bin/python bench/compression.py [--size-mb 1024] [--runs 5]
+With `--json PATH`, the figures are also written there as a row of the report's Processors table
+(bench/common.py). `--mib` is `--size-mb` by another name.
+
+    .venv/bin/python bench/compression.py [--size-mb 1024] [--runs 5] [--skip-memory] [--json PATH]
 """
 
 from __future__ import annotations
@@ -30,7 +33,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import MiB, file_chunks, interleaved, peak_rss_mb, timed
+from common import (
+    MiB,
+    add_json_argument,
+    file_chunks,
+    interleaved,
+    make_section,
+    markdown_command,
+    markdown_row,
+    peak_rss_mb,
+    size_label,
+    target,
+    timed,
+    utc_now,
+    verdict,
+    write_section,
+)
+
+TARGET_VS_ZSTD = 0.8
+TARGET_PEAK_MB = 100
 
 
 def make_csv(path: Path, size: int) -> None:
@@ -159,20 +180,29 @@ def memory_of_the_processor(path: Path, size: int) -> tuple[float, dict[str, Any
         server.wait()
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--size-mb", type=int, default=1024)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--size-mb", "--mib", type=int, default=1024, help="MiB of CSV (1024)")
+    parser.add_argument("--runs", type=int, default=5, help="samples per contender (5)")
     parser.add_argument("--child-local", nargs=2, type=Path)
     parser.add_argument("--child-s3", nargs=3)
     parser.add_argument("--skip-memory", action="store_true")
+    add_json_argument(parser)
     args = parser.parse_args()
+    if args.runs < 1 or args.size_mb < 1:
+        parser.error("--runs and --size-mb must be at least 1")
+    return args
+
+
+def main() -> None:
+    args = arguments()
     if args.child_local:
         child_local(*args.child_local)
         return
     if args.child_s3:
         child_s3(*args.child_s3)
         return
+    measured_at = utc_now()
     size = args.size_mb * MiB
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "object.csv"
@@ -217,6 +247,75 @@ def main() -> None:
             f"  output {result['compressed_bytes']} bytes, ETag {result['etag']},"
             f" sha256 matches: {result['sha256'] == original_sha}"
         )
+    speed = {
+        "ours_mib_per_s": ours_rate,
+        "zstd_mib_per_s": base_rate,
+        "ours_size_fraction": int(ours_bytes) / size,
+        "zstd_size_fraction": cli_bytes / size,
+    }
+    write_section(args.json, section(args.size_mb, speed, memory, measured_at))
+
+
+def section(
+    mib: int,
+    speed: dict[str, float],
+    memory: tuple[float, dict[str, Any], float] | None,
+    measured_at: str,
+) -> dict[str, Any]:
+    """The Processors table's row from the median rates and the processor's memory run (None
+    with --skip-memory)."""
+    ours_rate, zstd_rate = speed["ours_mib_per_s"], speed["zstd_mib_per_s"]
+    ratio = ours_rate / zstd_rate
+    met = ratio >= TARGET_VS_ZSTD
+    row: dict[str, Any] = {
+        "what": "zstd_level_3",
+        "mib": mib,
+        "ours_mib_per_s": round(ours_rate, 1),
+        "zstd_mib_per_s": round(zstd_rate, 1),
+        "vs_zstd": round(ratio, 3),
+        "ours_size_fraction": round(speed["ours_size_fraction"], 4),
+        "zstd_size_fraction": round(speed["zstd_size_fraction"], 4),
+        "processor_peak_mb": None,
+        "processor_seconds": None,
+        "upload_parts": None,
+    }
+    targets = [target("zstd level 3: our rate / zstd -3's", f">= {TARGET_VS_ZSTD}x", ratio, met)]
+    goal = f">= {TARGET_VS_ZSTD}x: {verdict(met)}"
+    peak = "not measured (--skip-memory)"
+    if memory is not None:
+        rss, result, seconds = memory
+        # A multipart upload's ETag ends in -<parts>; a single PUT's has no dash.
+        etag = str(result["etag"]).strip('"')
+        parts = int(etag.rsplit("-", 1)[1]) if "-" in etag else 1
+        row.update(
+            processor_peak_mb=round(rss, 1),
+            processor_seconds=round(seconds, 2),
+            upload_parts=parts,
+        )
+        memory_met = rss < TARGET_PEAK_MB
+        targets.append(
+            target(
+                f"compression processor peak RSS on {size_label(mib)}, S3 to S3 (MB)",
+                f"< {TARGET_PEAK_MB}",
+                rss,
+                memory_met,
+            )
+        )
+        goal += f"; peak < {TARGET_PEAK_MB} MB: {verdict(memory_met)}"
+        uploaded = f"{parts} parts" if parts > 1 else "one PUT"
+        peak = f"{rss:.0f} MB for the whole processor on {size_label(mib)}, S3 to S3 ({uploaded})"
+    markdown = markdown_row(
+        [
+            f"zstd level 3 of {size_label(mib)} CSV-like data (SHA-256 in the same pass)",
+            markdown_command(),
+            f"{ours_rate:.1f} MiB/s",
+            f"`zstd -3` {zstd_rate:.1f} MiB/s",
+            f"{ratio:.2f}x",
+            goal,
+            peak,
+        ]
+    )
+    return make_section("processors", [row], [markdown], targets, measured_at)
 
 
 if __name__ == "__main__":

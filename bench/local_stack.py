@@ -1,142 +1,306 @@
-"""Throughput and upload-to-terminal latency of the local stack, at 1 and at 4 workers per function.
+"""Throughput and upload-to-terminal latency of the local stack, by workers per function, with
+no-op processing (the machinery alone) and with the real processors.
 
-For each worker count it starts `filejobs dev` (in a scratch copy of the project), uploads N
-small text files under uploads/bench/ with a plain S3 client (8 threads), waits until every job
-of every file is terminal, and reads the jobs once from the table through the emulator. Each text
-file gets four jobs (virus scan, document preview, compression, deduplication check).
+For each processing mode and worker count it starts `filejobs dev` in a scratch copy of the
+project, uploads N files under uploads/bench/ at once with a plain S3 client (8 threads), waits
+until every job of every file is terminal, and reads the jobs once from the table through the
+emulator. The files are a mix of real media from tools/samples.py, each body made once and
+varied by a few bytes per file (a JPEG comment, a trailing PDF comment, an MP4 `free` box, a
+text line), so every file has content of its own as uploads do:
 
-    files/s, jobs/s  : N / (last job finished - first upload), jobs likewise
+    40% photos  1600x1200 JPEG, or 1200x800 with EXIF orientation 6: scan, dedup, thumbnail
+    20% PDFs    2 pages: scan, dedup, document preview, compression
+    30% text    1 KB of Markdown notes: scan, dedup, document preview, compression
+    10% videos  2 s of 320x240 H.264 in MP4: scan, dedup, video poster
+
+How many jobs each file gets is what the ingest plans for it (`job_types_for` of its sniffed
+content type), so the wait knows how many to expect. With `--processing noop` the stack runs
+with the fault rule `{"kind": "noop"}` (filejobs/local/faults.py): every job is claimed,
+completed and its outcome published as usual (the virus scan's file recorded clean, its gated
+jobs released), but no processor runs. `real` runs the processors.
+
+    files/s, jobs/s  : N / (last job finished - first upload returned), jobs likewise
     latency p50, p99 : per file, its last job's completed_at minus the moment its upload returned
     peak MB          : the stack process's peak resident memory (moto server runs in it)
+    vs 1 worker      : jobs/s over the 1-worker run's of the same processing mode
 
 The figures are for this machine running moto server, every function host and the uploader on
 the same cores: they show the machinery's overhead and how it scales, not AWS's.
+bench/notes/local_stack.md says what they mean.
 
-    .venv/bin/python bench/local_stack.py [--files 500] [--workers 1 4]
+    .venv/bin/python bench/local_stack.py [--files N] [--workers 1 2 4]
+        [--processing noop|real|both] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import statistics
+import struct
+import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from common import add_json_argument, make_section, markdown_row, utc_now, write_section
+
+from filejobs.domain.content import SNIFF_BYTES, job_types_for, sniff_content_type
 from filejobs.local.launch import TERMINAL, LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))  # tools/ is not a package
+
+from samples import pdf, photo, video  # noqa: E402
+
+# Files per run, the same in both modes so their latencies compare: the whole default run
+# (2 modes x 3 worker counts) takes about 10 minutes on a 2-core machine.
+DEFAULT_FILES = 120
+MODES = ("noop", "real")
+NOOP_RULES = [{"kind": "noop"}]
+TENANT = "bench"
+UPLOAD_THREADS = 8
+POLL_SECONDS = 5.0
+HEADER = (
+    "| processing | workers per function | files | jobs | files/s | jobs/s | p50 s | p99 s "
+    "| emulator peak MB | vs 1 worker |"
+)
 
 
-def upload_all(stack: LaunchedStack, count: int) -> dict[str, float]:
+# --- the files --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    extension: str
+    body: bytes  # made once
+    vary: Callable[[bytes, int], bytes]  # the body with content of file `number`'s own
+
+
+def _jpeg(body: bytes, number: int) -> bytes:
+    """A COM segment right after SOI: still the same image, to every decoder."""
+    comment = f"filejobs bench {number:05d}".encode()
+    return body[:2] + b"\xff\xfe" + struct.pack(">H", len(comment) + 2) + comment + body[2:]
+
+
+def _pdf(body: bytes, number: int) -> bytes:
+    """A comment after %%EOF: readers look for the trailer from the end and skip it."""
+    return body + f"%filejobs bench {number:05d}\n".encode()
+
+
+def _mp4(body: bytes, number: int) -> bytes:
+    """A top-level `free` box at the end: ignored by every demuxer."""
+    payload = f"filejobs bench {number:05d}".encode()
+    return body + struct.pack(">I", len(payload) + 8) + b"free" + payload
+
+
+def _text(body: bytes, number: int) -> bytes:
+    return body + f"\nfile {number:05d}\n".encode()
+
+
+NOTES = b"Meeting notes\n\n- ship the local stack\n- measure it\n" * 20
+# Dealt in this order, over and over: 40% photos, 20% PDFs, 30% text, 10% videos.
+PATTERN = ("photo", "text", "pdf", "photo", "text", "rotated", "video", "text", "pdf", "photo")
+
+
+def corpus() -> dict[str, Kind]:
+    kinds = (
+        Kind("photo", "jpg", photo(), _jpeg),
+        Kind("rotated", "jpg", photo(1200, 800, orientation=6), _jpeg),
+        Kind("pdf", "pdf", pdf(), _pdf),
+        Kind("text", "md", NOTES, _text),
+        Kind("video", "mp4", video(), _mp4),
+    )
+    return {kind.name: kind for kind in kinds}
+
+
+@dataclass(frozen=True)
+class Upload:
+    kind: str
+    key: str
+    body: bytes
+    jobs: int  # what the ingest plans for it
+
+
+def deal(kinds: dict[str, Kind], count: int) -> list[Upload]:
+    uploads = []
+    for number in range(count):
+        kind = kinds[PATTERN[number % len(PATTERN)]]
+        body = kind.vary(kind.body, number)
+        planned = job_types_for(sniff_content_type(body[:SNIFF_BYTES]))
+        key = f"uploads/{TENANT}/{number:05d}-{kind.name}.{kind.extension}"
+        uploads.append(Upload(kind.name, key, body, len(planned)))
+    return uploads
+
+
+def describe(uploads: list[Upload]) -> str:
+    kinds = Counter(upload.kind for upload in uploads)
+    return ", ".join(f"{n} {name}" for name, n in kinds.items())
+
+
+# --- one run ----------------------------------------------------------------------------------
+
+
+def upload_all(stack: LaunchedStack, uploads: list[Upload]) -> dict[str, float]:
     """key -> wall time (epoch seconds) its upload returned."""
     s3, bucket = stack.client("s3"), stack.config["uploads_bucket"]
 
-    def put(number: int) -> tuple[str, float]:
-        key = f"uploads/bench/file-{number:05d}.txt"
-        s3.put_object(Bucket=bucket, Key=key, Body=f"bench file {number}\n".encode() * 40)
-        return key, time.time()
+    def put(upload: Upload) -> tuple[str, float]:
+        s3.put_object(Bucket=bucket, Key=upload.key, Body=upload.body)
+        return upload.key, time.time()
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return dict(pool.map(put, range(count)))
+    with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
+        return dict(pool.map(put, uploads))
 
 
-def wait_until_terminal(
-    stack: LaunchedStack, files: int, jobs_per_file: int, seconds: float
-) -> list[dict[str, Any]]:
-    """Every job item, once all are terminal. Polls with a projected scan every 5 s: the poll
-    itself is load on the emulator, which serves every function too."""
+def wait_until_terminal(stack: LaunchedStack, jobs: int, seconds: float) -> list[dict[str, Any]]:
+    """Every job item, once there are `jobs` and all are terminal. Polls with a projected scan
+    every few seconds: the poll itself is load on the emulator, which serves every function."""
     deadline = time.monotonic() + seconds
     table = stack.config["table_name"]
+    statuses: list[str] = []
     while time.monotonic() < deadline:
         projected = stack.scan(
             table, ProjectionExpression="#s", ExpressionAttributeNames={"#s": "status"}
         )
         statuses = [item["status"]["S"] for item in projected]
-        if len(statuses) >= files * jobs_per_file and all(s in TERMINAL for s in statuses):
+        if len(statuses) >= jobs and all(s in TERMINAL for s in statuses):
             return stack.scan(table)
-        time.sleep(5)
-    raise TimeoutError(f"not every job was terminal after {seconds:.0f} s")
+        time.sleep(POLL_SECONDS)
+    active = sum(1 for s in statuses if s not in TERMINAL)
+    raise TimeoutError(
+        f"after {seconds:.0f} s: {len(statuses)} of {jobs} jobs made, {active} not terminal"
+    )
 
 
-def measure(files: int, workers: int, timeout: float) -> dict[str, float]:
+@dataclass(frozen=True)
+class Row:
+    processing: str
+    workers: int
+    files: int
+    jobs: int
+    completed: int
+    files_per_s: float
+    jobs_per_s: float
+    p50_s: float
+    p99_s: float
+    peak_mb: float
+    vs_1_worker: float | None = None
+
+    def cells(self) -> list[str]:
+        jobs = f"{self.jobs}" + ("" if self.completed == self.jobs else f" ({self.completed} ok)")
+        ratio = "" if self.vs_1_worker is None else f"{self.vs_1_worker:.2f}x"
+        return [
+            self.processing,
+            f"{self.workers}",
+            f"{self.files}",
+            jobs,
+            f"{self.files_per_s:.2f}",
+            f"{self.jobs_per_s:.2f}",
+            f"{self.p50_s:.1f}",
+            f"{self.p99_s:.1f}",
+            f"{self.peak_mb:.0f}",
+            ratio,
+        ]
+
+    def markdown(self) -> str:
+        return markdown_row(self.cells())
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest rank: the smallest value with at least `share` of them at or below it."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def measure(
+    processing: str, workers: int, uploads: list[Upload], timeout: float, scratch: Path
+) -> Row:
+    options = ["--workers", str(workers)]
+    if processing == "noop":
+        rules = scratch / "noop-faults.json"
+        rules.write_text(json.dumps(NOOP_RULES))
+        options += ["--faults", str(rules)]
     # The stack's log outlives the scratch copy: .filejobs/ is the project's ignored state.
-    log_path = ROOT / ".filejobs" / f"bench-local-stack-{workers}w.log"
+    log_path = ROOT / ".filejobs" / f"bench-local-stack-{processing}-{workers}w.log"
     log_path.parent.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="fj-bench-") as scratch:
-        root = project_copy(ROOT, Path(scratch))
-        with (
-            log_path.open("wb") as log,
-            launched(root, "--workers", str(workers), output=log) as stack,
-        ):
-            uploaded = upload_all(stack, files)
-            items = wait_until_terminal(stack, files, 4, timeout)
-            peak_mb = stack.peak_memory_mb()
-    finished: dict[str, float] = {}
-    keys_of_files: dict[str, str] = {}
+    root = project_copy(ROOT, scratch)
+    with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
+        uploaded = upload_all(stack, uploads)
+        items = wait_until_terminal(stack, sum(u.jobs for u in uploads), timeout)
+        peak_mb = stack.peak_memory_mb()
+    skipped = sum(1 for item in items if "noop" in item.get("result_data", {}).get("M", {}))
+    if skipped != (len(items) if processing == "noop" else 0):
+        raise RuntimeError(f"{processing} processing, yet {skipped} of {len(items)} jobs no-ops")
+    finished: dict[str, float] = {}  # key -> its last job's completed_at
     for item in items:
-        file_id = item["file_id"]["S"]
-        keys_of_files.setdefault(
-            file_id, item.get("input_data", {}).get("M", {}).get("key", {}).get("S", "")
-        )
+        key = item["input_data"]["M"]["key"]["S"]
         done = datetime.fromisoformat(item["completed_at"]["S"]).timestamp()
-        finished[file_id] = max(finished.get(file_id, 0.0), done)
-    latencies = sorted(finished[f] - uploaded[keys_of_files[f]] for f in finished)
+        finished[key] = max(finished.get(key, 0.0), done)
+    latencies = [finished[key] - uploaded[key] for key in finished]
     span = max(finished.values()) - min(uploaded.values())
-    statuses = [item["status"]["S"] for item in items]
-    return {
-        "files": float(len(finished)),
-        "jobs": float(len(items)),
-        "completed": float(statuses.count("completed")),
-        "files_per_s": len(finished) / span,
-        "jobs_per_s": len(items) / span,
-        "p50": statistics.median(latencies),
-        "p99": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
-        "peak_mb": peak_mb,
-    }
+    return Row(
+        processing=processing,
+        workers=workers,
+        files=len(finished),
+        jobs=len(items),
+        completed=sum(1 for item in items if item["status"]["S"] == "completed"),
+        files_per_s=len(finished) / span,
+        jobs_per_s=len(items) / span,
+        p50_s=statistics.median(latencies),
+        p99_s=percentile(latencies, 0.99),
+        peak_mb=peak_mb,
+    )
+
+
+# --- the whole bench --------------------------------------------------------------------------
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=500)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
-    parser.add_argument("--timeout", type=float, default=1800)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=DEFAULT_FILES, help="files per run")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--processing", choices=(*MODES, "both"), default="both")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    add_json_argument(parser)
     arguments = parser.parse_args()
-    results = {w: measure(arguments.files, w, arguments.timeout) for w in arguments.workers}
-    baseline = results[arguments.workers[0]]
-    print(f"local stack, {arguments.files} small text files (4 jobs each)")
-    base = arguments.workers[0]
-    header = (
-        "workers",
-        "files",
-        "jobs",
-        "done",
-        "files/s",
-        "jobs/s",
-        "p50 s",
-        "p99 s",
-        "peak MB",
-        f"vs {base}",
-    )
-    print(" ".join(f"{h:>8}" for h in header))
-    for workers, r in results.items():
-        ratio = r["jobs_per_s"] / baseline["jobs_per_s"]
-        cells = [
-            f"{workers}",
-            f"{r['files']:.0f}",
-            f"{r['jobs']:.0f}",
-            f"{r['completed']:.0f}",
-            f"{r['files_per_s']:.2f}",
-            f"{r['jobs_per_s']:.2f}",
-            f"{r['p50']:.2f}",
-            f"{r['p99']:.2f}",
-            f"{r['peak_mb']:.0f}",
-            f"{ratio:.2f}x",
+    modes = MODES if arguments.processing == "both" else (arguments.processing,)
+    started = time.monotonic()
+    kinds = corpus()
+    rows: list[Row] = []
+    for processing in modes:
+        uploads = deal(kinds, arguments.files)
+        jobs = sum(u.jobs for u in uploads)
+        print(f"{processing}: {len(uploads)} files ({describe(uploads)}), {jobs} jobs", flush=True)
+        measured = []
+        for workers in arguments.workers:
+            with tempfile.TemporaryDirectory(prefix="fj-bench-") as scratch:
+                row = measure(processing, workers, uploads, arguments.timeout, Path(scratch))
+            measured.append(row)
+            elapsed = time.monotonic() - started
+            print(f"  {row.markdown()}  ({elapsed:.0f} s in)", flush=True)
+        one = next((r for r in measured if r.workers == 1), None)
+        rows += [
+            r if one is None else replace(r, vs_1_worker=r.jobs_per_s / one.jobs_per_s)
+            for r in measured
         ]
-        print(" ".join(f"{c:>8}" for c in cells))
+    header = [HEADER, "| " + " | ".join("---" for _ in HEADER.split("|")[1:-1]) + " |"]
+    print("\n".join([*header, *(row.markdown() for row in rows)]))
+    print(f"({time.monotonic() - started:.0f} s in all)")
+    rounded = [
+        {name: round(v, 3) if isinstance(v, float) else v for name, v in asdict(row).items()}
+        for row in rows
+    ]
+    section = make_section("local_stack", rounded, [r.markdown() for r in rows], [], utc_now())
+    write_section(arguments.json, {**section, "header": header})
 
 
 if __name__ == "__main__":

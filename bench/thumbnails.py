@@ -14,9 +14,11 @@ times, interleaved round by round so machine noise hits all alike; medians are c
 - pyvips: `pyvips.Image.thumbnail(path, 256).webpsave_buffer(Q=80)` (shrink-on-load too), when
   `import pyvips` works (pip install pyvips-binary pyvips); else reported as skipped.
 
-Peak RSS of our path is measured in a fresh interpreter that only runs our core.
+Peak RSS of our path is measured in a fresh interpreter that only runs our core. With
+`--json PATH`, the figures are also written there as rows of the report's Processors table
+(bench/common.py). `--runs` is `--rounds` by another name, as in the other benches.
 
-    .venv/bin/python bench/thumbnails.py [--rounds 7] [--reps 5]
+    .venv/bin/python bench/thumbnails.py [--rounds 7] [--reps 5] [--json PATH]
 """
 
 from __future__ import annotations
@@ -32,7 +34,18 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from common import (
+    add_json_argument,
+    make_section,
+    markdown_command,
+    markdown_row,
+    target,
+    utc_now,
+    verdict,
+    write_section,
+)
 from PIL import Image, ImageDraw
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,11 +54,19 @@ sys.path.insert(0, str(ROOT / "layers" / "filejobs"))
 from filejobs.processors.thumbnail import WEBP_QUALITY, render_thumbnails  # noqa: E402
 
 SIZE = 256
+PHOTO = (4000, 3000)
 TARGET_VS_NAIVE = 5.0
 TARGET_VS_PYVIPS = 1.0
+NAIVE, FULL, OURS, DEFAULT_JOB, PYVIPS = (
+    "naive Pillow thumbnail()",
+    "Pillow full decode",
+    "ours (core, 256)",
+    "ours (default job: 3 sizes)",
+    "pyvips thumbnail",
+)
 
 
-def make_photo(path: Path, size: tuple[int, int] = (4000, 3000)) -> None:
+def make_photo(path: Path, size: tuple[int, int] = PHOTO) -> None:
     """Smooth colour gradients and shapes under per-pixel noise, saved as JPEG quality 90."""
     width, height = size
     red = Image.linear_gradient("L").resize(size)
@@ -129,25 +150,30 @@ print(base, peak())
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--reps", type=int, default=5, help="calls per contestant per round")
+    parser.add_argument("--rounds", "--runs", type=int, default=7, help="rounds (7)")
+    parser.add_argument("--reps", type=int, default=5, help="calls per contestant per round (5)")
+    add_json_argument(parser)
     args = parser.parse_args()
+    if args.rounds < 1 or args.reps < 1:
+        parser.error("--rounds and --reps must be at least 1")
+    measured_at = utc_now()
 
     contestants: dict[str, Callable[[Path], int]] = {
-        "naive Pillow thumbnail()": naive,
-        "Pillow full decode": full_decode,
-        "ours (core, 256)": ours,
-        "ours (default job: 3 sizes)": ours_default_job,
+        NAIVE: naive,
+        FULL: full_decode,
+        OURS: ours,
+        DEFAULT_JOB: ours_default_job,
     }
     vips = pyvips_thumbnail()
     if vips is not None:
-        contestants["pyvips thumbnail"] = vips
+        contestants[PYVIPS] = vips
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "photo.jpg"
         make_photo(path)
         print(
-            f"input: 4000x3000 JPEG q90, {path.stat().st_size / 1e6:.2f} MB; {SIZE} px WebP; "
+            f"input: {PHOTO[0]}x{PHOTO[1]} JPEG q90, {path.stat().st_size / 1e6:.2f} MB;"
+            f" {SIZE} px WebP; "
             f"{args.rounds} rounds x {args.reps} calls, interleaved; {os.cpu_count()} CPUs"
         )
         if vips is None:
@@ -164,8 +190,8 @@ def main() -> int:
         per_thumb = {name: statistics.median(times) for name, times in samples.items()}
         base_rss, peak_rss = peak_rss_of_ours(path, args.reps)
 
-    naive_s = per_thumb["naive Pillow thumbnail()"]
-    vips_s = per_thumb.get("pyvips thumbnail")
+    naive_s = per_thumb[NAIVE]
+    vips_s = per_thumb.get(PYVIPS)
     print(f"{'':30} {'ms/thumb':>9} {'thumbs/s':>9} {'vs naive':>9} {'vs pyvips':>9}")
     for name, seconds in per_thumb.items():
         vs_vips = f"{vips_s / seconds:8.2f}x" if vips_s else "        -"
@@ -173,7 +199,7 @@ def main() -> int:
             f"{name:30} {seconds * 1000:9.1f} {1 / seconds:9.1f} "
             f"{naive_s / seconds:8.2f}x {vs_vips}"
         )
-    ours_s = per_thumb["ours (core, 256)"]
+    ours_s = per_thumb[OURS]
     print(
         f"peak RSS, our core alone: {peak_rss / 1024:.0f} MiB "
         f"({base_rss / 1024:.0f} MiB after imports; VmHWM of a fresh interpreter)"
@@ -183,7 +209,94 @@ def main() -> int:
     if vips_s:
         verdicts.append(f"vs pyvips {vips_s / ours_s:.2f}x (target {TARGET_VS_PYVIPS}x)")
     print("ours (core, 256): " + "; ".join(verdicts))
+    write_section(args.json, section(per_thumb, peak_rss, measured_at))
     return 0
+
+
+def section(per_thumb: dict[str, float], peak_rss_kib: int, measured_at: str) -> dict[str, Any]:
+    """The two rows of the Processors table (one thumbnail; the default job's three) from the
+    medians (seconds per thumbnail) and our core's peak RSS."""
+    naive_s, full_s, ours_s = per_thumb[NAIVE], per_thumb[FULL], per_thumb[OURS]
+    job_s, vips_s = per_thumb[DEFAULT_JOB], per_thumb.get(PYVIPS)
+    peak_mib = peak_rss_kib / 1024
+    vs_naive = naive_s / ours_s
+    naive_met = vs_naive >= TARGET_VS_NAIVE
+    targets = [
+        target(
+            f"{SIZE} px thumbnail: speed-up over naive Pillow",
+            f">= {TARGET_VS_NAIVE:g}x",
+            vs_naive,
+            naive_met,
+        )
+    ]
+    baseline = f"naive Pillow `open(); thumbnail()` {naive_s * 1000:.0f} ms"
+    ratio = f"{vs_naive:.2f}x Pillow"
+    goal = f">= {TARGET_VS_NAIVE:g}x Pillow: {verdict(naive_met)}"
+    pyvips_goal = f">= {TARGET_VS_PYVIPS:.1f}x pyvips"
+    vs_vips = None
+    if vips_s is None:
+        baseline += "; pyvips: not installed"
+        goal += f"; {pyvips_goal}: not measured"
+    else:
+        vs_vips = vips_s / ours_s
+        vips_met = vs_vips >= TARGET_VS_PYVIPS
+        targets.append(
+            target(
+                f"{SIZE} px thumbnail: speed-up over pyvips",
+                f">= {TARGET_VS_PYVIPS:.1f}x",
+                vs_vips,
+                vips_met,
+            )
+        )
+        baseline += f"; pyvips `thumbnail` {vips_s * 1000:.0f} ms"
+        ratio += f", {vs_vips:.2f}x pyvips"
+        goal += f"; {pyvips_goal}: {verdict(vips_met)}"
+    megapixels = PHOTO[0] * PHOTO[1] / 1e6
+    rows: list[dict[str, Any]] = [
+        {
+            "what": f"thumbnail_{SIZE}",
+            "ours_ms": round(ours_s * 1000, 1),
+            "ours_per_s": round(1 / ours_s, 2),
+            "naive_pillow_ms": round(naive_s * 1000, 1),
+            "pillow_full_decode_ms": round(full_s * 1000, 1),
+            "pyvips_ms": None if vips_s is None else round(vips_s * 1000, 1),
+            "vs_naive_pillow": round(vs_naive, 3),
+            "vs_pillow_full_decode": round(full_s / ours_s, 3),
+            "vs_pyvips": None if vs_vips is None else round(vs_vips, 3),
+            "peak_mib": round(peak_mib, 1),
+        },
+        {
+            "what": "default_job_128_256_512",
+            "ours_ms_per_thumbnail": round(job_s * 1000, 1),
+            "vs_naive_pillow": round(naive_s / job_s, 3),
+        },
+    ]
+    markdown_rows = [
+        markdown_row(
+            [
+                f"{SIZE} px WebP thumbnail of a {megapixels:.0f} MP JPEG"
+                f" ({PHOTO[0]}x{PHOTO[1]}, q90)",
+                markdown_command(),
+                f"{ours_s * 1000:.0f} ms ({1 / ours_s:.1f}/s)",
+                baseline,
+                ratio,
+                goal,
+                f"{peak_mib:.0f} MiB",
+            ]
+        ),
+        markdown_row(
+            [
+                "default thumbnail job (128, 256, 512 from one decode)",
+                "same",
+                f"{job_s * 1000:.0f} ms per thumbnail",
+                "",
+                f"{naive_s / job_s:.2f}x Pillow",
+                "",
+                "",
+            ]
+        ),
+    ]
+    return make_section("processors", rows, markdown_rows, targets, measured_at)
 
 
 def _rss() -> int:

@@ -19,6 +19,7 @@ from filejobs.data.file_repository import AlreadyIngested, FileRepository
 from filejobs.domain import keys
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
 from filejobs.domain.job import JobStatus
+from filejobs.domain.scanning import sent_at_ingest
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
 from filejobs.services.ingest import IngestService
 
@@ -68,11 +69,11 @@ def record_upload(created: ObjectCreated) -> None:
     if isinstance(result, AlreadyIngested):
         # A redelivery: the first delivery may have died before sending the messages.
         pending = runtime.jobs().jobs_of_file(result.file_id, JobStatus.PENDING)
-        runtime.dispatcher().dispatch_all(pending)
+        runtime.dispatcher().dispatch_all(sent_at_ingest(pending))
         logger.info("duplicate delivery", redispatched=len(pending))
         metrics.add_metric(name="DuplicateDeliveries", unit=MetricUnit.Count, value=1)
         return
-    runtime.dispatcher().dispatch_all(result.plan.jobs)
+    runtime.dispatcher().dispatch_all(sent_at_ingest(result.plan.jobs))
     logger.info(
         "file ingested",
         content_type=result.plan.file.content_type,

@@ -207,6 +207,28 @@ def test_an_upload_flows_from_s3_through_ingest_to_completed_jobs(
         assert f"derived/acme/{stored.id}/{derived.value}/" in key, results[derived]
 
 
+def test_a_files_parsing_jobs_are_sent_by_its_clean_scan_not_by_the_ingest(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a text file uploaded and ingested
+    stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/notes.txt", Body=b"notes\n" * 9)
+    assert invoke(ingest.handler, receive(stack, "IngestQueue")) == []
+
+    # Then only the scan and the hash have messages: a parsing job's would be read for nothing
+    assert len(receive(stack, "DocumentPreviewQueue")) == 0
+    assert len(receive(stack, "CompressionQueue")) == 0
+    scans = receive(stack, "VirusScanQueue")
+    assert len(scans) == 1 and len(receive(stack, "DeduplicationCheckQueue")) == 1
+
+    # When the scan finds the file clean
+    monkeypatch.setenv("JOB_TYPE", JobType.VIRUS_SCAN.value)
+    assert invoke(worker.handler, scans) == []
+
+    # Then its verdict sends each parsing job once
+    assert len(receive(stack, "DocumentPreviewQueue")) == 1
+    assert len(receive(stack, "CompressionQueue")) == 1
+
+
 def test_a_duplicate_s3_notification_creates_no_duplicate_jobs(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:

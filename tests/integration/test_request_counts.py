@@ -9,8 +9,14 @@ import boto3
 from filejobs.data.file_repository import FileRepository, Ingested
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
+from filejobs.domain.file import ScanStatus
+from filejobs.domain.job import JobType, ProcessingJob
+from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
+from filejobs.domain.scanning import GATED_JOB_TYPES
 from filejobs.services.ingest import IngestService
+from filejobs.services.scan_gate import ScanGate
+from filejobs.services.worker import Outcome, WorkerService
 from tests.aws_requests import DYNAMODB_READS, counting_requests
 from tests.conftest import FakeClock
 from tests.factories import upload_record
@@ -76,3 +82,55 @@ def test_a_lost_race_is_explained_without_a_read(tables: dict[str, str], clock: 
     assert requests.count("dynamodb") == 1
     assert requests.count("dynamodb", DYNAMODB_READS) == 0
     assert boto3.client("dynamodb")  # the counter saw the models' own clients, not this one
+
+
+class Dispatched:
+    def __init__(self) -> None:
+        self.jobs: list[str] = []
+
+    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
+        self.jobs.append(job.id)
+
+
+def test_a_parsing_job_costs_its_verdict_read_and_two_writes(
+    tables: dict[str, str], clock: FakeClock
+) -> None:
+    # Given a file whose scan came back clean, and its document preview job's message
+    files = FileRepository()
+    result = IngestService(files, FixedHead(), clock).ingest(upload_record("c.pdf"))
+    assert isinstance(result, Ingested)
+    files.record_scan(result.plan.file.id, ScanStatus.CLEAN, at=clock.now, by="virus_scan")
+    job = next(j for j in result.plan.jobs if j.job_type is JobType.DOCUMENT_PREVIEW)
+    dispatcher = Dispatched()
+    gate = ScanGate(files, JobRepository(), dispatcher, retention=LEASE, clock=clock)
+    worker = WorkerService(
+        JobRepository(), dispatcher, lambda work: {"pages": 1}, JobType.DOCUMENT_PREVIEW,
+        lease=LEASE, retention=LEASE, worker_id="w", gate=gate, clock=clock,
+    )  # fmt: skip
+
+    # When the worker runs it
+    with counting_requests() as requests:
+        outcome = worker.handle(JobMessage.for_job(job))
+
+    # Then scan before parse cost one eventually consistent read of the file, and the job its
+    # claim and its completion
+    assert outcome.outcome is Outcome.COMPLETED
+    assert requests.calls == {"dynamodb:GetItem": 1, "dynamodb:UpdateItem": 2}
+
+
+def test_a_clean_verdict_costs_a_file_write_and_one_query_to_release_the_parsing_jobs(
+    tables: dict[str, str], clock: FakeClock
+) -> None:
+    files = FileRepository()
+    result = IngestService(files, FixedHead(), clock).ingest(upload_record("d.pdf"))
+    assert isinstance(result, Ingested)
+    scan = next(j for j in result.plan.jobs if j.job_type is JobType.VIRUS_SCAN)
+    dispatcher = Dispatched()
+    gate = ScanGate(files, JobRepository(), dispatcher, retention=LEASE, clock=clock)
+
+    with counting_requests() as requests:
+        gate.record_verdict(scan, infected=False, reason="")
+
+    assert requests.calls == {"dynamodb:UpdateItem": 1, "dynamodb:Query": 1}
+    gated = {j.id for j in result.plan.jobs if j.job_type in GATED_JOB_TYPES}
+    assert set(dispatcher.jobs) == gated and gated

@@ -9,15 +9,24 @@ from typing import Any
 
 import pytest
 
+from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.retry import TransientError
 from filejobs.local.faults import FaultConfigError, FaultKind, parse_faults, with_processor_faults
 from filejobs.processors.base import StopRequested, Work
+from filejobs.services.scan_gate import ScanRecording
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 
 
-def work_on(clock: FakeClock, name: str, attempt: int, stop: bool = False) -> Work:
-    job = replace(ingest_plan(clock.now, "image/png", name=name).jobs[0], attempt=attempt)
+def work_on(
+    clock: FakeClock,
+    name: str,
+    attempt: int,
+    stop: bool = False,
+    job_type: JobType = JobType.VIRUS_SCAN,
+) -> Work:
+    plan = ingest_plan(clock.now, "image/png", name=name)
+    job = replace(next(j for j in plan.jobs if j.job_type is job_type), attempt=attempt)
 
     def outputs(*_: Any) -> str:
         raise AssertionError("not used")
@@ -124,3 +133,77 @@ def test_a_throttle_burst_is_on_for_its_seconds_in_every_period() -> None:
     assert not rule.bursting(1002.0)
     assert not rule.bursting(1019.9)
     assert rule.bursting(1020.5)
+
+
+def test_a_noop_rule_skips_the_processor_of_matching_jobs_only(
+    clock: FakeClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "faults.log"
+    monkeypatch.setenv("FILEJOBS_LOCAL_FAULT_LOG", str(log))
+    ran: list[str] = []
+
+    def processor(work: Work) -> dict[str, Any]:
+        ran.append(work.job.job_type.value)
+        return {"ran": True}
+
+    rules = '[{"kind": "noop", "job_type": "thumbnail_generation", "key_contains": "bench"}]'
+    skipping = with_processor_faults(processor, parse_faults(rules))
+    # when a matching job runs
+    first = skipping(work_on(clock, "bench-1.png", 1, job_type=JobType.THUMBNAIL_GENERATION))
+    # then its processor is not run and the attempt returns the no-op result at once
+    assert first == {"noop": True}
+    assert ran == []
+    # and each attempt gets a result of its own (the worker may add to it)
+    first["extra"] = 1
+    again = skipping(work_on(clock, "bench-2.png", 2, job_type=JobType.THUMBNAIL_GENERATION))
+    assert again == {"noop": True}
+    # while another job type, or another file, runs its processor
+    assert skipping(work_on(clock, "bench-1.png", 1, job_type=JobType.DEDUPLICATION_CHECK)) == {
+        "ran": True
+    }
+    assert skipping(work_on(clock, "real.png", 1, job_type=JobType.THUMBNAIL_GENERATION)) == {
+        "ran": True
+    }
+    assert ran == ["deduplication_check", "thumbnail_generation"]
+    # and a no-op is not a fault: the fault log stays empty
+    assert not log.exists()
+
+
+class Verdicts:
+    """Stands for the scan gate: keeps the verdicts recorded."""
+
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, bool]] = []
+
+    def record_verdict(self, scan: ProcessingJob, infected: bool, reason: str) -> None:
+        self.recorded.append((scan.id, infected))
+
+
+def test_a_skipped_virus_scan_records_its_file_clean_so_gated_jobs_are_released(
+    clock: FakeClock,
+) -> None:
+    def scan(work: Work) -> dict[str, Any]:
+        raise AssertionError("the scan must not run")
+
+    verdicts = Verdicts()
+    # given the scan processor skipped by a noop rule, inside the scan's verdict recording as
+    # the worker builds it (the faults wrap the registry's processor)
+    skipped = with_processor_faults(scan, parse_faults('[{"kind": "noop"}]'))
+    recording = ScanRecording(skipped, verdicts)  # type: ignore[arg-type]
+    # when the scan job runs
+    work = work_on(clock, "any.png", 1)
+    result = recording(work)
+    # then it completes with the no-op result and the file's verdict is clean (not infected)
+    assert result == {"noop": True}
+    assert verdicts.recorded == [(work.job.id, False)]
+
+
+def test_a_noop_rule_with_a_probability_skips_that_share_of_attempts(clock: FakeClock) -> None:
+    rules = parse_faults('[{"kind": "noop", "probability": 0.5, "seed": 3}]')
+    skipping = with_processor_faults(done, rules)
+    # when 200 attempts of different files run under a rule that skips half of them
+    results = [skipping(work_on(clock, f"file-{n}.png", 1)) for n in range(200)]
+    skipped = sum(1 for result in results if result == {"noop": True})
+    # then about half were skipped, and the rest ran
+    assert 70 < skipped < 130
+    assert all(result in ({"noop": True}, {"ran": 1}) for result in results)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from filejobs.local.faults import CRASH_EXIT_CODE
+from filejobs.local.metering import METER_LOG_VARIABLE
 from filejobs.local.stack import RESTART_LIMIT, LocalStack, StackConfigError, StackOptions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +68,15 @@ def test_an_injected_crash_is_restarted_without_counting_towards_the_crash_loop_
     assert len(spawns.calls) == 3 * RESTART_LIMIT
     # and a host dying of anything else still counts: a crash loop stops the stack
     assert exits(1, RESTART_LIMIT + 1) == [True] * RESTART_LIMIT + [False]
+
+
+def test_the_meter_log_reaches_every_host_as_an_absolute_path() -> None:
+    # Given a stack asked to meter into a relative path
+    relative = Path(".filejobs") / "meter.jsonl"
+    stack = LocalStack(StackOptions(project_root=ROOT, meter_log=relative))
+
+    # Then each host is told where to append (hosts run in other working directories)
+    knobs = stack._local_knobs()
+    assert knobs[METER_LOG_VARIABLE] == str(relative.resolve())
+    # and a stack not asked to meter tells its hosts nothing
+    assert METER_LOG_VARIABLE not in LocalStack(StackOptions(project_root=ROOT))._local_knobs()

@@ -8,7 +8,13 @@ import pytest
 
 from filejobs.domain.file import FileStatus, ScanStatus
 from filejobs.domain.job import JobStatus, JobType
-from filejobs.domain.scanning import GATED_JOB_TYPES, Gate, gate, refusal_reason
+from filejobs.domain.scanning import (
+    GATED_JOB_TYPES,
+    Gate,
+    gate,
+    refusal_reason,
+    sent_at_ingest,
+)
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 
@@ -66,3 +72,24 @@ def test_the_refusal_of_an_unscannable_file_says_the_scan_could_not_check_it(
 ) -> None:
     unscannable = replace(ingest_plan(clock.now).file, scan_status=ScanStatus.UNSCANNABLE)
     assert refusal_reason(unscannable) == "the virus scan could not check the file"
+
+
+def test_the_ingest_holds_a_files_parsing_jobs_back_for_its_scan(clock: FakeClock) -> None:
+    # Given the jobs planned for an uploaded file: its scan, its hash and its parsing jobs
+    jobs = ingest_plan(clock.now).jobs
+    assert {j.job_type for j in jobs} & GATED_JOB_TYPES
+
+    # When the ingest picks the messages to send
+    sent = sent_at_ingest(jobs)
+
+    # Then only the jobs that never wait on a verdict go now; the scan's release sends the rest
+    assert {j.job_type for j in sent} == {j.job_type for j in jobs} - GATED_JOB_TYPES
+    assert JobType.VIRUS_SCAN in {j.job_type for j in sent}
+
+
+def test_jobs_with_no_scan_among_them_are_all_sent(clock: FakeClock) -> None:
+    # A redelivered upload whose scan is done finds only parsing jobs pending: nothing will
+    # release them but this send.
+    parsing = [j for j in ingest_plan(clock.now).jobs if j.job_type in GATED_JOB_TYPES]
+
+    assert sent_at_ingest(parsing) == parsing

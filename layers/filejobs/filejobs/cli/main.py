@@ -63,6 +63,7 @@ def dev(arguments: argparse.Namespace) -> int:
         visibility_seconds=arguments.visibility_seconds,
         parameters=dict(arguments.parameter or []),
         fault_log=arguments.fault_log,
+        meter_log=arguments.meter_log,
     )
     try:
         return run(options)
@@ -160,6 +161,12 @@ def parser() -> argparse.ArgumentParser:
         "--fault-log",
         type=Path,
         help="append a JSON line per injected fault to this file",
+    )
+    dev_command.add_argument(
+        "--meter-log",
+        type=Path,
+        help="append a JSON line per AWS request, invocation and processor call of every "
+        "function to this file (filejobs/local/metering.py; bench/request_costs.py reads it)",
     )
     dev_command.add_argument(
         "--visibility-seconds",

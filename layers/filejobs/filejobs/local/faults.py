@@ -10,7 +10,8 @@ it matches, by job type and by a substring of the uploaded object's key:
      {"kind": "duplicate", "function": "IngestFunction"},
      {"kind": "crash", "probability": 0.05},
      {"kind": "throttle", "function": "SweepFunction", "every": 30, "seconds": 3,
-      "probability": 0.5}]
+      "probability": 0.5},
+     {"kind": "noop", "job_type": "compression"}]
 
 - transient: the job's processor raises a TransientError on its first `attempts` attempts;
 - slow: each attempt waits `seconds` before working, stopping early when the job is cancelled;
@@ -24,12 +25,17 @@ it matches, by job type and by a substring of the uploaded object's key:
   starts it again, as Lambda replaces a crashed execution environment;
 - throttle: bursts of DynamoDB throttling. Every `every` seconds a burst of `seconds` starts,
   during which each DynamoDB request of the function is refused with ThrottlingException
-  before it is sent; botocore's retries see it as they would see AWS's.
+  before it is sent; botocore's retries see it as they would see AWS's;
+- noop: the job's processor is not run: the attempt returns NOOP_RESULT at once, and the job is
+  claimed and completed as any other (a virus scan's result has no INFECTED verdict, so its file
+  is recorded clean and its gated jobs are released). The machinery alone is then measured
+  (bench/local_stack.py). Not a fault, so nothing goes to the fault log. The other rules still
+  apply around it (a matching crash, transient or slow rule strikes as usual).
 
 `probability` (default 1) makes a rule apply to that share of what it matches: attempts
-(transient, crash), messages (duplicate), requests within a burst (throttle). The draw is made
-from `seed` and what it decides on (job and attempt, message id), so a decision is the same in
-whichever process makes it. With FILEJOBS_LOCAL_FAULT_LOG set, each injection appends a line of
+(transient, crash, noop), messages (duplicate), requests within a burst (throttle). The draw is
+made from `seed` and what it decides on (job and attempt, message id), so a decision is the same
+in whichever process makes it. With FILEJOBS_LOCAL_FAULT_LOG set, each injection appends a line of
 JSON to that file, for a harness to count.
 
 Nothing here is imported by the deployed code: the host applies the rules around the handler.
@@ -70,6 +76,7 @@ class FaultKind(StrEnum):
     DUPLICATE = "duplicate"
     CRASH = "crash"
     THROTTLE = "throttle"
+    NOOP = "noop"
 
 
 @dataclass(frozen=True)
@@ -154,13 +161,15 @@ def crash() -> None:
     os._exit(CRASH_EXIT_CODE)
 
 
-PROCESSOR_KINDS = (FaultKind.TRANSIENT, FaultKind.SLOW, FaultKind.CRASH)
+PROCESSOR_KINDS = (FaultKind.TRANSIENT, FaultKind.SLOW, FaultKind.CRASH, FaultKind.NOOP)
+# What a job whose processor a noop rule skipped returns (each attempt gets a copy).
+NOOP_RESULT: dict[str, Any] = {"noop": True}
 
 
 def with_processor_faults(
     processor: Processor, faults: list[Fault], die: Callable[[], None] = crash
 ) -> Processor:
-    """The processor, failing, slowed down or crashing as the matching rules say."""
+    """The processor, failing, slowed down, crashing or skipped as the matching rules say."""
     rules = [f for f in faults if f.kind in PROCESSOR_KINDS]
     if not rules:
         return processor
@@ -169,7 +178,7 @@ def with_processor_faults(
         job = work.job
         key = str((job.input_data or {}).get("key", ""))
         matching = [rule for rule in rules if rule.matches(job.job_type.value, key)]
-        crash_after = False
+        crash_after = skip = False
         for rule in matching:
             if not rule.fires(job.id, job.attempt):
                 continue
@@ -186,7 +195,9 @@ def with_processor_faults(
                 crash_after = rule.draw(job.id, job.attempt, "after") < 0.5
                 if not crash_after:
                     _crash_now(die, job.id, job.attempt, "before")
-        result = processor(work)
+            if rule.kind is FaultKind.NOOP:
+                skip = True
+        result = dict(NOOP_RESULT) if skip else processor(work)
         if crash_after:
             _crash_now(die, job.id, job.attempt, "after")
         return result

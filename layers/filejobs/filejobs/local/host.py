@@ -44,6 +44,7 @@ import boto3
 
 from filejobs.infra.event_filter import filter_patterns, passes
 from filejobs.infra.template import FunctionSpec, function_definitions, load_template
+from filejobs.local import metering
 from filejobs.local.events import dynamodb_event, scheduled_event, sqs_event
 from filejobs.local.faults import (
     DUPLICATE_ATTRIBUTE,
@@ -98,6 +99,16 @@ def load_handler(spec: FunctionSpec, project_root: Path) -> Handler:
     return handler
 
 
+def install_processor_timing() -> None:
+    """Times the registry's processors for the meter, before the handler imports it."""
+    original = registry.processor_for
+
+    def processor_for(*args: Any, **kwargs: Any) -> Processor:
+        return metering.timed_processor(original(*args, **kwargs))
+
+    registry.processor_for = processor_for
+
+
 def install_processor_faults(faults: list[Fault]) -> None:
     """Wraps the registry's processors in the injected faults, before the handler imports it."""
     original = registry.processor_for
@@ -123,11 +134,21 @@ class Host:
         self.stop = threading.Event()
         self._faults = faults or []
         self._visibility = visibility_seconds
+        # Metered (FILEJOBS_LOCAL_METER_LOG): every client built from here on, the handler's too.
+        meter = metering.start(name, os.environ.get("JOB_TYPE"))
+        self._invocations = metering.Invocations(meter, spec.memory)
+        if meter is not None:
+            install_processor_timing()
         if self._faults:
             install_processor_faults(self._faults)
             throttle_dynamodb(self._throttles(), name)
         self._handler = load_handler(spec, root)
         self._session = boto3.Session()
+
+    def _platform_client(self, service: str) -> Any:
+        """A client for the host's own calls, those Lambda's platform makes on AWS (polling a
+        queue or a stream, deleting what was handled): metered apart from the function's."""
+        return metering.platform_client(self._session, service)
 
     def _throttles(self) -> list[Fault]:
         """The throttle rules for this function: its own, and the unnamed ones unless it is the
@@ -150,8 +171,10 @@ class Host:
             deadline=time.monotonic() + self.spec.timeout,
         )
         started = time.monotonic()
+        records = len(event.get("Records", ())) if isinstance(event, dict) else 0
         try:
-            return self._handler(event, context)
+            with self._invocations.invocation(records):
+                return self._handler(event, context)
         finally:
             elapsed = time.monotonic() - started
             if elapsed > self.spec.timeout:
@@ -163,7 +186,7 @@ class Host:
     # --- sqs ---------------------------------------------------------------------------------
 
     def run_sqs(self) -> None:
-        sqs = self._session.client("sqs")
+        sqs = self._platform_client("sqs")
         sources = [
             (self.resources.resolve(properties["Queue"]), int(properties.get("BatchSize", 10)))
             for kind, properties in self.spec.events
@@ -260,7 +283,7 @@ class Host:
         if not table or not file_id:
             return ""
         item = (
-            self._session.client("dynamodb")
+            self._platform_client("dynamodb")
             .get_item(TableName=table, Key={"id": {"S": file_id}})
             .get("Item", {})
         )
@@ -286,8 +309,8 @@ class Host:
     # --- stream ------------------------------------------------------------------------------
 
     def run_stream(self) -> None:
-        streams = self._session.client("dynamodbstreams")
-        sqs = self._session.client("sqs")
+        streams = self._platform_client("dynamodbstreams")
+        sqs = self._platform_client("sqs")
         for kind, properties in self.spec.events:
             if kind != "DynamoDB":
                 continue

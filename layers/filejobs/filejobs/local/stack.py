@@ -47,6 +47,7 @@ from filejobs.local.faults import (
     parse_faults,
 )
 from filejobs.local.host import VISIBILITY_VARIABLE
+from filejobs.local.metering import METER_LOG_VARIABLE
 from filejobs.local.resources import Resources, provision
 
 log = logging.getLogger("filejobs.local")
@@ -79,6 +80,7 @@ class StackOptions:
     # Template parameters' values instead of their defaults (sam deploy --parameter-overrides).
     parameters: dict[str, str] = field(default_factory=dict)
     fault_log: Path | None = None  # where hosts append a line per injected fault
+    meter_log: Path | None = None  # where hosts append a line per AWS request and invocation
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,8 @@ class LocalStack:
             knobs[VISIBILITY_VARIABLE] = str(self.options.visibility_seconds)
         if self.options.fault_log is not None:
             knobs[FAULT_LOG_VARIABLE] = str(self.options.fault_log.resolve())
+        if self.options.meter_log is not None:
+            knobs[METER_LOG_VARIABLE] = str(self.options.meter_log.resolve())
         return knobs
 
     def _start_hosts(self, name: str, spec: FunctionSpec) -> None:

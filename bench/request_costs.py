@@ -1,0 +1,411 @@
+"""AWS requests per file and job, counted on the local stack, and what a million files cost.
+
+Starts `filejobs dev --meter-log` (in a scratch copy of the project): every function host counts
+each AWS request its code and its event source make, from botocore's events, with DynamoDB's
+request units sized from the items (filejobs/local/metering.py, capacity.py). Then three paths,
+one after the other, each waited out until every job is terminal and every queue empty:
+
+- happy: photos, 2-second videos, 2-page PDFs and text files, each unique, nothing injected;
+- retry: the same kinds, every job's first attempt failing with a transient error (the local
+  stack's `transient` fault), so each job runs twice;
+- cancel: text files whose document preview and compression run slowly (`slow` fault); each is
+  cancelled through the API while it runs, as a user would.
+
+For each path it prints, per group (a worker's job type, per job of that type; the ingest, per
+file; the events publisher, per job; the API, per cancel), DynamoDB reads and writes with their
+read and write units (the index writes among them), SQS requests as billed, S3 requests,
+EventBridge events, invocations and GB-seconds; then the happy path's cost per million files at
+the list prices of bench/prices/aws-us-east-1.toml, by job type, against the design's floor.
+
+    .venv/bin/python bench/request_costs.py [--files 3] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filejobs.infra.template import function_definitions, load_template
+from filejobs.local.costs import (
+    MONTH_SECONDS,
+    SERVICES,
+    Prices,
+    Usage,
+    dollars,
+    dynamodb_per_job,
+    floor_dollars,
+    state_machine_writes_per_job,
+    tally,
+)
+from filejobs.local.host import rate_seconds
+from filejobs.local.launch import TERMINAL, LaunchedStack, launched, project_copy
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from chaos import queue_depths  # noqa: E402 (tools/ is not a package)
+from common import run_command, utc_now, write_section  # noqa: E402
+from samples import pdf, photo, video  # noqa: E402
+
+PRICES = ROOT / "bench" / "prices" / "aws-us-east-1.toml"
+TEXT = b"Meeting notes\n\n- ship the local stack\n- measure what it costs\n" * 20
+KINDS: dict[str, Callable[[], bytes]] = {
+    "jpg": photo,
+    "mp4": video,
+    "pdf": pdf,
+    "txt": lambda: TEXT,
+}
+SLOW_SECONDS = 20
+CANCELLED_TYPES = ("document_preview", "compression")
+SETTLE_SECONDS = 8  # for the outcome events to be published after the last job ends
+TARGET_REQUESTS, TARGET_READS = 2.0, 0.0
+
+
+@dataclass
+class Phase:
+    name: str
+    started: float
+    ended: float
+    files: int
+    jobs: Counter[str]  # by type
+    outcomes: Counter[str]
+    cancels: int = 0
+
+    @property
+    def total_jobs(self) -> int:
+        return sum(self.jobs.values())
+
+
+def fault_rules() -> list[dict[str, Any]]:
+    return [
+        {"kind": "transient", "key_contains": "/retry-", "attempts": 1},
+        *(
+            {"kind": "slow", "job_type": job_type, "key_contains": "/cancel-",
+             "seconds": SLOW_SECONDS}
+            for job_type in CANCELLED_TYPES
+        ),
+    ]  # fmt: skip
+
+
+def unique_files(prefix: str, per_kind: int, kinds: tuple[str, ...]) -> list[tuple[str, bytes]]:
+    """`per_kind` files of each kind, each with bytes of its own (no duplicates on the happy
+    path: a trailer every format here ignores)."""
+    files = []
+    for suffix in kinds:
+        body = KINDS[suffix]()
+        for number in range(per_kind):
+            key = f"uploads/bench/{prefix}-{number:03d}.{suffix}"
+            trailer = f"\n{prefix}-{number}\n".encode()
+            files.append((key, body + trailer))
+    return files
+
+
+def upload(stack: LaunchedStack, files: list[tuple[str, bytes]]) -> None:
+    s3, bucket = stack.client("s3"), stack.config["uploads_bucket"]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda f: s3.put_object(Bucket=bucket, Key=f[0], Body=f[1]), files))
+
+
+def jobs_of(stack: LaunchedStack, prefix: str) -> list[dict[str, Any]]:
+    items = stack.scan(stack.config["table_name"])
+    return [i for i in items if _key(i).startswith(f"uploads/bench/{prefix}-")]
+
+
+def files_recorded(stack: LaunchedStack, prefix: str) -> int:
+    items = stack.scan(stack.config["files_table"])
+    return sum(
+        1 for i in items if i.get("key", {}).get("S", "").startswith(f"uploads/bench/{prefix}-")
+    )
+
+
+def _key(item: dict[str, Any]) -> str:
+    return str(item.get("input_data", {}).get("M", {}).get("key", {}).get("S", ""))
+
+
+def wait_until_done(
+    stack: LaunchedStack, prefix: str, files: int, seconds: float
+) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(2)
+        if files_recorded(stack, prefix) < files:
+            continue
+        jobs = jobs_of(stack, prefix)
+        busy = sum(n for queue, n in queue_depths(stack).items() if "DeadLetter" not in queue)
+        if jobs and all(j["status"]["S"] in TERMINAL for j in jobs) and not busy:
+            return jobs
+    raise TimeoutError(f"{prefix}: not done after {seconds:.0f} s")
+
+
+@contextmanager
+def canceller(stack: LaunchedStack, prefix: str, counted: list[int]) -> Iterator[None]:
+    """Cancels, through the API, each running job of the phase whose type runs slowly."""
+    stop = threading.Event()
+    done: set[str] = set()
+
+    def run() -> None:
+        while not stop.wait(1.0):
+            for job in jobs_of(stack, prefix):
+                if (
+                    job["status"]["S"] == "running"
+                    and job["job_type"]["S"] in CANCELLED_TYPES
+                    and job["id"]["S"] not in done
+                ):
+                    status, _ = stack.api(
+                        f"/jobs/{job['id']['S']}/cancel", method="POST",
+                        body={"reason": "bench: cancel path"},
+                    )  # fmt: skip
+                    done.add(job["id"]["S"])
+                    counted[0] += int(status == 200)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def run_phase(
+    stack: LaunchedStack, name: str, files: list[tuple[str, bytes]], timeout: float
+) -> Phase:
+    started = time.time()
+    cancels = [0]
+    if name == "cancel":
+        with canceller(stack, name, cancels):
+            upload(stack, files)
+            jobs = wait_until_done(stack, name, len(files), timeout)
+    else:
+        upload(stack, files)
+        jobs = wait_until_done(stack, name, len(files), timeout)
+    time.sleep(SETTLE_SECONDS)
+    return Phase(
+        name,
+        started,
+        time.time(),
+        len(files),
+        Counter(j["job_type"]["S"] for j in jobs),
+        Counter(j["status"]["S"] for j in jobs),
+        cancels[0],
+    )
+
+
+# --- figures -----------------------------------------------------------------------------------
+
+
+def per_unit(phase: Phase, group: str) -> int:
+    """What a group's figures are divided by: jobs of its type, files, all jobs, or cancels."""
+    if group == "ingest":
+        return phase.files
+    if group == "events":
+        return phase.total_jobs
+    if group == "api":
+        return max(phase.cancels, 1)
+    if group == "sweep":
+        return 1
+    return max(phase.jobs.get(group, 0), 1)
+
+
+UNIT_NAMES = {"ingest": "file", "events": "job", "api": "cancel", "sweep": "window"}
+COLUMNS = (
+    "group", "per", "DynamoDB reads", "DynamoDB writes", "read units", "write units (index)",
+    "SQS requests", "S3 PUT-class", "S3 GET-class", "events", "invocations", "GB-s",
+)  # fmt: skip
+
+
+def group_rows(phase: Phase, usage: dict[str, Usage]) -> list[list[str]]:
+    rows = []
+    for group in sorted(usage, key=_group_order):
+        u, n = usage[group], per_unit(phase, group)
+        rows.append([
+            group, UNIT_NAMES.get(group, "job"),
+            f"{u.dynamodb_reads / n:.2f}", f"{u.dynamodb_writes / n:.2f}",
+            f"{u.read_units / n:.2f}",
+            f"{u.write_units / n:.1f} ({u.index_write_units / n:.1f})",
+            f"{u.sqs_requests / n:.2f}", f"{u.s3_put_class / n:.2f}", f"{u.s3_get_class / n:.2f}",
+            f"{u.events / n:.2f}", f"{u.invocations / n:.2f}", f"{u.gb_seconds / n:.3f}",
+        ])  # fmt: skip
+    return rows
+
+
+def _group_order(group: str) -> tuple[int, str]:
+    order = {"ingest": 0, "virus_scan": 1, "events": 8, "api": 9, "sweep": 10}
+    return order.get(group, 5), group
+
+
+def cost_rows(
+    phase: Phase, usage: dict[str, Usage], prices: Prices
+) -> tuple[list[list[str]], float]:
+    """$ per million of each group's unit (jobs of a type, files), by service, and against the
+    floor; then the whole of a million files of this mix."""
+    rows, per_file_total = [], 0.0
+    for group in sorted(usage, key=_group_order):
+        if group in ("api", "sweep"):
+            continue
+        u, n = usage[group], per_unit(phase, group)
+        scale = 1e6 / n
+        costs = dollars(u, prices, scale)
+        per_file_total += sum(dollars(u, prices, 1e6 / phase.files).values())
+        floor = (
+            "" if group in UNIT_NAMES else f"{sum(floor_dollars(u, n, prices, scale).values()):.2f}"
+        )
+        rows.append([
+            group, f"1M {UNIT_NAMES.get(group, 'job')}s",
+            *(f"{costs[s]:.2f}" for s in SERVICES), f"**{sum(costs.values()):.2f}**", floor,
+        ])  # fmt: skip
+    return rows, per_file_total
+
+
+def markdown_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=3, help="happy-path files of each kind")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--json", type=Path)
+    arguments = parser.parse_args()
+    prices = Prices.load(PRICES)
+    log_path = ROOT / ".filejobs" / "bench-requests.log"
+    log_path.parent.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fj-requests-") as scratch:
+        root = project_copy(ROOT, Path(scratch))
+        meter_log, faults = Path(scratch) / "meter.jsonl", Path(scratch) / "faults.json"
+        faults.write_text(json.dumps(fault_rules()))
+        meter_log.touch()
+        options = ["--meter-log", str(meter_log), "--faults", str(faults)]
+        plan = {
+            "happy": unique_files("happy", arguments.files, tuple(KINDS)),
+            "retry": unique_files("retry", 1, tuple(KINDS)),
+            "cancel": unique_files("cancel", 2, ("txt",)),
+        }
+        with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
+            phases = [
+                run_phase(stack, name, files, arguments.timeout) for name, files in plan.items()
+            ]
+            jobs_table = stack.config["table_name"]
+        lines = [json.loads(line) for line in meter_log.read_text().splitlines() if line.strip()]
+    return report(phases, lines, prices, jobs_table, arguments.json)
+
+
+def idle_month(lines: list[dict[str, Any]], prices: Prices) -> tuple[float, float]:
+    """$ a month with no traffic at all: the sweep on its schedule (its runs as measured here),
+    and Lambda's pollers long-polling every SQS source (five per source, a 20-second poll each:
+    AWS's documented starting concurrency), which SQS bills as requests."""
+    sweep = tally(lines).get("sweep", Usage())
+    runs = max(sweep.invocations, 1)
+    per_run = sum(dollars(sweep, prices, 1 / runs).values())
+    functions = function_definitions(load_template(ROOT / "template.yaml"))
+    rate = next(
+        rate_seconds(str(properties["ScheduleExpression"]))
+        for spec in functions.values()
+        for kind, properties in spec.events
+        if kind in ("Schedule", "ScheduleV2")
+    )
+    sources = sum(kind == "SQS" for spec in functions.values() for kind, _ in spec.events)
+    polls = sources * 5 * (MONTH_SECONDS / 20)
+    return per_run * MONTH_SECONDS / rate, polls * prices.sqs_request
+
+
+def report(
+    phases: list[Phase],
+    lines: list[dict[str, Any]],
+    prices: Prices,
+    jobs_table: str,
+    out: Path | None,
+) -> int:
+    markdown: list[str] = []
+    figures: dict[str, Any] = {}
+    errors = sum(1 for line in lines if line.get("meter_error"))
+    for phase in phases:
+        usage = tally(lines, since=phase.started, until=phase.ended)
+        requests, reads = dynamodb_per_job(usage, phase.total_jobs)
+        own = state_machine_writes_per_job(usage, phase.total_jobs, jobs_table)
+        figures[phase.name] = {
+            "dynamodb_requests_per_job": requests,
+            "dynamodb_reads_per_job": reads,
+            "state_machine_writes_per_job": own,
+        }
+        title = (
+            f"{phase.name} path: {phase.files} files, {phase.total_jobs} jobs"
+            f" ({', '.join(f'{n} {s}' for s, n in sorted(phase.outcomes.items()))})"
+        )
+        print(f"\n{title}")
+        table = markdown_table(COLUMNS, group_rows(phase, usage))
+        print("\n".join(table))
+        print(f"dynamodb requests per job ({phase.name} path): {requests:.2f} ({reads:.2f} reads)")
+        print(f"  of which the jobs' own transitions (jobs-table updates by workers): {own:.2f}")
+        summary = (
+            f"DynamoDB requests per job: **{requests:.2f}**, of which reads {reads:.2f}; the jobs'"
+            f" own transitions (the workers' updates of the jobs table): {own:.2f}."
+        )
+        markdown += [f"### {title[0].upper()}{title[1:]}", "", *table, "", summary, ""]
+    happy = phases[0]
+    usage = tally(lines, since=happy.started, until=happy.ended)
+    rows, per_million_files = cost_rows(happy, usage, prices)
+    header = ["group", "per", *(f"$ {s}" for s in SERVICES), "$ total", "$ floor"]
+    costs = markdown_table(header, rows)
+    print(f"\ncost at {prices.region} list prices of {prices.as_of}, happy path")
+    print("\n".join(costs))
+    print(f"$ per 1M files of this mix: {per_million_files:.2f}")
+    requests, reads, own = figures["happy"].values()
+    sweeps, polling = idle_month(lines, prices)
+    idle = (
+        f"With no traffic at all, a month costs ${sweeps + polling:,.2f}: the sweep's runs"
+        f" ${sweeps:,.2f}, Lambda's SQS pollers ${polling:,.2f}."
+    )
+    print(idle)
+    print(f"dynamodb requests per job (happy path): {requests:.2f}")
+    if errors:
+        print(f"meter: {errors} requests could not be sized (see meter_error in the log)")
+    targets = [
+        {"name": "DynamoDB requests per job, happy path", "target": "<= 2",
+         "value": round(requests, 2), "met": requests <= TARGET_REQUESTS},
+        {"name": "DynamoDB reads per job, happy path", "target": "0",
+         "value": round(reads, 2), "met": reads <= TARGET_READS},
+        {"name": "the jobs' own transitions per job, happy path (claim, complete)",
+         "target": "<= 2", "value": round(own, 2), "met": own <= TARGET_REQUESTS},
+    ]  # fmt: skip
+    markdown += [
+        f"### Cost of the happy path at list prices ({prices.region}, {prices.as_of})",
+        "",
+        *costs,
+        "",
+        f"A million files of this mix: **${per_million_files:,.2f}**. {idle}",
+        "",
+    ]
+    write_section(
+        out,
+        {
+            "section": "requests",
+            "rows": [],
+            "figures": {
+                **figures,
+                "dollars_per_million_files": per_million_files,
+                "idle_dollars_per_month": {"sweep": sweeps, "sqs_polling": polling},
+            },
+            "markdown": markdown,
+            "targets": targets,
+            "command": run_command(),
+            "measured_at": utc_now(),
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

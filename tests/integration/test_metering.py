@@ -1,0 +1,180 @@
+"""The local stack's meter: botocore's events, counted and sized against moto's DynamoDB."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from filejobs.data.file_repository import FileRepository, Ingested
+from filejobs.data.job_repository import JobRepository
+from filejobs.data.models import FileModel, JobModel
+from filejobs.domain import transitions
+from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.outcome import Applied
+from filejobs.local.metering import Meter, MeterLog
+from filejobs.services.ingest import IngestService
+from tests.conftest import FakeClock
+from tests.factories import upload_record
+
+LEASE = timedelta(minutes=5)
+
+
+class FixedHead:
+    def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
+        return b"hello, plain text\n"
+
+
+class Metered:
+    """A meter on the models' clients; its lines, read back."""
+
+    def __init__(self, path: Path, images: Any = None) -> None:
+        self.path = path
+        self.meter = Meter(MeterLog(str(path), "TestFunction", "compression"),
+                           images or boto3.client("dynamodb"))  # fmt: skip
+        for model in (JobModel, FileModel):
+            self.meter.instrument(model._get_connection().connection.client)
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.path.read_text().splitlines()]
+
+    def close(self) -> None:
+        for model in (JobModel, FileModel):
+            self.meter.uninstrument(model._get_connection().connection.client)
+
+
+def ingested(clock: FakeClock) -> list[ProcessingJob]:
+    result = IngestService(FileRepository(), FixedHead(), clock).ingest(upload_record("a.txt"))
+    assert isinstance(result, Ingested)
+    return list(result.plan.jobs)
+
+
+def test_an_ingest_transaction_is_one_request_its_table_writes_doubled(
+    tables: dict[str, str], clock: FakeClock, tmp_path: Path
+) -> None:
+    metered = Metered(tmp_path / "meter.jsonl")
+    try:
+        jobs = ingested(clock)
+    finally:
+        metered.close()
+
+    [line] = metered.lines()
+    assert (line["op"], line["ok"], line["items"]) == ("TransactWriteItems", True, 1 + len(jobs))
+    # every item is under 1 KB: 2 units each for a transaction, then each index entry put once
+    assert line["wru"] - line["index_wru"] == 2 * (1 + len(jobs))
+    # a job enters its four indexes (file, status, tenant, sweep), the file its one
+    assert line["index_wru"] == 4 * len(jobs) + 1
+
+
+def test_a_claim_and_a_completion_are_metered_with_every_index_they_move(
+    tables: dict[str, str], clock: FakeClock, tmp_path: Path
+) -> None:
+    job = ingested(clock)[0]
+    repo = JobRepository()
+    metered = Metered(tmp_path / "meter.jsonl")
+    try:
+        claim = transitions.claim(now=clock.now, lease=LEASE, worker="w")
+        claimed = repo.apply(job.id, job.job_type, claim)
+        assert isinstance(claimed, Applied)
+        done = transitions.complete(claimed.job, result={"ok": 1}, now=clock.now, retention=LEASE)
+        repo.apply(job.id, job.job_type, done)
+    finally:
+        metered.close()
+
+    claim_line, complete_line = metered.lines()
+    assert claim_line["op"] == complete_line["op"] == "UpdateItem"
+    # claim: status and sweep keys move (2 each), the tenant and file entries are rewritten
+    assert (claim_line["wru"], claim_line["index_wru"]) == (7.0, 6.0)
+    # completion: the status key moves, the sweep entry goes, tenant and file rewritten
+    assert (complete_line["wru"], complete_line["index_wru"]) == (6.0, 5.0)
+
+
+def test_a_lost_race_still_costs_a_write_unit_but_moves_no_index(
+    tables: dict[str, str], clock: FakeClock, tmp_path: Path
+) -> None:
+    job = ingested(clock)[0]
+    repo = JobRepository()
+    repo.apply(job.id, job.job_type, transitions.claim(now=clock.now, lease=LEASE, worker="w1"))
+    metered = Metered(tmp_path / "meter.jsonl")
+    try:
+        repo.apply(job.id, job.job_type, transitions.claim(now=clock.now, lease=LEASE, worker="w2"))
+    finally:
+        metered.close()
+
+    [line] = metered.lines()
+    assert (line["ok"], line["wru"], line["index_wru"]) == (False, 1.0, 0.0)
+
+
+def test_a_filtered_query_is_read_at_the_size_of_what_it_evaluated(
+    tables: dict[str, str], clock: FakeClock, tmp_path: Path
+) -> None:
+    jobs = ingested(clock)
+    repo = JobRepository()
+    metered = Metered(tmp_path / "meter.jsonl")
+    try:
+        completed = repo.jobs_of_file(jobs[0].file_id, JobStatus.COMPLETED)
+        found = repo.get(jobs[0].id, consistent=False)
+        strong = repo.get(jobs[0].id)
+    finally:
+        metered.close()
+
+    query, eventual, consistent = metered.lines()
+    assert completed == [] and found is not None and strong is not None
+    # none matched the filter, but every job of the file was read
+    assert (query["op"], query["index"], query["items"]) == ("Query", "by_file", len(jobs))
+    assert query["rru"] == 0.5
+    assert (eventual["op"], eventual["rru"], consistent["rru"]) == ("GetItem", 0.5, 1.0)
+
+
+def test_messages_are_counted_and_the_platforms_requests_marked(tmp_path: Path, aws: None) -> None:
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName="metered")["QueueUrl"]
+    meter = Meter(MeterLog(str(tmp_path / "m.jsonl"), "W", None), boto3.client("dynamodb"))
+    function, platform = boto3.client("sqs"), boto3.client("sqs")
+    meter.instrument(function)
+    meter.instrument(platform, platform=True)
+
+    function.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(n), "MessageBody": "x" * 10} for n in range(3)]
+    )
+    platform.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+
+    sent, received = (json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines())
+    assert (sent["op"], sent["messages"], sent["bytes"], sent["platform"]) == (
+        "SendMessageBatch", 3, 30, False,
+    )  # fmt: skip
+    assert (received["op"], received["messages"], received["platform"]) == (
+        "ReceiveMessage", 3, True,
+    )  # fmt: skip
+
+
+class BrokenImages:
+    def get_item(self, **_: Any) -> Any:
+        raise RuntimeError("the meter's own read failed")
+
+    def describe_table(self, **_: Any) -> Any:
+        raise RuntimeError("the meter's own read failed")
+
+
+def test_a_meter_that_cannot_size_a_request_never_fails_it(
+    tables: dict[str, str], clock: FakeClock, tmp_path: Path
+) -> None:
+    # Given a meter whose own reads of the items fail
+    job = ingested(clock)[0]
+    metered = Metered(tmp_path / "meter.jsonl", images=BrokenImages())
+
+    # When a write it must size goes through
+    try:
+        claim = transitions.claim(now=clock.now, lease=LEASE, worker="w")
+        result = JobRepository().apply(job.id, job.job_type, claim)
+    finally:
+        metered.close()
+
+    # Then the write is applied, and the meter's line says why it has no units
+    assert isinstance(result, Applied)
+    [line] = metered.lines()
+    assert line["ok"] is True and "wru" not in line
+    assert line["meter_error"] == "RuntimeError: the meter's own read failed"

@@ -1,0 +1,69 @@
+"""docs/BENCHMARKS.md is rendered from the sections the benches write (bench/report.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def render(sections: Mapping[str, Mapping[str, object]], tmp_path: Path) -> str:
+    folder = tmp_path / "sections"
+    folder.mkdir()
+    for name, section in sections.items():
+        (folder / f"{name}.json").write_text(json.dumps(section))
+    out = tmp_path / "BENCHMARKS.md"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "report.py"), "render",
+         "--sections", str(folder), "--out", str(out)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return out.read_text()
+
+
+def test_every_target_is_listed_first_and_a_missed_one_stands_out(tmp_path: Path) -> None:
+    # Given a sweep section that met its target and a requests section that missed one
+    sweep = {
+        "section": "sweep",
+        "header": ["| finished | items read |", "| --- | --- |"],
+        "markdown_rows": ["| 1,000 | 100 |", "| 100,000 | 100 |"],
+        "targets": [{"name": "sweep read ratio", "target": "<= 1.2", "value": 1.0, "met": True}],
+        "command": ".venv/bin/python bench/sweep_scaling.py",
+        "measured_at": "2026-11-30T14:00:00+00:00",
+    }
+    requests = {
+        "section": "requests",
+        "markdown": ["### Happy path", "", "| group | per |", "| --- | --- |", "| ingest | file |"],
+        "targets": [{"name": "reads per job", "target": "0", "value": 1.2, "met": False}],
+        "command": ".venv/bin/python bench/request_costs.py",
+        "measured_at": "2026-11-30T13:00:00+00:00",
+    }
+
+    # When the document is rendered
+    document = render({"sweep_scaling": sweep, "request_costs": requests}, tmp_path)
+
+    # Then the targets open it, the missed one in bold
+    targets = document.split("## Targets", 1)[1].split("\n## ", 1)[0]
+    assert "| reads per job | 0 | 1.2 | **missed** |" in targets
+    assert "| sweep read ratio | <= 1.2 | 1.0 | met |" in targets
+    # and each section follows in its order, with its table, its command and its notes
+    assert document.index("## AWS requests per file") < document.index("## The sweep against")
+    assert "| 100,000 | 100 |" in document and "| ingest | file |" in document
+    assert "Measured 2026-11-30T14:00:00+00:00 by `.venv/bin/python bench/sweep_scaling.py`." in (
+        document
+    )
+    assert (ROOT / "bench" / "notes" / "sweep.md").read_text().strip() in document
+
+
+def test_a_bench_that_did_not_run_is_said_to_be_unmeasured(tmp_path: Path) -> None:
+    document = render({}, tmp_path)
+
+    cold_start = document.split("## Cold start of the handlers", 1)[1].split("\n## ", 1)[0]
+    assert "Not measured in this run." in cold_start
+    # the built sizes come from `make template`, not from a bench: they are always there
+    built = document.split("## Built sizes", 1)[1]
+    assert "Not measured" not in built and "| video_thumbnail |" in built
