@@ -69,8 +69,9 @@ def record_upload(created: ObjectCreated) -> None:
     if isinstance(result, AlreadyIngested):
         # A redelivery: the first delivery may have died before sending the messages.
         pending = runtime.jobs().jobs_of_file(result.file_id, JobStatus.PENDING)
-        runtime.dispatcher().dispatch_all(sent_at_ingest(pending))
-        logger.info("duplicate delivery", redispatched=len(pending))
+        resent = sent_at_ingest(pending)
+        runtime.dispatcher().dispatch_all(resent)
+        logger.info("duplicate delivery", redispatched=len(resent))
         metrics.add_metric(name="DuplicateDeliveries", unit=MetricUnit.Count, value=1)
         return
     runtime.dispatcher().dispatch_all(sent_at_ingest(result.plan.jobs))
