@@ -112,7 +112,7 @@ bench-deps: $(VENV)/.bench-installed
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
 	    ffmpeg poppler-utils zstd >/dev/null; }
 
-# Every benchmark, one at a time (about 45 minutes), then docs/BENCHMARKS.md from their figures.
+# Every benchmark, one at a time (about 25 minutes), then docs/BENCHMARKS.md from their figures.
 bench: bench-deps system-deps
 	$(BIN)/python bench/report.py run
 

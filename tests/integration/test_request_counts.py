@@ -112,7 +112,7 @@ def test_a_parsing_job_costs_its_verdict_read_and_two_writes(
     with counting_requests() as requests:
         outcome = worker.handle(JobMessage.for_job(job))
 
-    # Then scan before parse cost one eventually consistent read of the file, and the job its
+    # Then scan before parse cost one (strongly consistent) read of the file, and the job its
     # claim and its completion
     assert outcome.outcome is Outcome.COMPLETED
     assert requests.calls == {"dynamodb:GetItem": 1, "dynamodb:UpdateItem": 2}
