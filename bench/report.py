@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import COLD_START_TABLE_HEADER, PROCESSOR_TABLE_HEADER
+from common import COLD_START_TABLE_HEADER, PROCESSOR_TABLE_HEADER, markdown_row, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS_DIR = ROOT / ".filejobs" / "bench"
@@ -114,9 +114,8 @@ def render(
     for section in TITLES:
         for part in sections.get(section, []):
             for target in part.get("targets", []):
-                met = "met" if target["met"] else "**missed**"
-                wanted, value = target["target"], target["value"]
-                lines.append(f"| {target['name']} | {wanted} | {value} | {met} |")
+                cells = [target["name"], target["target"], str(target["value"])]
+                lines.append(markdown_row([*cells, verdict(target["met"])]))
     for name, error in failures.items():
         lines.append(f"| `{name}` did not finish: {error} | | | |")
     for section, title in TITLES.items():

@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 from chaos import queue_depths  # noqa: E402 (tools/ is not a package)
-from common import run_command, utc_now, write_section  # noqa: E402
+from common import markdown_row, run_command, utc_now, write_section  # noqa: E402
 from samples import pdf, photo, video  # noqa: E402
 
 PRICES = ROOT / "bench" / "prices" / "aws-us-east-1.toml"
@@ -269,8 +269,7 @@ def cost_rows(
 
 
 def markdown_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+    return [markdown_row(header), markdown_row(["---"] * len(header)), *map(markdown_row, rows)]
 
 
 def main() -> int:

@@ -58,7 +58,7 @@ from filejobs.local.metering import Meter, MeterLog  # noqa: E402
 from filejobs.services.sweep import SweepService  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import run_command, utc_now, write_section  # noqa: E402
+from common import markdown_row, run_command, utc_now, write_section  # noqa: E402
 
 TARGET = 1.2
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -200,8 +200,8 @@ def report(results: list[dict[str, float]], out: Path | None) -> int:
     section: dict[str, Any] = {
         "section": "sweep",
         "rows": results,
-        "header": ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)],
-        "markdown_rows": ["| " + " | ".join(cells) + " |" for cells in rows],
+        "header": [markdown_row(header), markdown_row(["---"] * len(header))],
+        "markdown_rows": [markdown_row(cells) for cells in rows],
         "targets": [
             {
                 "name": f"sweep read ratio {label}",
