@@ -99,22 +99,13 @@ def load_handler(spec: FunctionSpec, project_root: Path) -> Handler:
     return handler
 
 
-def install_processor_timing() -> None:
-    """Times the registry's processors for the meter, before the handler imports it."""
+def wrap_processors(wrap: Callable[[Processor], Processor]) -> None:
+    """Every processor the registry makes from now on comes wrapped (in the meter's timing, in
+    the injected faults): installed before the handler imports the registry's function."""
     original = registry.processor_for
 
     def processor_for(*args: Any, **kwargs: Any) -> Processor:
-        return metering.timed_processor(original(*args, **kwargs))
-
-    registry.processor_for = processor_for
-
-
-def install_processor_faults(faults: list[Fault]) -> None:
-    """Wraps the registry's processors in the injected faults, before the handler imports it."""
-    original = registry.processor_for
-
-    def processor_for(*args: Any, **kwargs: Any) -> Processor:
-        return with_processor_faults(original(*args, **kwargs), faults)
+        return wrap(original(*args, **kwargs))
 
     registry.processor_for = processor_for
 
@@ -138,9 +129,9 @@ class Host:
         meter = metering.start(name, os.environ.get("JOB_TYPE"))
         self._invocations = metering.Invocations(meter, spec.memory)
         if meter is not None:
-            install_processor_timing()
+            wrap_processors(metering.timed_processor)
         if self._faults:
-            install_processor_faults(self._faults)
+            wrap_processors(lambda processor: with_processor_faults(processor, self._faults))
             throttle_dynamodb(self._throttles(), name)
         self._handler = load_handler(spec, root)
         self._session = boto3.Session()
