@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import transitions
 from filejobs.domain.job import JobStatus, ProcessingJob
 from filejobs.domain.outcome import Applied
-from filejobs.local.metering import Meter, MeterLog
+from filejobs.local.metering import Invocations, Meter, MeterLog
 from filejobs.services.ingest import IngestService
 from tests.conftest import FakeClock
 from tests.factories import upload_record
@@ -178,3 +179,39 @@ def test_a_meter_that_cannot_size_a_request_never_fails_it(
     [line] = metered.lines()
     assert line["ok"] is True and "wru" not in line
     assert line["meter_error"] == "RuntimeError: the meter's own read failed"
+
+
+class SlowImages:
+    """The meter's own client, taking its time over every read."""
+
+    def __init__(self, seconds: float) -> None:
+        self._client, self._seconds = boto3.client("dynamodb"), seconds
+
+    def get_item(self, **params: Any) -> Any:
+        time.sleep(self._seconds)
+        return self._client.get_item(**params)
+
+    def describe_table(self, **params: Any) -> Any:
+        return self._client.describe_table(**params)
+
+
+def test_an_invocation_is_timed_without_the_meters_own_reads(
+    tables: dict[str, str], clock: FakeClock, tmp_path: Path
+) -> None:
+    # Given a meter whose reads of the items before and after a write take 0.3 s each
+    job = ingested(clock)[0]
+    metered = Metered(tmp_path / "meter.jsonl", images=SlowImages(0.3))
+    invocations = Invocations(metered.meter, memory_mb=1024)
+
+    # When an invocation claims the job (one write: two of the meter's reads around it)
+    try:
+        with invocations.invocation(records=1):
+            claim = transitions.claim(now=clock.now, lease=LEASE, worker="w")
+            assert isinstance(JobRepository().apply(job.id, job.job_type, claim), Applied)
+    finally:
+        invocations.close()
+        metered.close()
+
+    # Then the invocation is billed for the claim, not for the meter's 0.6 s
+    [invoked] = [line for line in metered.lines() if line["kind"] == "invoke"]
+    assert invoked["ms"] < 300

@@ -9,8 +9,9 @@ With FILEJOBS_LOCAL_METER_LOG set, each function host appends a JSON line to tha
   meter reads with a client of its own that is not counted), the index units among them, and
   whether the request succeeded; for SQS the messages and payload bytes; for EventBridge the
   entries;
-- per invocation (`"kind": "invoke"`): the milliseconds it ran, the function's configured
-  memory, the records it was given and the bytes it logged;
+- per invocation (`"kind": "invoke"`): the milliseconds it ran, less the time the meter itself
+  spent on that thread (its reads of the items, its log lines: not the function's work), the
+  function's configured memory, the records it was given and the bytes it logged;
 - per processor call (`"kind": "process"`): the milliseconds the job's processor itself took,
   the design's floor for a job's compute.
 
@@ -47,7 +48,24 @@ _AFTER_ID = "filejobs-meter-after"
 _DYNAMODB_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
 _PLACEHOLDER = re.compile(r"[#:][A-Za-z0-9_]+")
 
-_local = threading.local()  # `suspended`: clients built now are the meter's own
+# `suspended`: clients built now are the meter's own; `overhead`: seconds this thread spent in
+# the meter's handlers (its own reads of the items, its log lines), kept off invocation times.
+_local = threading.local()
+
+
+def meter_seconds() -> float:
+    """Seconds this thread has spent in the meter's handlers so far."""
+    seconds: float = getattr(_local, "overhead", 0.0)
+    return seconds
+
+
+@contextlib.contextmanager
+def _meter_time() -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        _local.overhead = meter_seconds() + time.perf_counter() - started
 
 
 @contextlib.contextmanager
@@ -95,7 +113,11 @@ class Meter:
 
     # --- botocore event handlers -----------------------------------------------------------
 
-    def _before(
+    def _before(self, **kwargs: Any) -> None:
+        with _meter_time():
+            self._note_request(**kwargs)
+
+    def _note_request(
         self, params: Mapping[str, Any], model: Any, context: dict[str, Any], **_: Any
     ) -> None:
         service = model.service_model.service_name
@@ -108,10 +130,12 @@ class Meter:
                 entry["error"] = f"{type(error).__name__}: {error}"
 
     def _after_function(self, **kwargs: Any) -> None:
-        self._after(platform=False, **kwargs)
+        with _meter_time():
+            self._after(platform=False, **kwargs)
 
     def _after_platform(self, **kwargs: Any) -> None:
-        self._after(platform=True, **kwargs)
+        with _meter_time():
+            self._after(platform=True, **kwargs)
 
     def _after(
         self,
@@ -348,9 +372,14 @@ class Invocations:
         self._meter, self._memory = meter, memory_mb
         self._out: _CountingStream | None = None
         self._err: _CountingStream | None = None
+        self._originals = sys.stdout, sys.stderr
         if meter is not None:
             self._out, self._err = _CountingStream(sys.stdout), _CountingStream(sys.stderr)
             sys.stdout, sys.stderr = self._out, self._err
+
+    def close(self) -> None:
+        """Gives the process its own streams back (a host keeps counting until it exits)."""
+        sys.stdout, sys.stderr = self._originals
 
     @contextlib.contextmanager
     def invocation(self, records: int) -> Iterator[None]:
@@ -358,11 +387,13 @@ class Invocations:
             yield
             return
         logged = self._out.written + self._err.written
-        started = time.perf_counter()
+        started, metered = time.perf_counter(), meter_seconds()
         try:
             yield
         finally:
-            elapsed = (time.perf_counter() - started) * 1000
+            # Lambda would not have spent the meter's own reads: they are not the function's.
+            own = time.perf_counter() - started - (meter_seconds() - metered)
+            elapsed = own * 1000
             logged = self._out.written + self._err.written - logged
             self._meter.log.write(
                 "invoke", ms=round(elapsed, 3), memory_mb=self._memory, records=records,
@@ -374,7 +405,7 @@ def timed_processor(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """The processor, its every call's time in the meter log (the floor of a job's compute)."""
 
     def timed(work: Any) -> Any:
-        started = time.perf_counter()
+        started, metered = time.perf_counter(), meter_seconds()
         ok = False
         try:
             result = processor(work)
@@ -382,10 +413,11 @@ def timed_processor(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return result
         finally:
             if "meter" in _installed:
-                elapsed = (time.perf_counter() - started) * 1000
+                own = time.perf_counter() - started - (meter_seconds() - metered)
                 memory = int(os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "0"))
-                _installed["meter"].log.write(
-                    "process", ms=round(elapsed, 3), ok=ok, memory_mb=memory
-                )
+                with _meter_time():
+                    _installed["meter"].log.write(
+                        "process", ms=round(own * 1000, 3), ok=ok, memory_mb=memory
+                    )
 
     return timed
