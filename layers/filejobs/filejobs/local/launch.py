@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -23,6 +24,8 @@ from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, 
 from filejobs.local.stack import CONFIG_PATH, LOCAL_CREDENTIALS, free_port
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
+# How long a stopping stack may take: its hosts' grace (30 s by default), then their kill.
+STOP_SECONDS = 90
 
 
 def project_copy(project: Path, scratch: Path) -> Path:
@@ -125,8 +128,9 @@ def launched(
     output: IO[bytes] | None = None,
     start_seconds: float = 90,
 ) -> Iterator[LaunchedStack]:
-    """`filejobs dev` for the project at `root`, on free loopback ports; killed on exit if it is
-    still running (a caller that wants the graceful stop sends SIGINT itself)."""
+    """`filejobs dev` for the project at `root`, on free loopback ports; stopped on exit if it is
+    still running, as Ctrl-C stops it: its function hosts are stopped and waited for (killed
+    after its grace), so none outlives the block and writes into a folder the caller removes."""
     command = [
         sys.executable, "-m", "filejobs.cli.main", "dev",
         "--emulator-port", str(free_port()), "--api-port", str(free_port()), *options,
@@ -142,8 +146,13 @@ def launched(
         yield _ready(process, root, start_seconds)
     finally:
         if process.poll() is None:
-            process.kill()
-            process.wait()
+            # Killing the stack itself would orphan its hosts, which run on until they notice.
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def _ready(process: subprocess.Popen[bytes], root: Path, seconds: float) -> LaunchedStack:
