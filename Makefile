@@ -36,15 +36,17 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# ClamAV (the virus scan's second engine) and its test files, from Debian. Signature databases
-# cannot be downloaded here: the tests write their own.
+# ClamAV (the virus scan's second engine: clamd, warm; clamscan, the benchmark's baseline;
+# freshclam, the definitions updater; sigtool) and its test files, from Debian. Signature
+# databases cannot be downloaded here: the tests build their own and serve them on 127.0.0.1.
 system-deps:
-	@command -v clamscan >/dev/null && test -d /usr/share/clamav-testfiles \
+	@command -v clamscan >/dev/null && test -x /usr/sbin/clamd && command -v freshclam >/dev/null \
+	  && command -v sigtool >/dev/null && test -d /usr/share/clamav-testfiles \
 	  && command -v qemu-aarch64-static >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
-	    clamav clamav-testfiles qemu-user-static >/dev/null; }
+	    clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static >/dev/null; }
 
 unit: install system-deps
 	$(BIN)/pytest

@@ -49,6 +49,7 @@ BENCHES = (
     Bench("pdf_preview", "processors", ("bench/pdf_preview.py", "--runs", "7")),
     Bench("hashing", "processors", ("bench/hashing.py",)),
     Bench("compression", "processors", ("bench/compression.py",)),
+    Bench("scanning", "scanning", ("bench/scanning.py",)),
     Bench("local_stack", "local_stack", ("bench/local_stack.py",)),
 )
 TITLES = {
@@ -57,6 +58,7 @@ TITLES = {
     "cold_start": "Cold start of the handlers",
     "local_stack": "The local stack: throughput and latency",
     "processors": "Processors",
+    "scanning": "Virus scanning: clamscan per job against a warm clamd",
     "built_sizes": "Built sizes",
 }
 STATIC = {"built_sizes"}  # notes only: measured by `make template`, not by a bench

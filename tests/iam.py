@@ -136,8 +136,21 @@ def _s3(operation: str, params: dict[str, Any]) -> list[tuple[str, str]]:
     versioned = bool(params.get("VersionId"))
     if operation == "ListObjectsV2":
         return [("s3:ListBucket", f"arn:{PARTITION}:s3:::{params['Bucket']}")]
+    if operation == "ListObjectVersions":
+        return [("s3:ListBucketVersions", f"arn:{PARTITION}:s3:::{params['Bucket']}")]
+    if operation == "DeleteObjects":
+        # One DeleteObject (or DeleteObjectVersion) per key named, as S3 authorises it.
+        return [
+            (
+                "s3:DeleteObjectVersion" if o.get("VersionId") else "s3:DeleteObject",
+                object_arn(params["Bucket"], o["Key"]),
+            )
+            for o in params["Delete"]["Objects"]
+        ]
     if operation == "CopyObject":
         return _s3_copy(params)
+    if operation == "UploadPartCopy":
+        return _s3_copy(params)[:2]
     target = object_arn(params["Bucket"], params["Key"])
     if operation in {"GetObject", "HeadObject"}:
         return [("s3:GetObjectVersion" if versioned else "s3:GetObject", target)]

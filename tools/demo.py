@@ -5,9 +5,14 @@ scratch copy of the project, generates the sample set (tools/samples.py: a photo
 EXIF-rotated photo, a short video, a PDF, a text file, the EICAR test virus, a second copy of
 the photo, a corrupt image), uploads it with `filejobs upload` (live progress), prints the final
 table of files and jobs with their key results, downloads every derived output to ./out/ with
-`filejobs get`, and stops the stack with Ctrl-C's path (SIGINT: running batches finish).
+`filejobs get`. Then the definitions change: a signature for one sample the first scan passed
+is added to the local mirror, the definitions updater publishes it (`filejobs definitions
+update`), and `filejobs rescan` scans that file again: it is quarantined, its derived outputs
+withdrawn, and no version of it is left in the uploads bucket. Last, the stack is stopped with
+Ctrl-C's path (SIGINT: running batches finish).
 
-Exits 0 only when every job reached the terminal state its sample expects.
+Exits 0 only when every job reached the terminal state its sample expects, and the rescan
+quarantined the file it should.
 
     .venv/bin/python tools/demo.py [--out out] [--workers 1]
 """
@@ -19,12 +24,14 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from filejobs.cli import commands
-from filejobs.cli.client import ApiClient, CliError, local_target
+from filejobs.cli import commands, scanning
+from filejobs.cli.client import ApiClient, CliError, Target, local_target
+from filejobs.cli.main import invoke_local
 from filejobs.cli.progress import result_summary, shorten
 from filejobs.local.launch import launched, project_copy
+from filejobs.local.mirror import add_hash_signature
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))  # run as a script or through runpy alike
@@ -47,7 +54,8 @@ def check(sample: Sample, stored: dict[str, Any]) -> list[str]:
             j["job_type"] for j in stored["jobs"]
         } and "cancelled" not in sample.expected_statuses(job_type):
             problems.append(f"{sample.name}: no {job_type} job")
-    if sample.quarantined != (stored["status"] == "quarantined"):
+    quarantined = sample.quarantined or sample.rescan_finds is not None
+    if quarantined != (stored["status"] == "quarantined"):
         problems.append(f"{sample.name}: file is {stored['status']}")
     return problems
 
@@ -111,10 +119,19 @@ def run(out: Path, workers: int) -> int:
                 commands.get(
                     argparse.Namespace(file_id=files[sample.name]["id"], out=str(out)), target
                 )
+            samples_by_name = {sample.name: sample for sample in samples}
+            problems = rescan_phase(root, target, config, samples_by_name, files, log=log)
+            # Quarantined means gone from the uploads bucket: no version left, current or not.
+            problems += [
+                p
+                for sample in samples
+                if sample.quarantined
+                for p in _quarantined_for_good(target, sample, files[sample.name])
+            ]
             stack.process.send_signal(signal.SIGINT)
             stopped = stack.process.wait(timeout=60)
             print(f"local stack stopped (exit {stopped})")
-        problems = [p for sample in samples for p in check(sample, files[sample.name])]
+        problems += [p for sample in samples for p in check(sample, files[sample.name])]
         problems += duplicates_agree(files)
         if followed != 0:
             problems.append("not every job finished in time")
@@ -127,6 +144,72 @@ def run(out: Path, workers: int) -> int:
             return 1
         print("\nevery job reached its expected state")
         return 0
+
+
+def rescan_phase(
+    root: Path,
+    target: Target,
+    config: dict[str, Any],
+    samples: dict[str, Sample],
+    files: dict[str, dict[str, Any]],
+    *,
+    log: IO[bytes],
+) -> list[str]:
+    """New definitions, then a rescan of the file they know: it must end quarantined, its
+    outputs withdrawn and no version of it left in the uploads bucket."""
+    found = [s for s in samples.values() if s.rescan_finds]
+    problems: list[str] = []
+    for sample in found:
+        stored = files[sample.name]
+        print(f"\nnew definitions: {sample.rescan_finds} knows {sample.name}", flush=True)
+        add_hash_signature(
+            Path(config["definitions_mirror_dir"]), sample.body, str(sample.rescan_finds)
+        )
+        update = invoke_local(root, "DefinitionsUpdater", {"action": "update"}, log)
+        print(f"definitions updater: {update.get('status')}, set {update.get('set_id')}")
+        print(f"filejobs rescan {stored['id']}", flush=True)
+        rescan = argparse.Namespace(
+            file_ids=[stored["id"]],
+            tenant=None,
+            prefix=None,
+            reason=f"definitions {update.get('set_id')}",
+            dry_run=False,
+            key=None,
+            no_follow=False,
+            timeout=120.0,
+        )
+        if scanning.rescan(rescan, target) != 0:
+            problems.append(f"{sample.name}: its rescan did not finish in time")
+        after = ApiClient(target).get(f"/files/{stored['id']}")
+        files[sample.name] = after
+        problems += _quarantined_for_good(target, sample, after)
+        scan = after.get("scan") or {}
+        print(
+            f"{sample.name}: {after['status']} ({after.get('status_reason')}); verdict "
+            f"{scan.get('verdict')} with definitions {scan.get('definitions_version')}"
+        )
+    return problems
+
+
+def _quarantined_for_good(target: Target, sample: Sample, stored: dict[str, Any]) -> list[str]:
+    if stored["status"] != "quarantined":
+        return [f"{sample.name}: the rescan left it {stored['status']}"]
+    s3 = target.s3()
+    listing = s3.list_object_versions(Bucket=stored["bucket"], Prefix=stored["key"])
+    left = [
+        v
+        for v in listing.get("Versions", []) + listing.get("DeleteMarkers", [])
+        if v["Key"] == stored["key"]
+    ]
+    derived = s3.list_objects_v2(
+        Bucket=target.require_outputs_bucket(), Prefix=f"derived/{stored['tenant']}/{stored['id']}/"
+    )
+    problems = []
+    if left:
+        problems.append(f"{sample.name}: {len(left)} version(s) left in the uploads bucket")
+    if derived.get("KeyCount", 0):
+        problems.append(f"{sample.name}: {derived['KeyCount']} derived output(s) not withdrawn")
+    return problems
 
 
 def _file(api: ApiClient, bucket: str, key: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
+from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.messages import UUID_PATTERN
 from filejobs.services.api import (
     INPUT_INTEGER_BOUND,
@@ -132,6 +133,19 @@ SCHEMAS: dict[str, Any] = {
             "status": _STR,
             "status_reason": _OPT_STR,
             "scan_status": _OPT_STR,
+            "scan": {
+                "description": "The evidence behind scan_status; null before a verdict",
+                "type": ["object", "null"],
+                "properties": {
+                    "verdict": _STR,
+                    "scanned_at": {"type": "string", "format": "date-time"},
+                    "job_id": {"type": "string", "format": "uuid"},
+                    "engines": {"type": "object", "additionalProperties": _STR},
+                    "definitions_version": _OPT_STR,
+                    "signatures": {"type": "array", "items": _STR},
+                    "reason": _OPT_STR,
+                },
+            },
             "duplicate_of": _OPT_STR,
             "created_at": _OPT_TIME,
             "updated_at": _OPT_TIME,
@@ -171,6 +185,53 @@ SCHEMAS: dict[str, Any] = {
             "next_token": _OPT_STR,
         },
     },
+    "RescanRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+    },
+    "RescanFilesRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "tenant": {
+                "type": "string",
+                "pattern": TENANT_PATTERN,
+                "description": "Required of an operator; a tenant may name only its own",
+            },
+            "prefix": {"type": "string", "maxLength": 1024, "description": "A key prefix"},
+            "reason": {"type": "string", "minLength": 1, "maxLength": 500},
+            "dry_run": {"type": "boolean"},
+            "next_token": {"type": "string", "maxLength": 2048},
+        },
+    },
+    "RescanPage": {
+        "type": "object",
+        "properties": {
+            "tenant": _STR,
+            "prefix": _STR,
+            "dry_run": {"type": "boolean"},
+            "requested": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "file_id": {"type": "string", "format": "uuid"},
+                        "job_id": {"type": "string", "format": "uuid"},
+                        "created": {"type": "boolean"},
+                    },
+                },
+            },
+            "skipped": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"file_id": {"type": "string", "format": "uuid"}, "reason": _STR},
+                },
+            },
+            "next_token": _OPT_STR,
+        },
+    },
     "CancelRequest": {
         "type": "object",
         "additionalProperties": False,
@@ -184,7 +245,7 @@ SCHEMAS: dict[str, Any] = {
 # which follows them from a real file to its jobs. (answering path, method, status) -> link name
 # -> (target path, method, the id's place in the response body).
 _FILE_ROUTES = [("/files/{file_id}", "get"), ("/files/{file_id}/jobs", "get"),
-                ("/files/{file_id}/jobs", "post")]  # fmt: skip
+                ("/files/{file_id}/jobs", "post"), ("/files/{file_id}/rescan", "post")]  # fmt: skip
 _JOB_ROUTES = [("/jobs/{job_id}", "get"), ("/jobs/{job_id}/cancel", "post"),
                ("/jobs/{job_id}/retry", "post"), ("/jobs/{job_id}", "delete")]  # fmt: skip
 LINKS: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {
@@ -192,6 +253,8 @@ LINKS: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {
     ("/files/{file_id}", "get", "200"): [(p, m, "/jobs/0/id") for p, m in _JOB_ROUTES],
     ("/files/{file_id}/jobs", "post", "201"): [(p, m, "/id") for p, m in _JOB_ROUTES],
     ("/files/{file_id}/jobs", "post", "200"): [(p, m, "/id") for p, m in _JOB_ROUTES],
+    ("/files/{file_id}/rescan", "post", "201"): [(p, m, "/id") for p, m in _JOB_ROUTES],
+    ("/files/{file_id}/rescan", "post", "200"): [(p, m, "/id") for p, m in _JOB_ROUTES],
 }
 
 

@@ -27,6 +27,8 @@ class Sample:
     # job type -> the status its job must end in, or the statuses it may end in
     expected: dict[str, str | tuple[str, ...]] = field(default_factory=dict)
     quarantined: bool = False
+    # Clean on the first scan; a signature published later (the demo's rescan) knows it.
+    rescan_finds: str | None = None
 
     def expected_statuses(self, job_type: str) -> tuple[str, ...]:
         wanted = self.expected.get(job_type, "completed")
@@ -67,13 +69,11 @@ def video(seconds: int = 2, fps: int = 10) -> bytes:
     return buffer.getvalue()
 
 
-def pdf(pages: int = 2) -> bytes:
+def pdf(pages: int = 2, title: str = "filejobs demo report") -> bytes:
     sheets = []
     for number in range(pages):
         sheet = Image.new("RGB", (850, 1100), "white")
-        ImageDraw.Draw(sheet).text(
-            (80, 80), f"filejobs demo report, page {number + 1}", fill="black"
-        )
+        ImageDraw.Draw(sheet).text((80, 80), f"{title}, page {number + 1}", fill="black")
         sheets.append(sheet)
     buffer = io.BytesIO()
     sheets[0].save(buffer, "PDF", save_all=True, append_images=sheets[1:])
@@ -101,6 +101,12 @@ def sample_set() -> list[Sample]:
             quarantined=True,
         ),
         Sample("photo-copy.jpg", original, "the same photo again (a duplicate)"),
+        Sample(
+            "offer.pdf",
+            pdf(1, "an offer carrying an exploit nobody has a signature for yet"),
+            "a PDF today's definitions pass, tomorrow's know",
+            rescan_finds="Demo.Offer.Exploit",
+        ),
         Sample(
             "corrupt.jpg",
             original[:600],

@@ -320,6 +320,87 @@ def request_job(file_id: str) -> Response[str]:
     )
 
 
+@app.post(
+    "/files/<file_id>/rescan",
+    **_doc(
+        "Rescan a file with the current definitions",
+        "A new virus scan job on the file. If it finds an infection the first scan missed, the "
+        "file is quarantined (its version moved out of the uploads bucket), its derived outputs "
+        "are withdrawn and `File Quarantined` is published. A quarantined or deleted file "
+        "answers 409.",
+        ok=(201, "The rescan job", "Job"),
+        extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
+        ok_headers={
+            "Idempotency-Key": {
+                "description": "The key the job was made under (generated when none was sent)",
+                "schema": {"type": "string"},
+            },
+            "Idempotent-Replayed": {
+                "description": "true when the answer is an earlier request's job",
+                "schema": {"type": "string", "enum": ["true", "false"]},
+            },
+        },
+        errors=(400, 401, 404, 409, 422),
+        parameters=[_IDEMPOTENCY_HEADER],
+        body={
+            "required": False,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/RescanRequest"}}
+            },
+        },
+    ),
+)
+def rescan_file(file_id: str) -> Response[str]:
+    _about("file_id", file_id)
+    event = app.current_event
+    key = event.headers.get("Idempotency-Key")
+    requested = service().rescan_file(caller(), file_id, event.body, key)
+    return Response(
+        status_code=200 if requested.replayed else 201,
+        content_type="application/json",
+        body=json.dumps(requested.view),
+        headers={
+            "Idempotency-Key": requested.idempotency_key,
+            "Idempotent-Replayed": "true" if requested.replayed else "false",
+        },
+    )
+
+
+@app.post(
+    "/rescans",
+    **_doc(
+        "Rescan a tenant's files under a key prefix, a page at a time",
+        "Up to 100 files per request, in key order; send the answer's next_token (with the "
+        "same Idempotency-Key) for the next page. Repeating a page makes no second job for a "
+        "file. With dry_run nothing is written: the page says what would be rescanned.",
+        ok=(200, "One page of rescans", "RescanPage"),
+        ok_headers={
+            "Idempotency-Key": {
+                "description": "The operation's key: send it with every page of the operation",
+                "schema": {"type": "string"},
+            },
+        },
+        errors=(400, 401, 404, 422),
+        parameters=[_IDEMPOTENCY_HEADER],
+        body={
+            "required": False,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/RescanFilesRequest"}}
+            },
+        },
+    ),
+)
+def rescan_files() -> Response[str]:
+    event = app.current_event
+    answer, key = service().rescan_files(caller(), event.body, event.headers.get("Idempotency-Key"))
+    return Response(
+        status_code=200,
+        content_type="application/json",
+        body=json.dumps(answer),
+        headers={"Idempotency-Key": key},
+    )
+
+
 @app.get(
     "/jobs",
     **_doc(

@@ -19,9 +19,9 @@ from filejobs.data.file_repository import FileRepository
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
-from filejobs.processors.base import Processor
+from filejobs.processors.base import Processor, Work
 from filejobs.processors.registry import ScanSettings, processor_for
-from filejobs.services.scan_gate import ScanGate, ScanRecording
+from filejobs.services.scan_gate import ScanGate
 from filejobs.services.worker import Outcome, WorkerService, WorkResult
 
 if TYPE_CHECKING:
@@ -72,22 +72,51 @@ def handle_record(record: SQSRecord) -> None:
 def scan_gate() -> ScanGate:
     settings = runtime.settings()
     return ScanGate(
-        FileRepository(), runtime.jobs(), runtime.dispatcher(), retention=settings.retention
+        FileRepository(),
+        runtime.jobs(),
+        runtime.dispatcher(),
+        retention=settings.retention,
+        unscannable=settings.unscannable,
     )
 
 
 def build_processor() -> Processor:
-    """This worker's processor; the virus scan's also records its verdict on the file."""
+    """This worker's processor; the virus scan's is the whole use case (verdict recorded, then
+    acted on: services/virus_scan.py), imported only by the virus scan's worker (it needs YARA,
+    which only the scanning layer ships)."""
     kind, settings = job_type(), runtime.settings()
     if kind is not JobType.VIRUS_SCAN:
         return processor_for(kind, runtime.s3(), None)
+    from filejobs.adapters.quarantine import S3VerdictStore  # noqa: PLC0415
+    from filejobs.services.virus_scan import VirusScan  # noqa: PLC0415
+
     scan = ScanSettings(
         quarantine_bucket=settings.require_quarantine_bucket(),
         signatures_bucket=settings.signatures_bucket,
         signatures_prefix=settings.signatures_prefix,
-        clamscan=settings.clamscan,
+        clamd=settings.clamd if settings.uses_clamav else None,
+        max_definitions_age=settings.max_definitions_age,
+        max_bytes=settings.scan_max_bytes,
     )
-    return ScanRecording(processor_for(kind, runtime.s3(), scan), scan_gate())
+    marks = S3VerdictStore(runtime.s3(), scan.quarantine_bucket, settings.outputs_bucket)
+    scanner = counting_refusals(processor_for(kind, runtime.s3(), scan))
+    return VirusScan(scanner, FileRepository(), marks, scan_gate())
+
+
+def counting_refusals(scan: Processor) -> Processor:
+    """The scan, with every refusal for want of usable definitions counted (the
+    DefinitionsUnavailable metric: its alarm says files are waiting for their verdict)."""
+    from filejobs.processors.scan.current import DefinitionsUnavailableError  # noqa: PLC0415
+
+    def counted(work: Work) -> dict[str, Any]:
+        try:
+            return scan(work)
+        except DefinitionsUnavailableError as error:
+            logger.error("scan refused: definitions unavailable", reason=str(error))
+            metrics.add_metric(name="DefinitionsUnavailable", unit=MetricUnit.Count, value=1)
+            raise
+
+    return counted
 
 
 def handle(message: JobMessage, message_id: str) -> None:

@@ -7,18 +7,19 @@ along. This script:
   lock     resolves the packages of `packages.txt` to exact versions, URLs and SHA-256 digests
            from the Debian indexes (security updates first) and writes `packages.lock`;
   install  downloads the locked packages (verifying each digest), unpacks them without dpkg, and
-           copies `clamscan` into DEST/clamav/bin and exactly the libraries it loads (its
-           DT_NEEDED closure) into DEST/clamav/lib;
-  smoke    runs a built layer's arm64 clamscan under qemu-user on this machine, against a
-           glibc from the locked `libc6` (used for nothing else), and checks that it finds EICAR
-           with a signature written on the spot and passes a clean file.
+           copies the PROGRAMS (clamscan, clamd, freshclam, sigtool) into DEST/clamav/bin and
+           exactly the libraries they load (their DT_NEEDED closure) into DEST/clamav/lib;
+  smoke    runs a built layer's arm64 programs under qemu-user on this machine, against a glibc
+           from the locked `libc6` (used for nothing else): clamscan and clamd must find EICAR
+           with a signature written on the spot and pass a clean file, freshclam must fetch a
+           database from a mirror served on 127.0.0.1, sigtool must hash as the signature says.
 
 `install` fails the build when a library is missing from the packages or any file needs a glibc
 newer than Lambda's: the two ways a binary copied from another distribution breaks at run time.
 glibc itself is never copied: it must match the runtime's dynamic loader.
 
-The scanner runs the copied clamscan with LD_LIBRARY_PATH=/opt/clamav/lib (engines.py), so these
-libraries never shadow the runtime's own for Python.
+The workers run the copied programs with LD_LIBRARY_PATH=/opt/clamav/lib (engines.py does for
+clamscan), so these libraries never shadow the runtime's own for Python.
 
     python3.13 debs.py lock
     python3.13 debs.py install --dest "$ARTIFACTS_DIR"
@@ -28,21 +29,29 @@ libraries never shadow the runtime's own for Python.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
+import http.server
 import io
 import lzma
 import os
+import pwd
 import shutil
+import socket
 import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PACKAGE_LIST = HERE / "packages.txt"
@@ -50,7 +59,11 @@ LOCK_FILE = HERE / "packages.lock"
 ARCH = "arm64"
 # Where Debian puts arm64 libraries (/lib for the packages not yet moved under /usr).
 LIBRARY_DIRS = ("usr/lib/aarch64-linux-gnu", "lib/aarch64-linux-gnu")
-PROGRAMS = ("usr/bin/clamscan",)
+# What the layer runs, as Debian installs them; each lands in clamav/bin under its own name.
+# clamscan: the one-shot scanner; clamd: the warm engine the scan worker drives over a Unix
+# socket; freshclam: the definitions updater's downloader; sigtool: inspects databases (it adds
+# no library to the others' closure, only its own 8 MB).
+PROGRAMS = ("usr/bin/clamscan", "usr/sbin/clamd", "usr/bin/freshclam", "usr/bin/sigtool")
 # The indexes `lock` reads for each Debian release, most preferred first: a security update wins
 # over the point release. Packages come from bookworm unless packages.txt says `name@bullseye`.
 RELEASES = {
@@ -81,6 +94,8 @@ SYSROOT_PACKAGE = "libc6"
 QEMU = "qemu-aarch64-static"
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 CHUNK = 1024 * 1024
+# Under qemu a program takes seconds where it takes a fraction of one natively; far above both.
+SMOKE_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -260,27 +275,33 @@ def unpack(deb: Path, root: Path) -> None:
 
 
 def install(dest: Path, cache: Path) -> list[str]:
-    """Copies clamscan and its library closure under dest/clamav; returns what it copied."""
+    """Copies the PROGRAMS and their library closure under dest/clamav; returns what it copied."""
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="clamav-debs-") as scratch:
         root = Path(scratch)
         for package in locked_packages():
             if package.name != SYSROOT_PACKAGE:
                 unpack(download(package, cache), root)
-        bin_dir, lib_dir = dest / "clamav" / "bin", dest / "clamav" / "lib"
-        bin_dir.mkdir(parents=True, exist_ok=True)
-        lib_dir.mkdir(parents=True, exist_ok=True)
-        copied: list[str] = []
-        for program in PROGRAMS:
-            source = root / program
-            check_glibc(source)
-            shutil.copy2(source, bin_dir / source.name)
-            copied.append(f"bin/{source.name}")
-        for soname, path in sorted(library_closure([root / p for p in PROGRAMS], root).items()):
-            check_glibc(path)
-            # Under its soname, the name the loader looks for (the packages' symlinks dropped).
-            shutil.copy2(path.resolve(), lib_dir / soname)
-            copied.append(f"lib/{soname}")
+        return copy_programs(root, dest / "clamav")
+
+
+def copy_programs(root: Path, target: Path) -> list[str]:
+    """Each of PROGRAMS (found under root) into target/bin, and every library any of them loads
+    into target/lib, each file checked against Lambda's glibc first; returns what it copied."""
+    programs = [root / program for program in PROGRAMS]
+    bin_dir, lib_dir = target / "bin", target / "lib"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    copied: list[str] = []
+    for program in programs:
+        check_glibc(program)
+        shutil.copy2(program, bin_dir / program.name)
+        copied.append(f"bin/{program.name}")
+    for soname, path in sorted(library_closure(programs, root).items()):
+        check_glibc(path)
+        # Under its soname, the name the loader looks for (the packages' symlinks dropped).
+        shutil.copy2(path.resolve(), lib_dir / soname)
+        copied.append(f"lib/{soname}")
     return copied
 
 
@@ -300,34 +321,6 @@ def library_closure(programs: list[Path], root: Path) -> dict[str, Path]:
     return found
 
 
-def smoke(layer: Path, cache: Path) -> str:
-    """Runs the layer's clamscan under qemu: EICAR must be found, a clean file must pass."""
-    if shutil.which(QEMU) is None:
-        raise BuildError(f"{QEMU} is not installed (apt-get install qemu-user-static)")
-    clamscan = layer / "clamav" / "bin" / "clamscan"
-    libc = next(p for p in locked_packages() if p.name == SYSROOT_PACKAGE)
-    with tempfile.TemporaryDirectory(prefix="clamav-smoke-") as scratch:
-        work = Path(scratch)
-        sysroot, database = work / "sysroot", work / "db"
-        database.mkdir()
-        unpack(download(libc, cache), sysroot)
-        (work / "eicar.com").write_bytes(EICAR)
-        (work / "clean.txt").write_text("nothing to see here\n")
-        digest = hashlib.md5(EICAR).hexdigest()  # noqa: S324 (ClamAV .hdb signatures are MD5)
-        (database / "smoke.hdb").write_text(f"{digest}:{len(EICAR)}:Smoke.EICAR\n")
-        run = subprocess.run(  # noqa: S603 (a fixed argument list, no shell)
-            [QEMU, "-L", str(sysroot), str(clamscan), "--no-summary", "--stdout",
-             f"--database={database}", str(work / "eicar.com"), str(work / "clean.txt")],
-            env={"LD_LIBRARY_PATH": str(clamscan.parent.parent / "lib"), "PATH": os.defpath},
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-    expected = {"eicar.com: Smoke.EICAR.UNOFFICIAL FOUND", "clean.txt: OK"}
-    seen = {line.replace(f"{work}/", "") for line in run.stdout.splitlines()}
-    if run.returncode != 1 or seen != expected:
-        raise BuildError(f"clamscan under qemu: exit {run.returncode}, {run.stdout}{run.stderr}")
-    return "; ".join(sorted(seen))
-
-
 def check_glibc(path: Path) -> None:
     newest = max(glibc_versions(path.resolve()), default=(0, 0))
     if newest > RUNTIME_GLIBC:
@@ -343,6 +336,319 @@ def _sha256(path: Path) -> str:
         while chunk := file.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# --- smoke ---------------------------------------------------------------------------------------
+
+# The smoke's samples by file name, and what every check must report for each (an .hdb signature
+# is reported with .UNOFFICIAL appended).
+EXPECTED = {"eicar.com": "Smoke.EICAR.UNOFFICIAL FOUND", "clean.txt": "OK"}
+
+
+@dataclass(frozen=True)
+class Runner:
+    """How the smoke starts a program: its file by name, what precedes it on the command line
+    (qemu, for the layer's arm64 files) and the whole of its environment."""
+
+    programs: Mapping[str, Path]
+    env: Mapping[str, str]
+    prefix: tuple[str, ...] = ()
+
+    def argv(self, program: str, *arguments: str) -> list[str]:
+        return [*self.prefix, str(self.programs[program]), *arguments]
+
+    def run(self, program: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(  # noqa: S603 (a fixed argument list, no shell)
+                self.argv(program, *arguments), env=dict(self.env), stdin=subprocess.DEVNULL,
+                capture_output=True, text=True, timeout=SMOKE_TIMEOUT, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as error:  # killed by subprocess.run
+            raise BuildError(f"{program} still running after {SMOKE_TIMEOUT:.0f} s") from error
+
+    def start(self, program: str, *arguments: str, log: Path) -> subprocess.Popen[bytes]:
+        """The program in the background, its output (both streams) to log."""
+        with log.open("wb") as out:
+            return subprocess.Popen(  # noqa: S603 (a fixed argument list, no shell)
+                self.argv(program, *arguments), env=dict(self.env), stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
+
+def layer_runner(layer: Path, sysroot: Path) -> Runner:
+    """The layer's programs under qemu against sysroot's glibc, with the layer's libraries and
+    nothing else in their environment: no PATH, no proxy, no credentials, as the workers run
+    them on Lambda."""
+    bin_dir = layer / "clamav" / "bin"
+    return Runner(
+        programs={Path(program).name: bin_dir / Path(program).name for program in PROGRAMS},
+        env={"LD_LIBRARY_PATH": str(layer / "clamav" / "lib")},
+        prefix=(QEMU, "-L", str(sysroot)),
+    )
+
+
+@dataclass(frozen=True)
+class Samples:
+    """What the checks scan: EICAR, a clean file, and a database directory detecting EICAR."""
+
+    eicar: Path
+    clean: Path
+    database: Path
+
+
+def hdb_signature(data: bytes, name: str) -> str:
+    """A ClamAV .hdb line: a file's MD5 and size, and the name to report it by."""
+    digest = hashlib.md5(data).hexdigest()  # noqa: S324 (ClamAV .hdb signatures are MD5)
+    return f"{digest}:{len(data)}:{name}"
+
+
+def write_samples(work: Path) -> Samples:
+    samples = Samples(work / "eicar.com", work / "clean.txt", work / "db")
+    samples.database.mkdir(parents=True)
+    samples.eicar.write_bytes(EICAR)
+    samples.clean.write_text("nothing to see here\n")
+    (samples.database / "smoke.hdb").write_text(hdb_signature(EICAR, "Smoke.EICAR") + "\n")
+    return samples
+
+
+def smoke(layer: Path, cache: Path) -> Iterator[str]:
+    """Runs the layer's programs under qemu: one line per check passed, BuildError at the first
+    that fails."""
+    if shutil.which(QEMU) is None:
+        raise BuildError(f"{QEMU} is not installed (apt-get install qemu-user-static)")
+    locked = {package.name: package for package in locked_packages()}
+    version = upstream_version(locked["clamav-daemon"].version)
+    with tempfile.TemporaryDirectory(prefix="clamav-smoke-") as scratch:
+        work = Path(scratch)
+        unpack(download(locked[SYSROOT_PACKAGE], cache), work / "sysroot")
+        runner = layer_runner(layer, work / "sysroot")
+        samples = write_samples(work / "samples")
+        yield check_clamscan(runner, samples)
+        yield check_sigtool(runner, samples)
+        yield from check_clamd(runner, samples, work / "clamd", version=version)
+        yield check_freshclam(runner, work / "freshclam")
+
+
+def upstream_version(version: str) -> str:
+    """ClamAV's own version in a Debian one: 1.4.6 of 1.4.6+dfsg-0+deb12u1."""
+    return _version_parts(version)[1].partition("+")[0]
+
+
+def check_clamscan(runner: Runner, samples: Samples) -> str:
+    run = runner.run(
+        "clamscan", "--no-summary", "--stdout", f"--database={samples.database}",
+        str(samples.eicar), str(samples.clean),
+    )  # fmt: skip
+    seen = dict(line.rpartition("/")[2].partition(": ")[::2] for line in run.stdout.splitlines())
+    if run.returncode != 1 or seen != EXPECTED:
+        raise BuildError(f"clamscan: exit {run.returncode}, {run.stdout}{run.stderr}")
+    return f"clamscan: {_verdicts(seen)}"
+
+
+def check_sigtool(runner: Runner, samples: Samples) -> str:
+    run = runner.run("sigtool", "--md5", str(samples.eicar))
+    expected = hdb_signature(EICAR, samples.eicar.name)
+    if run.returncode != 0 or run.stdout.strip() != expected:
+        raise BuildError(f"sigtool --md5: exit {run.returncode}, {run.stdout}{run.stderr}")
+    return f"sigtool: --md5 {samples.eicar.name} -> {expected} (the smoke signature's hash)"
+
+
+def _verdicts(results: Mapping[str, str]) -> str:
+    return "; ".join(f"{name}: {verdict}" for name, verdict in sorted(results.items()))
+
+
+# --- smoke: clamd --------------------------------------------------------------------------------
+
+
+def clamd_config(socket_path: Path, database: Path, temporary: Path) -> str:
+    """A clamd.conf (passed by --config-file, for /etc/clamav/clamd.conf) as the scan worker
+    starts clamd: in the foreground, so that its starter holds its process and output (a daemon
+    would detach from both); on a Unix socket of its own (by default there is none); and every
+    path it would otherwise take from its compiled-in defaults named (/var/lib/clamav, syslog),
+    none of which exists or is writable on Lambda. No LogFile: in the foreground clamd logs to
+    stdout."""
+    lines = (
+        "Foreground yes",
+        f"LocalSocket {socket_path}",
+        f"DatabaseDirectory {database}",
+        f"TemporaryDirectory {temporary}",
+        "LogSyslog no",
+    )
+    return "".join(f"{line}\n" for line in lines)
+
+
+def check_clamd(runner: Runner, samples: Samples, work: Path, *, version: str) -> Iterator[str]:
+    """clamd started with its own config must answer PING and VERSION, then find EICAR and pass
+    the clean file by FILDES (a descriptor passed over the socket) and by INSTREAM, and stop."""
+    work.mkdir(parents=True)
+    socket_path, config, log = work / "clamd.sock", work / "clamd.conf", work / "clamd.log"
+    config.write_text(clamd_config(socket_path, samples.database, work))
+    started = time.monotonic()
+    clamd = runner.start("clamd", f"--config-file={config}", log=log)
+    try:
+        _await_pong(clamd, socket_path, log)
+        yield f"clamd: PING -> PONG {time.monotonic() - started:.1f} s after start"
+        reply = clamd_request(socket_path, _sends(b"zVERSION\0"))
+        # With only unofficial databases loaded there is no "/<daily version>/<date>" suffix.
+        if reply.partition("/")[0] != f"ClamAV {version}":
+            raise BuildError(f"clamd: VERSION -> {reply!r}, the lock has ClamAV {version}")
+        yield f"clamd: VERSION -> {reply}"
+        files = (samples.eicar, samples.clean)
+        for command, scan in (("FILDES", clamd_fildes), ("INSTREAM", clamd_instream)):
+            replies = {file.name: scan(socket_path, file) for file in files}
+            verdicts = {name: reply.split(": ", 1)[-1] for name, reply in replies.items()}
+            if verdicts != EXPECTED:
+                raise BuildError(f"clamd: {command} -> {replies}{_tail(log)}")
+            yield f"clamd: {command} {_verdicts(verdicts)}"
+        yield _shut_down(clamd, socket_path, log)
+    except OSError as error:  # its socket went away, or an answer did not come in time
+        raise BuildError(f"clamd: {error!r}{_tail(log)}") from error
+    finally:
+        if clamd.poll() is None:
+            clamd.kill()
+            clamd.wait(timeout=SMOKE_TIMEOUT)
+
+
+def clamd_request(socket_path: Path, send: Callable[[socket.socket], None]) -> str:
+    """One command on a connection of its own to clamd's socket, in the `z` form (NUL-terminated
+    both ways); returns the reply without its NUL, "" if clamd closed without one."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        connection.settimeout(SMOKE_TIMEOUT)
+        connection.connect(str(socket_path))
+        send(connection)
+        reply = b""
+        while not reply.endswith(b"\0") and (chunk := connection.recv(4096)):
+            reply += chunk
+    return reply.removesuffix(b"\0").decode()
+
+
+def _sends(command: bytes) -> Callable[[socket.socket], None]:
+    return lambda connection: connection.sendall(command)
+
+
+def clamd_fildes(socket_path: Path, file: Path) -> str:
+    """FILDES: clamd scans an open file passed over the socket (SCM_RIGHTS), as the worker sends
+    files: clamd needs no access to their paths."""
+    descriptor = os.open(file, os.O_RDONLY)
+
+    def send(connection: socket.socket) -> None:
+        connection.sendall(b"zFILDES\0")
+        # As clamdscan does: the descriptor rides on a single byte after the command.
+        socket.send_fds(connection, [b"\0"], [descriptor])
+
+    try:
+        return clamd_request(socket_path, send)
+    finally:
+        os.close(descriptor)
+
+
+def clamd_instream(socket_path: Path, file: Path) -> str:
+    """INSTREAM: the bytes in chunks, each after its length (4 bytes, big-endian); 0 ends it."""
+    data = file.read_bytes()
+    stream = struct.pack(">I", len(data)) + data + struct.pack(">I", 0)
+    return clamd_request(socket_path, _sends(b"zINSTREAM\0" + stream))
+
+
+def _await_pong(clamd: subprocess.Popen[bytes], socket_path: Path, log: Path) -> None:
+    """Until clamd answers PING: it opens its socket only once its databases are loaded."""
+    deadline = time.monotonic() + SMOKE_TIMEOUT
+    while time.monotonic() < deadline:
+        if clamd.poll() is not None:
+            raise BuildError(f"clamd exited ({clamd.returncode}) before answering PING{_tail(log)}")
+        try:
+            reply = clamd_request(socket_path, _sends(b"zPING\0"))
+        except OSError:  # no socket yet, or not listening yet
+            time.sleep(0.1)
+            continue
+        if reply != "PONG":
+            raise BuildError(f"clamd: PING -> {reply!r}{_tail(log)}")
+        return
+    raise BuildError(f"clamd did not answer PING within {SMOKE_TIMEOUT:.0f} s{_tail(log)}")
+
+
+def _shut_down(clamd: subprocess.Popen[bytes], socket_path: Path, log: Path) -> str:
+    clamd_request(socket_path, _sends(b"zSHUTDOWN\0"))  # no reply: clamd closes and exits
+    try:
+        code = clamd.wait(timeout=SMOKE_TIMEOUT)
+    except subprocess.TimeoutExpired as error:
+        raise BuildError(f"clamd did not stop on SHUTDOWN{_tail(log)}") from error
+    if code != 0:
+        raise BuildError(f"clamd exited ({code}) on SHUTDOWN{_tail(log)}")
+    return "clamd: SHUTDOWN -> exit 0"
+
+
+def _tail(log: Path) -> str:
+    return f"\n{log.name}:\n{log.read_text(errors='replace')[-2000:]}"
+
+
+# --- smoke: freshclam ----------------------------------------------------------------------------
+
+# On Lambda freshclam also needs CURL_CA_BUNDLE=/etc/pki/tls/certs/ca-bundle.crt in its
+# environment for HTTPS: Debian's libcurl looks for /etc/ssl/certs/ca-certificates.crt, which
+# Amazon Linux does not have, and libfreshclam hands that variable to CURLOPT_CAINFO (OpenSSL's
+# SSL_CERT_FILE does nothing: libcurl names its CA file itself). The smoke's mirror is plain HTTP.
+
+
+def freshclam_config(database: Path, mirror: str, custom_url: str, *, owner: str) -> str:
+    """A freshclam.conf (passed by --config-file, for /etc/clamav/freshclam.conf) for a private
+    mirror with the official databases excluded. Every path freshclam would take from its
+    compiled-in defaults is named (/var/lib/clamav; no UpdateLogFile, no syslog). DatabaseOwner
+    is the user running it: freshclam reads it only when started as root (never on Lambda),
+    to give the database directory to that user and switch to it, and the default, clamav,
+    would then be locked out of a scratch directory only its creator may enter."""
+    lines = (
+        f"DatabaseDirectory {database}",
+        f"DatabaseOwner {owner}",
+        # A private mirror also turns off the version check by DNS (current.cvd.clamav.net).
+        f"PrivateMirror {mirror}",
+        f"DatabaseCustomURL {custom_url}",
+        "ExcludeDatabase main",
+        "ExcludeDatabase daily",
+        "ExcludeDatabase bytecode",
+        "Bytecode no",
+        "LogSyslog no",
+    )
+    return "".join(f"{line}\n" for line in lines)
+
+
+def check_freshclam(runner: Runner, work: Path) -> str:
+    """freshclam must fetch a database written now (so nothing else could have put it there)
+    from a mirror served on 127.0.0.1 into its DatabaseDirectory."""
+    served, database, config = work / "mirror", work / "db", work / "freshclam.conf"
+    served.mkdir(parents=True)
+    database.mkdir()
+    fresh = hdb_signature(os.urandom(64), "Smoke.Fresh") + "\n"
+    (served / "fresh.hdb").write_text(fresh)
+    owner = pwd.getpwuid(os.geteuid()).pw_name
+    with serving(served) as mirror:
+        config.write_text(freshclam_config(database, mirror, f"{mirror}/fresh.hdb", owner=owner))
+        run = runner.run("freshclam", f"--config-file={config}", f"--datadir={database}")
+    arrived = database / "fresh.hdb"
+    if run.returncode != 0 or not arrived.is_file() or arrived.read_text() != fresh:
+        raise BuildError(f"freshclam: exit {run.returncode}, {run.stdout}{run.stderr}")
+    return f"freshclam: fresh.hdb from the private mirror {mirror} is in its DatabaseDirectory"
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves a directory without writing a line to stderr per request."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@contextmanager
+def serving(directory: Path) -> Iterator[str]:
+    """directory over HTTP on 127.0.0.1 only, at a free port, as a mirror; yields its URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name="smoke-mirror", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=SMOKE_TIMEOUT)
 
 
 # --- ELF: the two facts this needs, read from the section headers --------------------------------
@@ -425,7 +731,7 @@ def main() -> int:
     commands.add_parser("lock", help="resolve packages.txt into packages.lock")
     install_command = commands.add_parser("install", help="build the layer into DEST")
     install_command.add_argument("--dest", type=Path, required=True)
-    smoke_command = commands.add_parser("smoke", help="run a built layer's clamscan under qemu")
+    smoke_command = commands.add_parser("smoke", help="run a built layer's programs under qemu")
     smoke_command.add_argument("--layer", type=Path, required=True)
     for command in (install_command, smoke_command):
         command.add_argument(
@@ -445,8 +751,8 @@ def main() -> int:
             copied = install(arguments.dest, arguments.cache)
             print(f"clamav layer: {', '.join(copied)}")
         else:
-            outcome = smoke(arguments.layer, arguments.cache)
-            print(f"clamav layer smoke test (arm64 under qemu): {outcome}")
+            for line in smoke(arguments.layer, arguments.cache):
+                print(f"clamav layer smoke test (arm64 under qemu): {line}", flush=True)
     except BuildError as error:
         print(f"debs.py: {error}", file=sys.stderr)
         return 1

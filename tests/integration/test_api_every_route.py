@@ -243,6 +243,14 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ("POST", "/jobs/{job_id}/retry"): RouteCase(
         Access.TENANT, lambda o: Request(f"/jobs/{o.stopped.id}/retry")
     ),
+    ("POST", "/files/{file_id}/rescan"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(f"/files/{o.plan.file.id}/rescan", body='{"reason": "new signatures"}'),
+    ),
+    ("POST", "/rescans"): RouteCase(
+        Access.TENANT,
+        lambda o: Request("/rescans", body=json.dumps({"tenant": o.tenant, "prefix": "uploads/"})),
+    ),
 }
 
 

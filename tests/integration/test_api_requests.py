@@ -18,7 +18,7 @@ import pytest
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
-from filejobs.domain.file import ScanStatus
+from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.keys import job_id_for
 from filejobs.domain.messages import UUID_PATTERN
@@ -237,12 +237,13 @@ def test_a_parsing_job_waits_for_the_scan_but_an_unscannable_file_refuses_it(api
     plan = ingested("acme", "a.png")
     # when a parsing job is requested, then it is accepted (the scan gate holds it)
     assert request_job(api, plan.file.id, {"job_type": THUMBNAIL})[0] == 201
-    # given the scan then failed for good
-    FileRepository().record_scan(plan.file.id, ScanStatus.UNSCANNABLE, at=utcnow(), by="test")
+    # given the scan then could not vouch for the file
+    unscannable = ScanRecord(ScanStatus.UNSCANNABLE, utcnow(), "scan", reason="a zip bomb")
+    FileRepository().record_scan(plan.file.id, unscannable, by="test")
     # when a parsing job is requested again, then it is refused, saying why
     status, body, _ = request_job(api, plan.file.id, {"job_type": THUMBNAIL})
     assert (status, error_code(body)) == (409, "conflict")
-    assert "could not check" in body["error"]["message"]
+    assert "could not vouch for the file: a zip bomb" in body["error"]["message"]
     # and a scan may still be requested
     assert request_job(api, plan.file.id, {"job_type": JobType.VIRUS_SCAN.value})[0] == 201
 

@@ -194,3 +194,87 @@ def test_a_missing_local_stack_is_a_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "start it with `filejobs dev`" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- the virus scan's commands --------------------------------------------------------------------
+
+
+def test_rescan_of_a_file_follows_its_scan_to_a_verdict(
+    stack: RunningStack, uploaded: Uploaded
+) -> None:
+    file_id = uploaded.file_ids["cli-notes.txt"]
+    result = cli("rescan", file_id, "--reason", "checking", cwd=stack.root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"file {file_id}: rescan job " in result.stdout
+    assert "verdicts: CLEAN 1" in result.stdout
+    scans = [j for j in stack.api(f"/files/{file_id}")[1]["jobs"] if j["job_type"] == "virus_scan"]
+    assert len(scans) == 2 and scans[1]["result"]["rescan"] is True
+
+
+def test_rescan_of_a_prefix_counts_first_and_refuses_bad_usage(
+    stack: RunningStack, uploaded: Uploaded
+) -> None:
+    dry = cli(
+        "rescan", "--tenant", TENANT, "--prefix", f"uploads/{TENANT}/cli-", "--dry-run",
+        cwd=stack.root,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert "would rescan 2 files, 0 skipped" in dry.stdout
+    both = cli("rescan", uploaded.file_ids["cli-notes.txt"], "--tenant", TENANT, cwd=stack.root)
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_backfill_copies_another_buckets_objects_in_once_and_processes_them(
+    stack: RunningStack,
+) -> None:
+    # given a bucket that existed before the stack, holding a tenant's files
+    s3 = stack.client("s3")
+    s3.create_bucket(Bucket="legacy-files")
+    for name in ("2019/report.txt", "2019/notes \u2013 draft.txt"):
+        s3.put_object(Bucket="legacy-files", Key=f"archive/{name}", Body=f"{name}\n".encode() * 30)
+    # when it is backfilled into the tenant's uploads
+    args = ("backfill", "--bucket", "legacy-files", "--prefix", "archive/", "--tenant", "old")
+    first = cli(*args, "--timeout", "150", cwd=stack.root, timeout=180)
+    # then both are copied, recorded and processed, with live counts
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "listed 2, announced 0, copied 2, already 0, skipped 0" in first.stdout
+    assert "recorded 2/2, processed 2/2" in first.stdout
+    # and a second run copies nothing again
+    again = cli(*args, "--no-follow", cwd=stack.root)
+    assert "listed 2, announced 0, copied 0, already 2, skipped 0" in again.stdout
+
+
+def test_backfill_in_place_records_objects_whose_notifications_never_came(
+    stack: RunningStack,
+) -> None:
+    # given objects in the uploads bucket while its notifications were off
+    s3 = stack.client("s3")
+    uploads = stack.config["uploads_bucket"]
+    saved = s3.get_bucket_notification_configuration(Bucket=uploads)
+    saved.pop("ResponseMetadata", None)
+    s3.put_bucket_notification_configuration(Bucket=uploads, NotificationConfiguration={})
+    try:
+        for n in range(2):
+            s3.put_object(Bucket=uploads, Key=f"uploads/{TENANT}/missed/{n}.txt", Body=b"x\n" * 50)
+    finally:
+        s3.put_bucket_notification_configuration(Bucket=uploads, NotificationConfiguration=saved)
+    assert stack.api(f"/files?key=uploads/{TENANT}/missed/0.txt")[0] == 404
+    # when they are backfilled where they are
+    args = ("backfill", "--bucket", uploads, "--prefix", f"uploads/{TENANT}/missed/")
+    result = cli(*args, "--timeout", "150", cwd=stack.root, timeout=180)
+    # then each is announced, recorded once and processed
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "listed 2, announced 2" in result.stdout
+    assert "recorded 2/2, processed 2/2" in result.stdout
+    status, found = stack.api(f"/files?key=uploads/{TENANT}/missed/0.txt")
+    assert status == 200 and len(found["files"]) == 1
+    # and announcing them again records nothing twice
+    assert cli(*args, "--no-follow", cwd=stack.root).returncode == 0
+    assert len(stack.api(f"/files?key=uploads/{TENANT}/missed/0.txt")[1]["files"]) == 1
+
+
+def test_definitions_status_names_the_set_the_scan_uses(stack: RunningStack) -> None:
+    result = cli("definitions", "status", cwd=stack.root)
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["set_id"] and status["status"]

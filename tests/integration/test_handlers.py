@@ -39,6 +39,7 @@ from filejobs.infra.template import (
     queue_arns,
     resources_of_type,
 )
+from filejobs.local.stack import on_this_machine
 from filejobs.processors.base import Work
 from filejobs.processors.digest import ObjectDigest
 from filejobs.services.worker import WorkerService
@@ -46,6 +47,7 @@ from functions.api import app as api
 from functions.ingest import app as ingest
 from functions.sweep import app as sweep
 from functions.worker import app as worker
+from tests.definitions import publish_set
 from tests.factories import ingest_plan
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
@@ -88,7 +90,7 @@ def _resolve(value: Any, refs: dict[str, str], parameters: dict[str, Any]) -> st
 
 
 @pytest.fixture
-def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+def stack(aws: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
     suffix = uuid.uuid4().hex[:8]
     s3, sqs = boto3.client("s3"), boto3.client("sqs")
     tables = {lid: f"{lid}-{suffix}" for lid in resources_of_type(TEMPLATE, "AWS::DynamoDB::Table")}
@@ -106,8 +108,12 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     environment.update(functions["VirusScanWorker"].environment)
     environment.pop("JOB_TYPE")
     for name, value in environment.items():
-        monkeypatch.setenv(name, _resolve(value, refs, TEMPLATE.get("Parameters", {})))
+        # The ClamAV layer's programs are this machine's (as on the local stack).
+        resolved = on_this_machine(_resolve(value, refs, TEMPLATE.get("Parameters", {})))
+        monkeypatch.setenv(name, resolved)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
+    # The scan fails closed: a stack scans once its updater has published definitions.
+    publish_set(s3, buckets["OutputsBucket"], tmp_path / "definitions", "20261201T000000Z")
     runtime.reset()
     yield Stack(refs, s3, sqs)
     runtime.reset()

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import unquote, urlparse
@@ -28,6 +30,7 @@ from filejobs import runtime
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
+from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
@@ -43,11 +46,16 @@ from filejobs.infra.template import (
     queue_arns,
     resources_of_type,
 )
+from filejobs.local.mirror import DefinitionsMirror, add_hash_signature, build_local_databases
+from filejobs.local.stack import on_this_machine
 from functions.api import app as api
+from functions.definitions import app as definitions
 from functions.events import app as events
 from functions.ingest import app as ingest
+from functions.rescan import app as rescan_policy
 from functions.sweep import app as sweep
 from functions.worker import app as worker
+from tests.definitions import EICAR, publish_set
 from tests.factories import ingest_plan
 from tests.iam import ACCOUNT, PARTITION, REGION, Call, Resolver, denied, grants, recording_calls
 from tests.streams import StreamTap
@@ -108,7 +116,8 @@ class Stack:
                 target = value["Ref"]
                 known = target in self.refs
                 resolved = self.refs[target] if known else parameters[target]["Default"]
-            self.monkeypatch.setenv(name, str(resolved))
+            # The ClamAV layer's programs are this machine's (as on the local stack).
+            self.monkeypatch.setenv(name, on_this_machine(str(resolved)))
         runtime.reset()
         return spec
 
@@ -141,7 +150,7 @@ class Stack:
 
 
 @pytest.fixture
-def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+def stack(aws: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Stack]:
     suffix = uuid.uuid4().hex[:8]
     dynamodb, sqs, s3 = boto3.client("dynamodb"), boto3.client("sqs"), boto3.client("s3")
     tables = {t: f"{t}-{suffix}" for t in resources_of_type(TEMPLATE, "AWS::DynamoDB::Table")}
@@ -168,6 +177,8 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     roles = {lid: f"{lid}-{suffix}" for lid in resources_of_type(TEMPLATE, "AWS::IAM::Role")}
     refs = {**tables, **urls, **buckets, **roles, "JobEventsBus": f"bus-{suffix}"}
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
+    # The scan fails closed: a stack scans once its updater has published definitions.
+    publish_set(s3, buckets["OutputsBucket"], tmp_path / "definitions", "20261201T000000Z")
     yield Stack(refs, Resolver(attributes), monkeypatch)
     runtime.reset()
 
@@ -224,6 +235,46 @@ def test_each_worker_may_do_everything_it_does(stack: Stack, job_type: JobType) 
 
 def _pascal(job_type: JobType) -> str:
     return "".join(part.title() for part in job_type.value.split("_"))
+
+
+def test_the_virus_scan_may_quarantine_and_withdraw_what_it_must(stack: Stack) -> None:
+    # given EICAR uploaded under a key no metadata could hold, ingested
+    upload(stack, "Счёт №7 + акт.pdf.exe", EICAR)
+    ingest_everything(stack)
+    # and a derived output of that file already written (as a rescan finds it)
+    [stored] = FileRepository().versions_of(
+        stack.refs["UploadsBucket"], "uploads/acme/Счёт №7 + акт.pdf.exe"
+    )
+    derived = f"derived/acme/{stored.id}/thumbnail_generation/128.webp"
+    boto3.client("s3").put_object(Bucket=stack.refs["OutputsBucket"], Key=derived, Body=b"w")
+    # when the scan finds it and quarantines it
+    with recording_calls() as recorder:
+        run_worker(stack, JobType.VIRUS_SCAN)
+    quarantined = FileRepository().get(stored.id)
+    assert quarantined is not None and quarantined.status.value == "quarantined"
+    # then every call it made (the tag, the copy, the delete, the withdrawal) is granted
+    operations = {c.operation for c in recorder.calls}
+    assert operations >= {"PutObjectTagging", "CopyObject", "DeleteObject", "DeleteObjects"}
+    assert stack.refused("VirusScanWorker", recorder.calls) == []
+
+
+def test_the_rescan_policy_may_do_everything_it_does(stack: Stack) -> None:
+    # given a file scanned clean 40 days ago
+    stack.become("RescanPolicy")
+    stack.monkeypatch.setenv("RESCAN_AFTER_DAYS", "30")
+    runtime.settings()
+    plan = ingest_plan(utcnow(), "image/png")
+    FileRepository().record_ingest(plan)
+    record = ScanRecord(ScanStatus.CLEAN, utcnow() - timedelta(days=40), plan.jobs[0].id)
+    FileRepository().record_scan(plan.file.id, record, by="virus_scan")
+    schedule = json.loads((EVENTS / "sweep_schedule.json").read_text())
+    # when the policy runs
+    with recording_calls() as recorder:
+        summary = rescan_policy.handler(schedule, CONTEXT)
+    # then it rescanned the file, and every call it made is granted
+    assert summary["requested"] == 1
+    assert {c.operation for c in recorder.calls} >= {"Query", "GetItem", "PutItem", "SendMessage"}
+    assert stack.refused("RescanPolicy", recorder.calls) == []
 
 
 def test_the_sweep_may_do_everything_it_does(stack: Stack) -> None:
@@ -336,13 +387,20 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
         ),
         api_request("GET", "/openapi.json"),
         api_request("GET", "/docs"),
+        api_request("POST", f"/files/{file.id}/rescan", headers={"Idempotency-Key": "r1"}),
+        api_request(
+            "POST",
+            "/rescans",
+            body=json.dumps({"tenant": file.tenant, "prefix": "uploads/"}),
+            headers={"Idempotency-Key": "r2"},
+        ),
     ]
     # when each route is asked
     with recording_calls() as recorder:
         responses = [api.handler(event, CONTEXT) for event in requests]
     # then each answered (the job request made a job, its repeat answered it again)
     statuses = [r["statusCode"] for r in responses]
-    assert statuses == [200] * 8 + [204, 200, 201, 200, 200, 200]
+    assert statuses == [200] * 8 + [204, 200, 201, 200, 200, 200, 201, 200]
     # and every call made, and every request an output URL stands for, is granted
     operations = {c.operation for c in recorder.calls}
     assert operations >= {
@@ -378,3 +436,50 @@ def test_the_events_function_may_do_everything_it_does(stack: Stack) -> None:
     assert response["batchItemFailures"] == []
     assert [c.operation for c in recorder.calls] == ["PutEvents"]
     assert stack.refused("EventsFunction", recorder.calls) == []
+
+
+@pytest.mark.skipif(
+    shutil.which("freshclam") is None or shutil.which("clamscan") is None,
+    reason="ClamAV is not installed (apt-get install clamav clamav-freshclam)",
+)
+def test_the_definitions_updater_may_do_everything_it_does(stack: Stack, tmp_path: Path) -> None:
+    # given the updater's environment, its ClamAV this machine's, its mirror one on 127.0.0.1
+    stack.become("DefinitionsUpdater")
+    build_local_databases(tmp_path / "mirror")
+    bucket = stack.refs["OutputsBucket"]
+    rule = b'rule House { strings: $m = "HOUSE-7" condition: $m }\n'
+    boto3.client("s3").put_object(Bucket=bucket, Key="signatures/custom/yara/house.yar", Body=rule)
+    schedule = json.loads((EVENTS / "definitions_schedule.json").read_text())
+    with DefinitionsMirror(tmp_path / "mirror") as mirror:
+        local = {
+            "FRESHCLAM": "freshclam",
+            "CLAMSCAN": "clamscan",
+            "DEFINITIONS_MIRROR": mirror.url,
+            "OFFICIAL_DATABASES": "",
+            "DEFINITIONS_CUSTOM_URLS": ",".join(mirror.database_urls()),
+            "DEFINITIONS_KEEP": "2",
+        }
+        for name, value in local.items():
+            stack.monkeypatch.setenv(name, value)
+        # when it publishes three sets (the third prunes the first), reports and rolls back
+        with recording_calls() as recorder:
+            reports = []
+            for n in range(3):
+                add_hash_signature(mirror.directory, f"sample {n}\n".encode(), f"Local.S{n}")
+                reports.append(definitions.handler(schedule, CONTEXT))
+            status = definitions.handler({"action": "status"}, CONTEXT)
+            rolled = definitions.handler({"action": "rollback"}, CONTEXT)
+    assert [r["status"] for r in reports] == ["published"] * 3, reports
+    assert reports[2]["pruned"] == [reports[0]["set_id"]]
+    assert (status["set_id"], rolled["set_id"]) == (reports[2]["set_id"], reports[1]["set_id"])
+    # then every call it made is granted by its own role
+    operations = {c.operation for c in recorder.calls}
+    assert operations >= {"GetObject", "PutObject", "ListObjectsV2", "HeadObject", "DeleteObject"}
+    assert stack.refused("DefinitionsUpdater", recorder.calls) == []
+    # by statements that each name their resources (no `*` needed), its listings within the
+    # prefix its ListBucket grant is conditioned on
+    role = grants(FUNCTIONS["DefinitionsUpdater"].policies, stack.resolver)
+    named = [grant for grant in role if "*" not in grant.resources]
+    assert denied(recorder.calls, named) == []
+    listed = [c.params.get("Prefix", "") for c in recorder.calls if c.operation == "ListObjectsV2"]
+    assert listed and all(fnmatchcase(prefix, "signatures/*") for prefix in listed)

@@ -9,7 +9,7 @@ import boto3
 from filejobs.data.file_repository import FileRepository, Ingested
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
-from filejobs.domain.file import ScanStatus
+from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
@@ -99,7 +99,9 @@ def test_a_parsing_job_costs_its_verdict_read_and_two_writes(
     files = FileRepository()
     result = IngestService(files, FixedHead(), clock).ingest(upload_record("c.pdf"))
     assert isinstance(result, Ingested)
-    files.record_scan(result.plan.file.id, ScanStatus.CLEAN, at=clock.now, by="virus_scan")
+    files.record_scan(
+        result.plan.file.id, ScanRecord(ScanStatus.CLEAN, clock.now, "scan"), by="virus_scan"
+    )
     job = next(j for j in result.plan.jobs if j.job_type is JobType.DOCUMENT_PREVIEW)
     dispatcher = Dispatched()
     gate = ScanGate(files, JobRepository(), dispatcher, retention=LEASE, clock=clock)
@@ -129,7 +131,10 @@ def test_a_clean_verdict_costs_a_file_write_and_one_query_to_release_the_parsing
     gate = ScanGate(files, JobRepository(), dispatcher, retention=LEASE, clock=clock)
 
     with counting_requests() as requests:
-        gate.record_verdict(scan, infected=False, reason="")
+        stored = files.record_scan(
+            scan.file_id, ScanRecord(ScanStatus.CLEAN, clock.now, scan.id), by="virus_scan"
+        )
+        gate.settle(scan.file_id, stored)
 
     assert requests.calls == {"dynamodb:UpdateItem": 1, "dynamodb:Query": 1}
     gated = {j.id for j in result.plan.jobs if j.job_type in GATED_JOB_TYPES}

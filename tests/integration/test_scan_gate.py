@@ -1,8 +1,10 @@
 """Scan before parse: parsing jobs wait for a clean verdict and are cancelled on an infected one.
 
 The scan's verdict here comes from a stand-in for the scanning engines (their own tests are
-tests/integration/test_virus_scan_processor.py): what is tested is what the verdict does to the
-file and its other jobs, through the real worker service and real conditional writes.
+tests/integration/test_virus_scan_processor.py), and its marks in S3 go to an in-memory fake
+(S3's own are tests/integration/test_quarantine.py): what is tested is what the verdict does to
+the file and its other jobs, through the real use case (services/virus_scan.py), the real worker
+service and real conditional writes.
 """
 
 from __future__ import annotations
@@ -14,18 +16,21 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from filejobs.adapters.quarantine import Quarantined
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
-from filejobs.domain.file import FileStatus, ScanStatus
+from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import PermanentError, TransientError
-from filejobs.domain.scanning import GATED_JOB_TYPES
+from filejobs.domain.scanning import GATED_JOB_TYPES, UnscannablePolicy
 from filejobs.processors.base import Processor, Work
-from filejobs.services.scan_gate import ScanGate, ScanRecording
+from filejobs.processors.source import ObjectLocation
+from filejobs.services.scan_gate import ScanGate
+from filejobs.services.virus_scan import VirusScan
 from filejobs.services.worker import Outcome, WorkerService
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
@@ -68,11 +73,54 @@ def service(
     )
 
 
-def scan_saying(verdict: str, *signatures: str) -> Processor:
+class FakeMarks:
+    """The verdict's marks in S3, in memory: tags set, versions quarantined, outputs withdrawn."""
+
+    def __init__(self) -> None:
+        self.tags: dict[str, str] = {}
+        self.quarantined: list[str] = []
+        self.withdrawn: list[str] = []
+        self.fail_quarantine = False
+
+    def tag(self, location: ObjectLocation, verdict: str) -> bool:
+        self.tags[location.key] = verdict
+        return True
+
+    def quarantine(
+        self, location: ObjectLocation, *, tenant: str, file_id: str, etag: str, size: int
+    ) -> Quarantined:
+        if self.fail_quarantine:
+            raise ConnectionResetError("the worker lost S3 mid-quarantine")
+        self.tags[location.key] = "INFECTED"
+        self.quarantined.append(file_id)
+        return Quarantined(f"quarantine/{tenant}/{file_id}/x", True, (location.version_id or "",))
+
+    def withdraw_outputs(self, tenant: str, file_id: str) -> int:
+        self.withdrawn.append(file_id)
+        return 0
+
+
+def scan_saying(verdict: str, *signatures: str, reason: str | None = None) -> Processor:
     def scan(work: Work) -> dict[str, Any]:
-        return {"verdict": verdict, "signatures": list(signatures)}
+        return {
+            "verdict": verdict,
+            "signatures": list(signatures),
+            "engines": {"yara": {"version": "4.5.4"}},
+            "definitions_version": "20261129T080000Z",
+            "unscannable_reason": reason,
+        }
 
     return scan
+
+
+def virus_scan(
+    scanner: Processor, gate: ScanGate, clock: FakeClock, marks: FakeMarks | None = None
+) -> VirusScan:
+    return VirusScan(scanner, FileRepository(), marks or FakeMarks(), gate, clock)
+
+
+def verdict(kind: ScanStatus, clock: FakeClock) -> ScanRecord:
+    return ScanRecord(kind, clock.now, "00000000-0000-4000-8000-000000000001")
 
 
 def thumbnail(work: Work) -> dict[str, Any]:
@@ -85,10 +133,18 @@ def stored(job: ProcessingJob) -> ProcessingJob:
     return found
 
 
-def run_scan(plan: IngestPlan, verdict: str, gate: ScanGate, clock: FakeClock) -> None:
+def run_scan(
+    plan: IngestPlan,
+    verdict: str,
+    gate: ScanGate,
+    clock: FakeClock,
+    marks: FakeMarks | None = None,
+    reason: str | None = None,
+) -> None:
     scan = job_of(plan, JobType.VIRUS_SCAN)
-    recording = ScanRecording(scan_saying(verdict, "Eicar-Test-Signature"), gate)
-    result = service(JobType.VIRUS_SCAN, recording, gate, clock).handle(JobMessage.for_job(scan))
+    scanner = scan_saying(verdict, "Eicar-Test-Signature", reason=reason)
+    use_case = virus_scan(scanner, gate, clock, marks)
+    result = service(JobType.VIRUS_SCAN, use_case, gate, clock).handle(JobMessage.for_job(scan))
     assert result.outcome is Outcome.COMPLETED
 
 
@@ -184,38 +240,146 @@ def test_a_missing_object_of_an_active_file_still_fails_the_job(
     assert now.status is JobStatus.FAILED and "NoSuchKey" in (now.error_message or "")
 
 
-def test_a_file_the_scan_fails_on_for_good_has_its_parsing_jobs_cancelled_with_the_reason(
+def test_an_unscannable_file_has_its_parsing_jobs_cancelled_with_the_reason(
     plan: IngestPlan, clock: FakeClock
 ) -> None:
     gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
-    scan = job_of(plan, JobType.VIRUS_SCAN)
-
-    def refuses(work: Work) -> dict[str, Any]:
-        raise PermanentError("the file could not be scanned in full: yara: zip bomb")
-
-    # when the scan fails for good
-    result = service(JobType.VIRUS_SCAN, ScanRecording(refuses, gate), gate, clock).handle(
-        JobMessage.for_job(scan)
-    )
-    # then the scan job failed with the engine's reason
-    assert result.outcome is Outcome.FAILED
-    assert "zip bomb" in (stored(scan).error_message or "")
-    # and the file is recorded as unscannable (still active: nothing was found in it)
+    marks = FakeMarks()
+    # when the scan cannot vouch for the file (an archive past the engines' limits)
+    run_scan(plan, "UNSCANNABLE", gate, clock, marks, reason="yara: a likely zip bomb")
+    # then the file is recorded as unscannable (still active: nothing was found in it), with
+    # the reason in its record, and its version says so too
     file = FileRepository().get(plan.file.id)
-    assert file is not None
+    assert file is not None and file.scan is not None
     assert (file.status, file.scan_status) == (FileStatus.ACTIVE, ScanStatus.UNSCANNABLE)
-    # and its parsing jobs are cancelled now, saying why, instead of waiting for the sweep
+    assert file.scan.reason == "yara: a likely zip bomb"
+    assert marks.tags == {plan.file.key: "UNSCANNABLE"}
+    # and its parsing jobs are cancelled now, saying why
     gated = [job for job in plan.jobs if job.job_type in GATED_JOB_TYPES]
     assert gated
     for job in gated:
         now = stored(job)
         assert now.status is JobStatus.CANCELLED, job.job_type
         assert now.cancel_reason == (
-            "the virus scan could not check the file: "
-            "the file could not be scanned in full: yara: zip bomb"
+            "the virus scan could not vouch for the file: yara: a likely zip bomb"
         )
     # and hashing still runs
     assert stored(job_of(plan, JobType.DEDUPLICATION_CHECK)).status is JobStatus.PENDING
+
+
+def test_under_the_process_policy_an_unscannable_files_parsing_jobs_run(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    dispatcher = Recorder()
+    gate = ScanGate(
+        FileRepository(),
+        JobRepository(),
+        dispatcher,
+        retention=KEEP,
+        unscannable=UnscannablePolicy.PROCESS,
+        clock=clock,
+    )
+    run_scan(plan, "UNSCANNABLE", gate, clock, reason="the file is 3 GB; the scan reads 512 MB")
+    gated = [job for job in plan.jobs if job.job_type in GATED_JOB_TYPES]
+    assert sorted(dispatcher.sent) == sorted(j.id for j in gated)
+    job = job_of(plan, JobType.THUMBNAIL_GENERATION)
+    ran = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
+        JobMessage.for_job(job)
+    )
+    assert ran.outcome is Outcome.COMPLETED
+
+
+def test_a_scan_that_fails_for_good_leaves_no_verdict_and_cancels_the_parsing_jobs(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    scan = job_of(plan, JobType.VIRUS_SCAN)
+
+    def broken(work: Work) -> dict[str, Any]:
+        raise PermanentError("job input_data names no object (bucket and key)")
+
+    result = service(JobType.VIRUS_SCAN, virus_scan(broken, gate, clock), gate, clock).handle(
+        JobMessage.for_job(scan)
+    )
+    assert result.outcome is Outcome.FAILED
+    file = FileRepository().get(plan.file.id)
+    assert file is not None and file.scan_status is None
+    for job in plan.jobs:
+        if job.job_type in GATED_JOB_TYPES:
+            now = stored(job)
+            assert now.status is JobStatus.CANCELLED
+            assert "failed or was cancelled before it gave a verdict" in (now.cancel_reason or "")
+
+
+def test_a_rescan_that_gets_through_gives_back_the_jobs_the_failed_scan_cancelled(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    # Given a scan that failed closed until its retries ran out (no definitions), its file's
+    # parsing jobs cancelled for want of a verdict
+    dispatcher = Recorder()
+    gate = ScanGate(FileRepository(), JobRepository(), dispatcher, retention=KEEP, clock=clock)
+    scan = job_of(plan, JobType.VIRUS_SCAN)
+
+    def no_definitions(work: Work) -> dict[str, Any]:
+        raise TransientError("no ClamAV definitions have been published yet")
+
+    scans = service(JobType.VIRUS_SCAN, virus_scan(no_definitions, gate, clock), gate, clock)
+    for _ in range(scan.max_retries + 1):
+        scans.handle(JobMessage.for_job(scan))
+        clock.advance(timedelta(hours=1))
+    gated = [job for job in plan.jobs if job.job_type in GATED_JOB_TYPES]
+    assert all(stored(job).status is JobStatus.CANCELLED for job in gated)
+    # When the definitions are back and the scan is retried, clean
+    retry = transitions.retry(now=clock.now, by="operator", dispatch_grace=KEEP)
+    assert isinstance(JobRepository().apply(scan.id, scan.job_type, retry), Applied)
+    run_scan(plan, "CLEAN", gate, clock)
+    # Then the jobs the scan had cancelled are pending again and sent; one an operator
+    # cancelled by hand would have been left alone (cancelled_by is the scan's own)
+    for job in gated:
+        now = stored(job)
+        assert now.status is JobStatus.PENDING, job.job_type
+        assert now.triggered_by == "virus_scan"
+    assert set(dispatcher.sent) >= {j.id for j in gated}
+
+
+def test_the_infected_verdict_is_recorded_before_the_quarantine_and_a_retry_finishes_it(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    marks = FakeMarks()
+    scan = job_of(plan, JobType.VIRUS_SCAN)
+    scanned: list[str] = []
+
+    def finds_eicar(work: Work) -> dict[str, Any]:
+        scanned.append(work.job.id)
+        return scan_saying("INFECTED", "Eicar-Test-Signature")(work)
+
+    scans = service(JobType.VIRUS_SCAN, virus_scan(finds_eicar, gate, clock, marks), gate, clock)
+    # given an attempt that found the infection and then lost S3 mid-quarantine
+    marks.fail_quarantine = True
+    assert scans.handle(JobMessage.for_job(scan)).outcome is Outcome.RETRYING
+    # then the verdict is on the file already: nothing will parse it, though it is not moved yet
+    file = FileRepository().get(plan.file.id)
+    assert file is not None and file.scan is not None
+    assert (file.status, file.scan_status) == (FileStatus.ACTIVE, ScanStatus.INFECTED)
+    assert file.scan.signatures == ("Eicar-Test-Signature",)
+    thumb = job_of(plan, JobType.THUMBNAIL_GENERATION)
+    early = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
+        JobMessage.for_job(thumb)
+    )
+    assert early.outcome is Outcome.SKIPPED and stored(thumb).status is JobStatus.CANCELLED
+    # when the retry comes, it finishes the quarantine without scanning again
+    marks.fail_quarantine = False
+    clock.advance(timedelta(hours=1))
+    done = scans.handle(JobMessage.for_job(scan))
+    assert done.outcome is Outcome.COMPLETED
+    assert scanned == [scan.id]
+    assert marks.quarantined == [plan.file.id]
+    result = stored(scan).result_data or {}
+    assert result["verdict"] == "INFECTED" and result["quarantine"]["resumed"] is True
+    assert result["signatures"] == ["Eicar-Test-Signature"]
+    file = FileRepository().get(plan.file.id)
+    assert file is not None and file.status is FileStatus.QUARANTINED
 
 
 def test_a_parsing_job_whose_scan_was_cancelled_before_a_verdict_is_cancelled_not_left_waiting(
@@ -267,7 +431,7 @@ def test_a_parsing_job_still_waits_while_its_scan_is_retrying(
         raise TransientError("the engine timed out")
 
     # given the scan failed once and is scheduled for a retry
-    scans = service(JobType.VIRUS_SCAN, ScanRecording(flaky, gate), gate, clock)
+    scans = service(JobType.VIRUS_SCAN, virus_scan(flaky, gate, clock), gate, clock)
     assert scans.handle(JobMessage.for_job(scan)).outcome is Outcome.RETRYING
     # when the thumbnail's message comes, then it keeps waiting
     result = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
@@ -286,7 +450,7 @@ def test_a_scan_whose_retries_are_spent_cancels_the_waiting_parsing_jobs_at_once
     def flaky(work: Work) -> dict[str, Any]:
         raise TransientError("the engine timed out")
 
-    scans = service(JobType.VIRUS_SCAN, ScanRecording(flaky, gate), gate, clock)
+    scans = service(JobType.VIRUS_SCAN, virus_scan(flaky, gate, clock), gate, clock)
     # when every attempt of the scan fails (each retry due once the clock passes it)
     outcomes = []
     for _ in range(scan.max_retries + 1):
@@ -307,12 +471,12 @@ def test_a_retried_scan_can_clear_an_unscannable_file_but_nothing_clears_an_infe
     plan: IngestPlan, clock: FakeClock
 ) -> None:
     files = FileRepository()
-    files.record_scan(plan.file.id, ScanStatus.UNSCANNABLE, at=clock.now, by="virus_scan")
-    cleared = files.record_scan(plan.file.id, ScanStatus.CLEAN, at=clock.now, by="virus_scan")
+    files.record_scan(plan.file.id, verdict(ScanStatus.UNSCANNABLE, clock), by="virus_scan")
+    cleared = files.record_scan(plan.file.id, verdict(ScanStatus.CLEAN, clock), by="virus_scan")
     assert cleared is not None and cleared.scan_status is ScanStatus.CLEAN
-    files.record_scan(plan.file.id, ScanStatus.INFECTED, at=clock.now, by="virus_scan")
+    files.record_scan(plan.file.id, verdict(ScanStatus.INFECTED, clock), by="virus_scan")
     for later in (ScanStatus.CLEAN, ScanStatus.UNSCANNABLE):
-        after = files.record_scan(plan.file.id, later, at=clock.now, by="virus_scan")
+        after = files.record_scan(plan.file.id, verdict(later, clock), by="virus_scan")
         assert after is not None and after.scan_status is ScanStatus.INFECTED
 
 
@@ -320,9 +484,25 @@ def test_a_later_clean_scan_cannot_clear_an_infected_file(
     plan: IngestPlan, clock: FakeClock
 ) -> None:
     files = FileRepository()
-    files.record_scan(plan.file.id, ScanStatus.INFECTED, at=clock.now, by="virus_scan")
-    after = files.record_scan(plan.file.id, ScanStatus.CLEAN, at=clock.now, by="virus_scan")
+    files.record_scan(plan.file.id, verdict(ScanStatus.INFECTED, clock), by="virus_scan")
+    after = files.record_scan(plan.file.id, verdict(ScanStatus.CLEAN, clock), by="virus_scan")
     assert after is not None and after.scan_status is ScanStatus.INFECTED
+
+
+def test_a_verdict_records_its_evidence_and_a_clean_one_enters_the_rescan_index(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
+    run_scan(plan, "CLEAN", gate, clock)
+    file = FileRepository().get(plan.file.id)
+    assert file is not None and file.scan is not None
+    assert file.scan.engines == {"yara": "4.5.4"}
+    assert file.scan.definitions_version == "20261129T080000Z"
+    assert file.scan.scanned_at == clock.now
+    assert file.scan.job_id == job_of(plan, JobType.VIRUS_SCAN).id
+    due = list(FileRepository().scanned_before(clock.now + timedelta(seconds=1)))
+    assert [d.id for d in due] == [plan.file.id]
+    assert list(FileRepository().scanned_before(clock.now)) == []
 
 
 def test_a_message_naming_another_file_never_runs_its_job(

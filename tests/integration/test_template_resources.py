@@ -56,6 +56,8 @@ FUNCTIONS = {
     "SweepFunction",
     "ApiFunction",
     "EventsFunction",
+    "DefinitionsUpdater",
+    "RescanPolicy",
     *(f"{t}Worker" for t in JOB_TYPES),
 }
 
@@ -465,6 +467,64 @@ def test_the_sweep_runs_alone_every_minute_without_retries(
     assert len(sweep.events) == 1
 
 
+@pytest.mark.parametrize(
+    ("function", "rate"),
+    [
+        ("DefinitionsUpdater", {"Ref": "DefinitionsUpdateSchedule"}),
+        ("RescanPolicy", "rate(1 hour)"),
+    ],
+)
+def test_the_scans_scheduled_functions_run_alone_without_retries(
+    functions: dict[str, FunctionSpec], function: str, rate: object
+) -> None:
+    spec = functions[function]
+    # one run at a time: two updaters would each publish a set; two policies, the same rescans
+    assert spec.reserved_concurrency == 1
+    (schedule,) = [properties for kind, properties in spec.events if kind == "ScheduleV2"]
+    assert schedule["ScheduleExpression"] == rate
+    assert schedule["RetryPolicy"]["MaximumRetryAttempts"] == 0
+
+
+def test_the_virus_scan_worker_starts_only_after_the_first_definitions_are_published(
+    template: dict[str, Any],
+) -> None:
+    resources = template["Resources"]
+    assert resources["VirusScanWorker"]["DependsOn"] == "ScanDefinitionsOnDeploy"
+    deploy = resources["ScanDefinitionsOnDeploy"]["Properties"]
+    assert deploy["ServiceToken"] == {"Fn::GetAtt": "DefinitionsUpdater.Arn"}
+    # and a change of the mirror settings runs the updater again at deploy
+    assert {deploy[k]["Ref"] for k in ("Mirror", "OfficialDatabases", "CustomUrls")} == {
+        "DefinitionsMirror",
+        "OfficialDatabases",
+        "DefinitionsCustomUrls",
+    }
+
+
+def test_only_the_virus_scan_may_set_or_change_the_scan_status_tag(
+    template: dict[str, Any],
+) -> None:
+    policy = template["Resources"]["UploadsBucketPolicy"]["Properties"]["PolicyDocument"]
+    statements = {st.get("Sid"): st for st in _statements(policy)}
+    scan_role = {"Fn::GetAtt": "VirusScanWorkerRole.Arn"}
+    # given the uploads bucket's policy: nobody but the scan's role sets scan-status, at upload
+    # or after
+    setting = statements["OnlyTheVirusScanSetsScanStatus"]
+    assert setting["Effect"] == "Deny" and setting["Principal"] == "*"
+    assert {"s3:PutObject", "s3:PutObjectTagging", "s3:PutObjectVersionTagging"} <= set(
+        setting["Action"]
+    )
+    assert setting["Condition"]["ForAnyValue:StringEquals"] == {
+        "s3:RequestObjectTagKeys": ["scan-status"]
+    }
+    assert setting["Condition"]["ArnNotEquals"] == {"aws:PrincipalArn": scan_role}
+    # and nobody but it retags or untags a version that has the tag
+    retagging = statements["OnlyTheVirusScanRetagsScannedVersions"]
+    assert retagging["Effect"] == "Deny"
+    assert {"s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging"} <= set(retagging["Action"])
+    assert retagging["Condition"]["Null"] == {"s3:ExistingObjectTag/scan-status": "false"}
+    assert retagging["Condition"]["ArnNotEquals"] == {"aws:PrincipalArn": scan_role}
+
+
 def test_every_function_logs_to_a_group_of_its_own_kept_30_days(template: dict[str, Any]) -> None:
     # given the template's functions and log groups
     groups = resources_of_type(template, "AWS::Logs::LogGroup")
@@ -538,6 +598,7 @@ MEDIA_LAYERS = {
     "DocumentPreviewWorker": ["ImagingLayer", "DocumentsLayer"],
     "CompressionWorker": ["CompressionLayer"],
     "VirusScanWorker": ["ScanningLayer", "ClamAvLayer"],
+    "DefinitionsUpdater": ["ScanningLayer", "ClamAvLayer"],
 }
 
 

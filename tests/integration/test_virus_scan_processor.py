@@ -1,10 +1,11 @@
-"""Specification: the virus_scan job tags a clean upload and quarantines an infected one.
+"""Specification: the virus_scan processor gives every upload a verdict, from every engine.
 
 Real inputs end to end: uploads in moto S3 (the `media` bench), YARA with the shipped rules, and
 ClamAV's real `clamscan` with signature files written here. No signature database can be
 downloaded in a test, so the .hdb/.hsb files below list the MD5/SHA-256 of EICAR and of files of
 the `clamav-testfiles` package (ClamAV's own test files are only detected by the official
-database otherwise). The ClamAV cases skip only when clamscan is not installed.
+database otherwise). The ClamAV cases skip only when clamscan is not installed. What a verdict
+does (record, tag, quarantine) is tests/integration/test_virus_scan_use_case.py's.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from filejobs.domain.job import JobType
-from filejobs.domain.retry import ErrorKind, PermanentError, TransientError, classify
+from filejobs.domain.retry import ErrorKind, TransientError, classify
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.scan.engines import (
     ClamAvScanner,
@@ -30,8 +30,7 @@ from filejobs.processors.scan.engines import (
     Verdict,
     YaraScanner,
 )
-from filejobs.processors.scan.processor import VirusScanProcessor, default_engines
-from filejobs.processors.scan.signatures import SignatureSync
+from filejobs.processors.scan.processor import VirusScanProcessor
 from filejobs.processors.source import ObjectLocation
 from tests.processing import MediaBench
 
@@ -88,43 +87,23 @@ def tags(media: MediaBench, work: Work) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in found}
 
 
-def version_exists(media: MediaBench, work: Work) -> bool:
-    try:
-        media.s3.head_object(**ObjectLocation.of(work.job).request())
-    except ClientError:
-        return False
-    return True
-
-
 def scan(media: MediaBench, engines: list[Scanner], name: str, body: bytes) -> tuple[Work, Any]:
     work = media.work_for(JobType.VIRUS_SCAN, name, body)
-    return work, VirusScanProcessor(media.s3, engines, media.quarantine)(work)
+    return work, VirusScanProcessor(media.s3, engines)(work)
 
 
 @needs_clamscan
-def test_eicar_is_found_by_both_engines_and_quarantined(
-    media: MediaBench, both: list[Scanner]
-) -> None:
+def test_eicar_is_found_by_both_engines(media: MediaBench, both: list[Scanner]) -> None:
     # Given EICAR uploaded as acme's eicar.com
     work, result = scan(media, both, "eicar.com", EICAR)
-    job = work.job
-    # Then both engines name it
+    # Then both engines name it, each with its version for the verdict's record
     assert result["verdict"] == "INFECTED"
     assert result["engines"]["yara"]["signatures"] == ["EICAR_Test_File"]
     assert result["engines"]["clamav"]["signatures"] == ["Filejobs.Test.EICAR.UNOFFICIAL"]
     assert result["signatures"] == ["EICAR_Test_File", "Filejobs.Test.EICAR.UNOFFICIAL"]
-    # And it now lives in the quarantine bucket under tenant and file id, tagged INFECTED
-    key = f"quarantine/acme/{job.file_id}/eicar.com"
-    assert result["quarantine_key"] == key
-    copy = media.s3.get_object(Bucket=media.quarantine, Key=key)
-    assert copy["Body"].read() == EICAR
-    assert copy["Metadata"]["source-version"] == ObjectLocation.of(job).version_id
-    quarantine_tags = media.s3.get_object_tagging(Bucket=media.quarantine, Key=key)["TagSet"]
-    assert quarantine_tags == [{"Key": "scan-status", "Value": "INFECTED"}]
-    # And the uploaded version is gone from the uploads bucket
-    assert not version_exists(media, work)
-    versions = media.s3.list_object_versions(Bucket=media.uploads, Prefix="uploads/acme/eicar")
-    assert versions.get("Versions", []) == []
+    # And the processor only read: the upload is neither tagged nor moved yet
+    assert tags(media, work) == {}
+    assert media.s3.head_object(**ObjectLocation.of(work.job).request())["ContentLength"] == 68
 
 
 @needs_clamscan
@@ -139,43 +118,27 @@ def test_eicar_is_found_by_both_engines_and_quarantined(
 def test_eicar_inside_archives_is_found_by_both_engines(
     media: MediaBench, both: list[Scanner], name: str, body: bytes
 ) -> None:
-    work, result = scan(media, both, name, body)
+    _, result = scan(media, both, name, body)
     assert result["verdict"] == "INFECTED"
     assert result["engines"]["yara"]["infected"] and result["engines"]["clamav"]["infected"]
     assert result["scanned_files"] >= 2
-    assert not version_exists(media, work)
-    assert result["quarantine_key"] == f"quarantine/acme/{work.job.file_id}/{name}"
 
 
 @needs_clamscan
-def test_a_clean_text_is_tagged_clean_keeping_its_other_tags(
-    media: MediaBench, both: list[Scanner]
-) -> None:
-    # Given a plain text whose uploader tagged it already
-    work = media.work_for(JobType.VIRUS_SCAN, "notes.txt", b"Meeting at noon.\n")
-    location = ObjectLocation.of(work.job)
-    media.s3.put_object_tagging(
-        **location.request(), Tagging={"TagSet": [{"Key": "team", "Value": "sales"}]}
-    )
-    # When scanned
-    result = VirusScanProcessor(media.s3, both, media.quarantine)(work)
-    # Then it is CLEAN by both engines, tagged so, still in place, and nothing is quarantined
+def test_a_clean_text_is_clean_by_both_engines(media: MediaBench, both: list[Scanner]) -> None:
+    _, result = scan(media, both, "notes.txt", b"Meeting at noon.\n")
     assert result["verdict"] == "CLEAN"
     assert {n: e["verdict"] for n, e in result["engines"].items()} == {
         "yara": "CLEAN",
         "clamav": "CLEAN",
     }
-    assert result["quarantine_key"] is None and result["signatures"] == []
-    assert tags(media, work) == {"team": "sales", "scan-status": "CLEAN"}
-    assert version_exists(media, work)
-    assert media.s3.list_objects_v2(Bucket=media.quarantine).get("KeyCount") == 0
+    assert result["signatures"] == [] and result["unscannable_reason"] is None
 
 
 @needs_clamscan
 def test_an_empty_file_is_clean(media: MediaBench, both: list[Scanner]) -> None:
-    work, result = scan(media, both, "empty.bin", b"")
+    _, result = scan(media, both, "empty.bin", b"")
     assert result["verdict"] == "CLEAN"
-    assert tags(media, work) == {"scan-status": "CLEAN"}
 
 
 @needs_clamscan
@@ -190,39 +153,50 @@ def test_clamav_test_files_are_found_through_our_hash_signature(
     assert sample.is_file(), f"{sample} is missing: apt-get install clamav-testfiles"
     engines: list[Scanner] = [ClamAvScanner(clam_db)]
     # When ClamAV scans it with our database
-    work, result = scan(media, engines, name, sample.read_bytes())
-    # Then the clam.exe inside is found by its MD5, and the upload is quarantined
+    _, result = scan(media, engines, name, sample.read_bytes())
+    # Then the clam.exe inside is found by its MD5
     assert result["verdict"] == "INFECTED"
     assert result["signatures"] == ["Filejobs.Test.ClamExe.UNOFFICIAL"]
-    assert not version_exists(media, work)
 
 
 @needs_clamscan
-def test_a_zip_bomb_is_refused_for_good_with_a_readable_reason(
+def test_a_zip_bomb_is_unscannable_with_a_readable_reason(
     media: MediaBench, both: list[Scanner]
 ) -> None:
     # Given 200 MiB of zeros deflated to a small zip
     bomb = zipped("zeros.bin", bytes(200 * MiB))
     work = media.work_for(JobType.VIRUS_SCAN, "invoice.zip", bomb)
-    # When scanned, the job fails for good, saying why in words
-    with pytest.raises(PermanentError) as refused:
-        VirusScanProcessor(media.s3, both, media.quarantine)(work)
-    message = str(refused.value)
-    assert message.startswith("the file could not be scanned in full: ")
-    assert "yara: invoice.zip!zeros.bin: expands to more than 100 times" in message
-    assert "a likely zip bomb" in message
-    assert "clamav: clamav stopped at a limit: Heuristics.Limits.Exceeded" in message
-    assert classify(refused.value) is ErrorKind.PERMANENT
-    # And the upload is neither tagged nor moved
-    assert tags(media, work) == {}
-    assert version_exists(media, work)
+    # When scanned, the verdict is UNSCANNABLE, saying why in words (never CLEAN)
+    result = VirusScanProcessor(media.s3, both)(work)
+    assert result["verdict"] == "UNSCANNABLE"
+    reason = result["unscannable_reason"]
+    assert "yara: invoice.zip!zeros.bin: expands to more than 100 times" in reason
+    assert "a likely zip bomb" in reason
+    assert "clamav: clamav stopped at a limit: Heuristics.Limits.Exceeded" in reason
+
+
+def test_a_file_over_the_scan_limit_is_unscannable_without_being_downloaded(
+    media: MediaBench, yara_engine: YaraScanner
+) -> None:
+    work = media.work_for(JobType.VIRUS_SCAN, "backup.tar", b"x" * 4096)
+    read: list[str] = []
+    real_get = media.s3.get_object
+
+    def counting_get(**request: Any) -> Any:
+        read.append(request["Key"])
+        return real_get(**request)
+
+    media.s3.get_object = counting_get  # type: ignore[method-assign]
+    result = VirusScanProcessor(media.s3, [yara_engine], max_bytes=1024)(work)
+    assert result["verdict"] == "UNSCANNABLE"
+    assert result["unscannable_reason"] == "the file is 4096 bytes; the scan reads at most 1024"
+    assert read == []
 
 
 def test_a_corrupt_zip_is_scanned_as_bytes(media: MediaBench, yara_engine: YaraScanner) -> None:
     junk = b"PK\x03\x04" + bytes(range(256)) * 64
-    work, result = scan(media, [yara_engine], "broken.zip", junk)
+    _, result = scan(media, [yara_engine], "broken.zip", junk)
     assert result["verdict"] == "CLEAN"
-    assert tags(media, work) == {"scan-status": "CLEAN"}
 
 
 @needs_clamscan
@@ -236,9 +210,8 @@ def test_a_failing_engine_is_retried_not_trusted(
     work = media.work_for(JobType.VIRUS_SCAN, "notes.txt", b"plain\n")
     # When scanned, the attempt fails as transient (YARA's clean verdict alone is not enough)
     with pytest.raises(TransientError, match=r"clamav: clamscan failed \(2\)") as failed:
-        VirusScanProcessor(media.s3, engines, media.quarantine)(work)
+        VirusScanProcessor(media.s3, engines)(work)
     assert classify(failed.value) is ErrorKind.TRANSIENT
-    assert tags(media, work) == {}
 
 
 @needs_clamscan
@@ -247,25 +220,9 @@ def test_an_infection_wins_over_another_engines_failure(
 ) -> None:
     empty = tmp_path / "no-definitions"
     empty.mkdir()
-    work, result = scan(media, [yara_engine, ClamAvScanner(empty)], "e.com", EICAR)
+    _, result = scan(media, [yara_engine, ClamAvScanner(empty)], "e.com", EICAR)
     assert result["verdict"] == "INFECTED"
     assert result["engines"]["clamav"]["verdict"] == "ERROR"
-    assert not version_exists(media, work)
-
-
-def test_a_retry_after_the_quarantine_reports_it_again(
-    media: MediaBench, yara_engine: YaraScanner
-) -> None:
-    # Given an attempt that quarantined EICAR (and whose result was then lost)
-    processor = VirusScanProcessor(media.s3, [yara_engine], media.quarantine)
-    work = media.work_for(JobType.VIRUS_SCAN, "eicar.com", EICAR)
-    first = processor(work)
-    # When the job runs again, its version is gone from the uploads bucket
-    again = processor(work)
-    # Then the quarantine is reported again rather than failing the job
-    assert again["verdict"] == "INFECTED"
-    assert again["quarantine_key"] == first["quarantine_key"]
-    assert again["signatures"] == ["EICAR_Test_File"]
 
 
 def test_a_cancelled_job_stops_before_scanning(media: MediaBench, yara_engine: YaraScanner) -> None:
@@ -281,73 +238,9 @@ def test_a_cancelled_job_stops_before_scanning(media: MediaBench, yara_engine: Y
             return yara_engine.scan(path)
 
     work = media.work_for(JobType.VIRUS_SCAN, "n.txt", b"x", should_stop=lambda: stopped[0])
-    processor = VirusScanProcessor(media.s3, [Tripwire(), yara_engine], media.quarantine)
+    processor = VirusScanProcessor(media.s3, [Tripwire(), yara_engine])
     with pytest.raises(StopRequested):
         processor(work)
-    assert tags(media, work) == {}
-
-
-def test_signatures_sync_downloads_new_files_and_skips_unchanged_ones(
-    media: MediaBench, tmp_path: Path
-) -> None:
-    # Given a definitions prefix with a YARA rule, an .hdb, and files that are no signatures
-    bucket = f"definitions-{media.uploads}"
-    media.s3.create_bucket(Bucket=bucket)
-    rule = b'rule Filejobs_Marker { strings: $m = "FILEJOBS-MARKER-7" condition: $m }\n'
-    put = media.s3.put_object
-    put(Bucket=bucket, Key="av/current/marker.yar", Body=rule)
-    put(Bucket=bucket, Key="av/current/eicar.hdb", Body=hdb_line(EICAR, "S3.EICAR").encode())
-    put(Bucket=bucket, Key="av/current/README.txt", Body=b"not a signature")
-    put(Bucket=bucket, Key="av/current/old/stale.hdb", Body=b"a sub-folder is not synced")
-    cache = tmp_path / "signatures"
-    sync = SignatureSync(media.s3, bucket, "av/current", cache)
-
-    # When synced for the first time, both signature files are downloaded
-    first = sync.sync()
-    assert first.downloaded == ["eicar.hdb", "marker.yar"]
-    assert (cache / "marker.yar").read_bytes() == rule
-    before = (cache / "marker.yar").stat()
-
-    # When synced again with nothing changed, nothing is downloaded or rewritten
-    second = sync.sync()
-    assert (second.downloaded, second.unchanged) == ([], ["eicar.hdb", "marker.yar"])
-    assert (cache / "marker.yar").stat().st_ino == before.st_ino
-
-    # When one file changes and one is withdrawn, only the change is fetched
-    put(Bucket=bucket, Key="av/current/marker.yar", Body=rule.replace(b"-7", b"-8"))
-    media.s3.delete_object(Bucket=bucket, Key="av/current/eicar.hdb")
-    third = sync.sync()
-    assert (third.downloaded, third.unchanged, third.removed) == (["marker.yar"], [], ["eicar.hdb"])
-    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == ["marker.yar"]
-
-    # And the synced rule is in force in the engines built on the cache
-    engines = default_engines(cache, clamscan=None)
-    _, result = scan(media, engines, "m.txt", b"xx FILEJOBS-MARKER-8 xx")
-    assert result["signatures"] == ["Filejobs_Marker"]
-    assert result["verdict"] == Verdict.INFECTED.value
-
-
-@needs_clamscan
-def test_clamav_reads_its_definitions_from_the_synced_cache(
-    media: MediaBench, tmp_path: Path
-) -> None:
-    # Given an .hdb delivered through the definitions bucket (next to a YARA rule)
-    bucket = f"definitions-{media.uploads}"
-    media.s3.create_bucket(Bucket=bucket)
-    body = hdb_line(EICAR, "Delivered.EICAR").encode()
-    media.s3.put_object(Bucket=bucket, Key="av/eicar.hdb", Body=body)
-    media.s3.put_object(
-        Bucket=bucket,
-        Key="av/marker.yar",
-        Body=b'rule Filejobs_Marker { strings: $m = "FILEJOBS-MARKER" condition: $m }\n',
-    )
-    cache = tmp_path / "signatures"
-    SignatureSync(media.s3, bucket, "av/", cache).sync()
-    # When both default engines scan EICAR
-    _, result = scan(media, default_engines(cache), "e.com", EICAR)
-    # Then ClamAV names the delivered signature (and loads the .yar beside it without failing)
-    assert "Delivered.EICAR.UNOFFICIAL" in result["engines"]["clamav"]["signatures"]
-    assert result["engines"]["yara"]["signatures"] == ["EICAR_Test_File"]
 
 
 def test_clamscan_runs_without_the_workers_credentials_and_with_its_own_libraries(

@@ -67,3 +67,33 @@ def test_a_bench_that_did_not_run_is_said_to_be_unmeasured(tmp_path: Path) -> No
     # the built sizes come from `make template`, not from a bench: they are always there
     built = document.split("## Built sizes", 1)[1]
     assert "Not measured" not in built and "| video_thumbnail |" in built
+
+
+def test_the_scanning_bench_is_run_and_gets_its_section(tmp_path: Path) -> None:
+    # Given the section bench/scanning.py writes (its own tables, as "markdown")
+    scanning = {
+        "section": "scanning",
+        "rows": [],
+        "markdown": ["| what | clamscan per job | warm clamd |", "| --- | --- | --- |",
+                     "| 1 MB file | 0.900 s | 0.040 s |"],
+        "targets": [{"name": "ClamAV warm scan: speed-up over clamscan per job",
+                     "target": ">= 20x", "value": 22.5, "met": True}],
+        "command": ".venv/bin/python bench/scanning.py",
+        "measured_at": "2026-11-30T15:00:00+00:00",
+    }  # fmt: skip
+
+    document = render({"scanning": scanning}, tmp_path)
+
+    # Then it has its section after the processors', with its table, target and notes
+    body = document.split("## Virus scanning: clamscan per job against a warm clamd", 1)[1]
+    assert document.index("## Processors") < document.index("## Virus scanning")
+    assert "| 1 MB file | 0.900 s | 0.040 s |" in body.split("\n## ", 1)[0]
+    assert "| ClamAV warm scan: speed-up over clamscan per job | >= 20x | 22.5 | met |" in document
+    assert (ROOT / "bench" / "notes" / "scanning.md").read_text().strip() in document
+    # and `make bench` (report.py run) runs it, into that section
+    listed = subprocess.run(
+        [sys.executable, "-c",
+         "import report; print([(b.name, b.section, b.argv) for b in report.BENCHES])"],
+        cwd=ROOT / "bench", check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert "('scanning', 'scanning', ('bench/scanning.py',))" in listed

@@ -1,10 +1,10 @@
 """The ClamAV layer's build (layers/clamav/debs.py): pinned packages, verified downloads, and the
 two checks that keep a binary from another distribution from breaking on Lambda (every library
-it loads is shipped; nothing needs a newer glibc than the runtime's).
+it loads is shipped; nothing needs a newer glibc than the runtime's); and the smoke's checks.
 
-The ELF readers run on this machine's own Debian clamscan and its libraries (x86_64): the
-format is the same as the layer's arm64 files, and `make template` runs the built arm64 layer
-under qemu.
+The ELF readers and the smoke's checks run on this machine's own Debian ClamAV (x86_64: clamscan,
+clamd, freshclam, sigtool) and its libraries: the format and the programs are the same as the
+layer's arm64 ones, and `make template` runs the built arm64 layer under qemu.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import hashlib
 import importlib.util
 import io
 import shutil
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -37,6 +39,14 @@ def _load_debs() -> ModuleType:
 
 
 debs = _load_debs()
+# This machine's Debian ClamAV: the layer's programs, at the same paths, built for x86_64.
+HOST_PROGRAMS = {Path(program).name: Path("/") / program for program in debs.PROGRAMS}
+needs_host_clamav = pytest.mark.skipif(
+    not all(path.exists() for path in HOST_PROGRAMS.values()),
+    reason="clamav, clamav-daemon and clamav-freshclam are not installed (make system-deps)",
+)
+# The smoke's checks run natively: this machine's programs, an environment of nothing.
+HOST = debs.Runner(programs=HOST_PROGRAMS, env={})
 
 
 @pytest.mark.parametrize(
@@ -148,11 +158,15 @@ def test_the_elf_reader_lists_what_clamscan_loads_and_the_glibc_it_needs() -> No
     assert max(versions) <= (2, 36)  # this machine's glibc: it runs here
 
 
-def _sysroot_with_host_clamscan(tmp_path: Path) -> Path:
-    """clamscan and the libraries it loads, laid out as the layer's Debian packages have them."""
+def _sysroot_with_host_programs(tmp_path: Path) -> Path:
+    """This machine's ClamAV programs and every library of it, laid out as the layer's Debian
+    packages have them."""
     root = tmp_path / "root"
-    (root / "usr/bin").mkdir(parents=True)
-    shutil.copy(HOST_CLAMSCAN, root / "usr/bin/clamscan")
+    for program in debs.PROGRAMS:
+        source = Path("/") / program
+        if source.exists():
+            (root / program).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, root / program)
     libraries = root / debs.LIBRARY_DIRS[0]
     libraries.mkdir(parents=True)
     for host_dir in (Path("/usr/lib/x86_64-linux-gnu"), Path("/lib/x86_64-linux-gnu")):
@@ -167,7 +181,7 @@ def test_the_layer_takes_exactly_the_library_closure_and_names_a_missing_library
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # given clamscan beside every library of this machine (whose loader has its x86_64 name)
-    root = _sysroot_with_host_clamscan(tmp_path)
+    root = _sysroot_with_host_programs(tmp_path)
     glibc = debs.GLIBC_LIBRARIES | {"ld-linux-x86-64.so.2"}
     monkeypatch.setattr(debs, "GLIBC_LIBRARIES", glibc)
     # when its closure is taken, then libclamav and its own dependencies are in, glibc is not
@@ -192,3 +206,135 @@ def test_a_file_needing_a_newer_glibc_than_lambdas_fails_the_build(
     # and with Lambda's glibc it passes (Debian 12 builds ClamAV against glibc <= 2.34)
     monkeypatch.setattr(debs, "RUNTIME_GLIBC", (2, 34))
     debs.check_glibc(HOST_CLAMSCAN)
+
+
+@needs_host_clamav
+def test_every_program_is_copied_to_bin_with_its_closure_each_file_checked_for_glibc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given this machine's clamscan, clamd, freshclam and sigtool beside all its libraries
+    root = _sysroot_with_host_programs(tmp_path)
+    monkeypatch.setattr(debs, "GLIBC_LIBRARIES", debs.GLIBC_LIBRARIES | {"ld-linux-x86-64.so.2"})
+    # (against this machine's glibc: its GCC 12 libgcc_s needs 2.35, why the layer's is bullseye's)
+    monkeypatch.setattr(debs, "RUNTIME_GLIBC", (2, 36))
+    checked: list[str] = []
+    check_glibc = debs.check_glibc
+
+    def check_and_note(path: Path) -> None:
+        check_glibc(path)
+        checked.append(path.name)
+
+    monkeypatch.setattr(debs, "check_glibc", check_and_note)
+    # when the layer is laid out
+    copied = debs.copy_programs(root, tmp_path / "layer/clamav")
+    # then every program is in clamav/bin under its own name
+    layer = tmp_path / "layer"
+    assert {path.name for path in (layer / "clamav/bin").iterdir()} == set(HOST_PROGRAMS)
+    assert (layer / "clamav/bin/clamd").read_bytes() == HOST_PROGRAMS["clamd"].read_bytes()
+    # and the libraries of each: clamd's libsystemd, freshclam's libfreshclam and libcurl
+    libraries = {path.name for path in (layer / "clamav/lib").iterdir()}
+    assert {"libclamav.so.12", "libsystemd.so.0", "libfreshclam.so.3", "libcurl.so.4"} <= libraries
+    # and every file copied, program or library, was checked against Lambda's glibc first
+    expected = {f"bin/{name}" for name in HOST_PROGRAMS} | {f"lib/{name}" for name in libraries}
+    assert set(copied) == expected
+    assert sorted(checked) == sorted(entry.split("/", 1)[1] for entry in copied)
+
+
+def test_the_layers_programs_run_under_qemu_with_the_layers_libraries_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    runner = debs.layer_runner(tmp_path / "layer", tmp_path / "sysroot")
+    assert runner.env == {"LD_LIBRARY_PATH": str(tmp_path / "layer/clamav/lib")}
+    assert set(runner.programs) == {"clamscan", "clamd", "freshclam", "sigtool"}
+    assert runner.argv("clamd", "--config-file=c") == [
+        debs.QEMU, "-L", str(tmp_path / "sysroot"), str(tmp_path / "layer/clamav/bin/clamd"),
+        "--config-file=c",
+    ]  # fmt: skip
+
+
+def test_the_version_clamd_must_report_is_clamavs_own_in_the_locked_debian_one() -> None:
+    assert debs.upstream_version("1.4.6+dfsg-0+deb12u1") == "1.4.6"
+    assert debs.upstream_version("1:1.0.9-1") == "1.0.9"
+
+
+def _host_clamav_version() -> str:
+    """1.4.6 of `clamd --version`'s "ClamAV 1.4.6" (or "ClamAV 1.4.6/27000/<date>")."""
+    run = subprocess.run(
+        [HOST_PROGRAMS["clamd"], "--version"], capture_output=True, text=True, check=True
+    )
+    return run.stdout.strip().partition("/")[0].removeprefix("ClamAV ")
+
+
+@needs_host_clamav
+def test_the_smokes_clamscan_and_sigtool_checks_pass_this_machines_programs(
+    tmp_path: Path,
+) -> None:
+    samples = debs.write_samples(tmp_path)
+    assert debs.check_clamscan(HOST, samples) == (
+        "clamscan: clean.txt: OK; eicar.com: Smoke.EICAR.UNOFFICIAL FOUND"
+    )
+    assert debs.check_sigtool(HOST, samples).startswith("sigtool: --md5 eicar.com -> ")
+    # and a database that detects nothing fails the clamscan check
+    (samples.database / "smoke.hdb").write_text(debs.hdb_signature(b"other", "Other") + "\n")
+    with pytest.raises(debs.BuildError, match="clamscan: exit 0"):
+        debs.check_clamscan(HOST, samples)
+
+
+@needs_host_clamav
+def test_clamd_runs_on_the_smokes_config_and_scans_by_fildes_and_instream(tmp_path: Path) -> None:
+    # given this machine's clamd started as the smoke starts the layer's
+    samples = debs.write_samples(tmp_path / "samples")
+    # when the smoke's clamd check runs
+    lines = list(
+        debs.check_clamd(HOST, samples, tmp_path / "clamd", version=_host_clamav_version())
+    )
+    # then clamd answered, scanned both ways, and stopped when told
+    assert [line.split(" ")[1] for line in lines] == [
+        "PING", "VERSION", "FILDES", "INSTREAM", "SHUTDOWN",
+    ]  # fmt: skip
+    for line in lines[2:4]:
+        assert line.endswith("clean.txt: OK; eicar.com: Smoke.EICAR.UNOFFICIAL FOUND")
+    # and the config named clamd's paths: no socket is left behind
+    assert not (tmp_path / "clamd/clamd.sock").exists()
+
+
+@needs_host_clamav
+def test_a_clamd_that_fails_is_named_with_its_own_words_and_is_not_left_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[subprocess.Popen[bytes]] = []
+    start = debs.Runner.start
+
+    def keep(self: Any, program: str, *arguments: str, log: Path) -> subprocess.Popen[bytes]:
+        started.append(start(self, program, *arguments, log=log))
+        return started[-1]
+
+    monkeypatch.setattr(debs.Runner, "start", keep)
+    samples = debs.write_samples(tmp_path / "samples")
+    # when clamd runs, but is not the version the lock names, then the check fails and clamd
+    # is stopped
+    with pytest.raises(debs.BuildError, match=r"VERSION -> 'ClamAV .*', the lock has ClamAV 0\.0"):
+        list(debs.check_clamd(HOST, samples, tmp_path / "wrong-version", version="0.0"))
+    assert started[-1].poll() is not None
+    # when clamd cannot start (no database), then the error carries what clamd said
+    (samples.database / "smoke.hdb").unlink()
+    with pytest.raises(debs.BuildError, match=r"(?s)clamd exited \(\d+\) before .*database"):
+        list(debs.check_clamd(HOST, samples, tmp_path / "no-database", version="0.0"))
+
+
+@needs_host_clamav
+def test_freshclam_fetches_from_the_smokes_mirror_on_localhost(tmp_path: Path) -> None:
+    line = debs.check_freshclam(HOST, tmp_path)
+    assert line.startswith("freshclam: fresh.hdb from the private mirror http://127.0.0.1:")
+    assert (tmp_path / "db/fresh.hdb").read_bytes() == (tmp_path / "mirror/fresh.hdb").read_bytes()
+    config = (tmp_path / "freshclam.conf").read_text().splitlines()
+    assert {"ExcludeDatabase main", "ExcludeDatabase daily", "ExcludeDatabase bytecode"} <= set(
+        config
+    )
+
+
+def test_a_freshclam_that_fetches_nothing_fails_the_smoke(tmp_path: Path) -> None:
+    # given a "freshclam" that exits 0 and fetches nothing
+    runner = debs.Runner(programs={"freshclam": Path(shutil.which("true") or "/bin/true")}, env={})
+    with pytest.raises(debs.BuildError, match="freshclam: exit 0"):
+        debs.check_freshclam(runner, tmp_path)

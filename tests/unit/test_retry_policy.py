@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
+from botocore.exceptions import (
+    ClientError,
+    EndpointConnectionError,
+    ParamValidationError,
+    ReadTimeoutError,
+)
+from pynamodb.exceptions import PutError
 
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import (
@@ -71,6 +79,16 @@ def test_no_retry_once_the_budget_is_spent(clock: FakeClock) -> None:
     assert POLICY.retry_at(job, TransientError("again"), clock.now) is None
 
 
+def _client_error(code: str, status: int = 400) -> ClientError:
+    response: Any = {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {}}
+    response["ResponseMetadata"]["HTTPStatusCode"] = status
+    return ClientError(response, "PutObject")
+
+
+def _wrapped_by_pynamodb(code: str) -> PutError:
+    return PutError("Failed to put item", _client_error(code))
+
+
 @pytest.mark.parametrize(
     ("error", "kind"),
     [
@@ -78,14 +96,45 @@ def test_no_retry_once_the_budget_is_spent(clock: FakeClock) -> None:
         (TransientError("flaky"), ErrorKind.TRANSIENT),
         (AwsError("SlowDown"), ErrorKind.TRANSIENT),
         (AwsError("ProvisionedThroughputExceededException"), ErrorKind.TRANSIENT),
+        (_client_error("ThrottlingException"), ErrorKind.TRANSIENT),
+        (_client_error("SomethingNew", status=503), ErrorKind.TRANSIENT),
+        (_client_error("SomethingNew", status=429), ErrorKind.TRANSIENT),
+        (_wrapped_by_pynamodb("ThrottlingException"), ErrorKind.TRANSIENT),
+        (EndpointConnectionError(endpoint_url="https://s3.amazonaws.com"), ErrorKind.TRANSIENT),
+        (ReadTimeoutError(endpoint_url="https://s3.amazonaws.com"), ErrorKind.TRANSIENT),
+        (TimeoutError("read timed out"), ErrorKind.TRANSIENT),
+        (ConnectionResetError("reset by peer"), ErrorKind.TRANSIENT),
         (AwsError("NoSuchKey"), ErrorKind.PERMANENT),
         (AwsError("AccessDenied"), ErrorKind.PERMANENT),
-        (TimeoutError("read timed out"), ErrorKind.TRANSIENT),
-        (RuntimeError("an unknown bug"), ErrorKind.TRANSIENT),
+        (_client_error("InvalidArgument"), ErrorKind.PERMANENT),
+        (_wrapped_by_pynamodb("ValidationException"), ErrorKind.PERMANENT),
+        # A request botocore refuses before sending (non-ASCII metadata, a missing parameter)
+        # will be refused again: retrying it only delays the job's failure.
+        (
+            ParamValidationError(report="Non ascii characters found in S3 metadata"),
+            ErrorKind.PERMANENT,
+        ),
+        (RuntimeError("an unknown bug"), ErrorKind.PERMANENT),
+        (KeyError("version_id"), ErrorKind.PERMANENT),
     ],
 )
-def test_errors_are_classified(error: BaseException, kind: ErrorKind) -> None:
+def test_errors_are_transient_only_when_known_to_pass(
+    error: BaseException, kind: ErrorKind
+) -> None:
     assert classify(error) is kind
+
+
+def test_a_transient_error_may_say_how_soon_a_retry_can_help(clock: FakeClock) -> None:
+    job = pending_job(clock.now)
+    later = TransientError("definitions missing", retry_after=timedelta(minutes=5))
+    assert POLICY.retry_at(job, later, clock.now, rand=lambda: 0.5) == clock.now + timedelta(
+        minutes=5
+    )
+    # and never sooner than its own backoff would have retried
+    soon = TransientError("flaky", retry_after=timedelta(milliseconds=1))
+    assert POLICY.retry_at(job, soon, clock.now, rand=lambda: 0.5) == clock.now + timedelta(
+        seconds=1
+    )
 
 
 def test_unclaimed_pending_jobs_are_rechecked_with_growing_gaps(clock: FakeClock) -> None:

@@ -6,11 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from filejobs.domain.file import FileStatus, ScanStatus
+from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus
 from filejobs.domain.job import JobStatus, JobType
 from filejobs.domain.scanning import (
     GATED_JOB_TYPES,
     Gate,
+    UnscannablePolicy,
     gate,
     refusal_reason,
     sent_at_ingest,
@@ -67,11 +68,27 @@ def test_the_refusal_names_the_signature(clock: FakeClock) -> None:
     )
 
 
-def test_the_refusal_of_an_unscannable_file_says_the_scan_could_not_check_it(
+def test_the_refusal_of_an_unscannable_file_says_why_the_scan_could_not_vouch_for_it(
     clock: FakeClock,
 ) -> None:
+    stored = ingest_plan(clock.now).file
+    unscannable = replace(stored, scan_status=ScanStatus.UNSCANNABLE)
+    assert refusal_reason(unscannable) == "the virus scan could not vouch for the file"
+    record = ScanRecord(ScanStatus.UNSCANNABLE, clock.now, "scan", reason="a likely zip bomb")
+    explained = replace(unscannable, scan=record)
+    assert refusal_reason(explained) == (
+        "the virus scan could not vouch for the file: a likely zip bomb"
+    )
+
+
+def test_an_unscannable_file_is_parsed_only_under_the_process_policy(clock: FakeClock) -> None:
     unscannable = replace(ingest_plan(clock.now).file, scan_status=ScanStatus.UNSCANNABLE)
-    assert refusal_reason(unscannable) == "the virus scan could not check the file"
+    thumbnail = JobType.THUMBNAIL_GENERATION
+    assert gate(thumbnail, unscannable) is Gate.REFUSE
+    assert gate(thumbnail, unscannable, unscannable=UnscannablePolicy.PROCESS) is Gate.RUN
+    # an infected file never, whatever the policy
+    infected = replace(unscannable, scan_status=ScanStatus.INFECTED)
+    assert gate(thumbnail, infected, unscannable=UnscannablePolicy.PROCESS) is Gate.REFUSE
 
 
 def test_the_ingest_holds_a_files_parsing_jobs_back_for_its_scan(clock: FakeClock) -> None:

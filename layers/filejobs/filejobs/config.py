@@ -9,6 +9,12 @@ from datetime import timedelta
 
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import Lane
+from filejobs.domain.scanning import UnscannablePolicy
+
+MiB = 1024 * 1024
+# The engines of the virus scan (the ScanEngines parameter).
+CLAMAV_AND_YARA = "clamav+yara"
+YARA_ONLY = "yara"
 
 
 class ConfigurationError(RuntimeError):
@@ -26,11 +32,16 @@ class Settings:
     dead_letter_urls: Mapping[JobType, str] = field(default_factory=dict)
     outputs_bucket: str | None = None
     quarantine_bucket: str | None = None
-    # Where the virus scan's signatures are kept (definitions updater writes, workers sync).
+    # Where the virus scan's definitions are published (the updater writes, workers read).
     signatures_bucket: str | None = None
     signatures_prefix: str = "signatures/"
-    # The clamscan the virus scan runs (the ClamAV layer's on Lambda; PATH's elsewhere).
-    clamscan: str = "clamscan"
+    # The clamd the virus scan keeps warm (the ClamAV layer's on Lambda; PATH's elsewhere).
+    clamd: str = "clamd"
+    # clamav+yara fails closed without ClamAV definitions; yara is YARA alone, by choice.
+    scan_engines: str = CLAMAV_AND_YARA
+    max_definitions_age: timedelta = timedelta(hours=48)
+    scan_max_bytes: int = 512 * MiB
+    unscannable: UnscannablePolicy = UnscannablePolicy.HOLD
     event_bus: str | None = None
     endpoint_url: str | None = None
 
@@ -56,10 +67,20 @@ class Settings:
             quarantine_bucket=env.get("QUARANTINE_BUCKET"),
             signatures_bucket=env.get("SIGNATURES_BUCKET"),
             signatures_prefix=env.get("SIGNATURES_PREFIX", "signatures/"),
-            clamscan=env.get("CLAMSCAN", "clamscan"),
+            clamd=env.get("CLAMD", "clamd"),
+            scan_engines=_choice(env, "SCAN_ENGINES", (CLAMAV_AND_YARA, YARA_ONLY)),
+            max_definitions_age=timedelta(hours=_number(env, "MAX_DEFINITIONS_AGE_HOURS", 48)),
+            scan_max_bytes=_number(env, "SCAN_MAX_FILE_SIZE_MB", 512) * MiB,
+            unscannable=UnscannablePolicy(
+                _choice(env, "UNSCANNABLE_FILES", tuple(p.value for p in UnscannablePolicy))
+            ),
             event_bus=env.get("EVENT_BUS_NAME"),
             endpoint_url=env.get("AWS_ENDPOINT_URL"),
         )
+
+    @property
+    def uses_clamav(self) -> bool:
+        return self.scan_engines == CLAMAV_AND_YARA
 
     def require_outputs_bucket(self) -> str:
         if not self.outputs_bucket:
@@ -91,3 +112,21 @@ def _required(env: Mapping[str, str], name: str) -> str:
     if not value:
         raise ConfigurationError(f"environment variable {name} is not set")
     return value
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """One of `allowed` (the first when unset): a misspelt value stops the function, it does
+    not quietly pick a weaker setting."""
+    value = env.get(name) or allowed[0]
+    if value not in allowed:
+        raise ConfigurationError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def _number(env: Mapping[str, str], name: str, default: int) -> int:
+    value = env.get(name)
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigurationError(f"{name} must be a positive whole number; got {value!r}")
+    return int(value)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from filejobs.domain.file import StoredFile
+from filejobs.domain.file import ScanRecord, StoredFile
 from filejobs.domain.job import JobStatus, ProcessingJob
 from filejobs.domain.keys import DERIVED_PREFIX
 
@@ -116,7 +116,21 @@ def file_view(stored: StoredFile) -> dict[str, Any]:
         "status": stored.status.value,
         "status_reason": stored.status_reason,
         "scan_status": None if stored.scan_status is None else stored.scan_status.value,
+        "scan": None if stored.scan is None else scan_view(stored.scan),
         "duplicate_of": stored.duplicate_of,
         "created_at": _iso(stored.metadata.created_at),
         "updated_at": _iso(stored.metadata.updated_at),
+    }
+
+
+def scan_view(record: ScanRecord) -> dict[str, Any]:
+    """The evidence behind a file's verdict: when, by which engines, with which definitions."""
+    return {
+        "verdict": record.verdict.value,
+        "scanned_at": _iso(record.scanned_at),
+        "job_id": record.job_id,
+        "engines": dict(record.engines),
+        "definitions_version": record.definitions_version,
+        "signatures": list(record.signatures),
+        "reason": record.reason,
     }

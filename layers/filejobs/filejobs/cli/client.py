@@ -25,6 +25,7 @@ from filejobs.local.stack import CONFIG_PATH, LOCAL_CREDENTIALS
 API_URL_OUTPUT = "ApiUrl"
 UPLOADS_BUCKET_OUTPUT = "UploadsBucketName"
 OUTPUTS_BUCKET_OUTPUT = "OutputsBucketName"
+INGEST_QUEUE_OUTPUT = "IngestQueueUrl"
 _EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.")
 
 
@@ -92,9 +93,22 @@ class Target:
     s3_factory: Callable[[], Any]
     uploads_bucket: str | None
     outputs_bucket: str | None
+    # Where S3's upload notifications go (a backfill sends its records there too).
+    ingest_queue_url: str | None = None
+    sqs_factory: Callable[[], Any] | None = None
 
     def s3(self) -> Any:
         return self.s3_factory()
+
+    def sqs(self) -> Any:
+        if self.sqs_factory is None:
+            raise UsageError("this target gives no access to the stack's queues")
+        return self.sqs_factory()
+
+    def require_ingest_queue(self) -> str:
+        if not self.ingest_queue_url:
+            raise UsageError("no ingest queue: give --ingest-queue-url (or --stack-name)")
+        return self.ingest_queue_url
 
     def require_uploads_bucket(self) -> str:
         if not self.uploads_bucket:
@@ -113,6 +127,7 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--api-url", help="a deployed API's base URL (requests are SigV4-signed)")
     group.add_argument("--uploads-bucket", help="with --api-url: the uploads bucket")
     group.add_argument("--outputs-bucket", help="with --api-url: the outputs bucket")
+    group.add_argument("--ingest-queue-url", help="with --api-url: the ingest queue (backfill)")
     group.add_argument("--region", help="the AWS region of a deployed stack")
 
 
@@ -130,6 +145,7 @@ def resolve_target(arguments: argparse.Namespace, project_root: Callable[[], Pat
             region,
             getattr(arguments, "uploads_bucket", None),
             getattr(arguments, "outputs_bucket", None),
+            getattr(arguments, "ingest_queue_url", None),
         )
     return local_target(project_root())
 
@@ -148,24 +164,30 @@ def local_target(root: Path) -> Target:
     except (ValueError, KeyError, TypeError) as error:
         raise CliError(f"{config_path} is not a local stack's config ({error})") from None
 
-    def s3() -> Any:
-        import boto3  # noqa: PLC0415 (slow import, only when S3 is used)
+    def client(service: str) -> Callable[[], Any]:
+        def make() -> Any:
+            import boto3  # noqa: PLC0415 (slow import, only when a client is used)
 
-        return boto3.client(
-            "s3",
-            endpoint_url=endpoint_url,
-            region_name=region,
-            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        )
+            return boto3.client(
+                service,  # type: ignore[call-overload]
+                endpoint_url=endpoint_url,
+                region_name=region,
+                aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            )
 
+        return make
+
+    refs = (config.get("resources") or {}).get("refs") or {}
     return Target(
         description=f"the local stack at {api_url}",
         api_url=api_url,
         auth=BearerAuth(token),
-        s3_factory=s3,
+        s3_factory=client("s3"),
         uploads_bucket=config.get("uploads_bucket"),
         outputs_bucket=config.get("outputs_bucket"),
+        ingest_queue_url=refs.get("IngestQueue"),
+        sqs_factory=client("sqs"),
     )
 
 
@@ -208,11 +230,17 @@ def stack_target(stack_name: str, region: str | None) -> Target:
         s3_factory=lambda: session.client("s3"),
         uploads_bucket=outputs[UPLOADS_BUCKET_OUTPUT],
         outputs_bucket=outputs[OUTPUTS_BUCKET_OUTPUT],
+        ingest_queue_url=outputs.get(INGEST_QUEUE_OUTPUT),
+        sqs_factory=lambda: session.client("sqs"),
     )
 
 
 def api_url_target(
-    api_url: str, region: str | None, uploads_bucket: str | None, outputs_bucket: str | None
+    api_url: str,
+    region: str | None,
+    uploads_bucket: str | None,
+    outputs_bucket: str | None,
+    ingest_queue_url: str | None = None,
 ) -> Target:
     if urllib.parse.urlsplit(api_url).scheme not in {"http", "https"}:
         raise UsageError(f"--api-url must be an http(s) URL, got {api_url!r}")
@@ -224,6 +252,8 @@ def api_url_target(
         s3_factory=lambda: session.client("s3"),
         uploads_bucket=uploads_bucket,
         outputs_bucket=outputs_bucket,
+        ingest_queue_url=ingest_queue_url,
+        sqs_factory=lambda: session.client("sqs"),
     )
 
 
@@ -248,8 +278,8 @@ class ApiClient:
     def get(self, path: str, query: Mapping[str, str | None] | None = None) -> Any:
         return self.request("GET", path, query=query)
 
-    def post(self, path: str, body: Any = None) -> Any:
-        return self.request("POST", path, body=body)
+    def post(self, path: str, body: Any = None, headers: Mapping[str, str] | None = None) -> Any:
+        return self.request("POST", path, body=body, headers=headers)
 
     def request(
         self,
@@ -257,13 +287,15 @@ class ApiClient:
         path: str,
         query: Mapping[str, str | None] | None = None,
         body: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Any:
         url = self.target.api_url.rstrip("/") + path
         pairs = {k: v for k, v in (query or {}).items() if v is not None}
         if pairs:
             url += "?" + urllib.parse.urlencode(pairs)
         data = None if body is None else json.dumps(body).encode()
-        headers = self.target.auth.headers(method, url, data)
+        # SigV4 signs the headers it is given; extra ones (Idempotency-Key) travel unsigned.
+        headers = {**(headers or {}), **self.target.auth.headers(method, url, data)}
         if data is not None:
             headers.setdefault("Content-Type", "application/json")
         # http(s) only: the URL comes from local.json, a stack output or a checked --api-url.

@@ -1,12 +1,16 @@
 """The `filejobs` command: the local stack, and Docker-free invocations of the template's functions.
 
 filejobs dev [--workers N] [--api-port 3000] [--emulator-port 4566] [--schedule-seconds S]
+             [--definitions-mirror DIR]
 filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
 filejobs upload PATH... [--tenant T] [--no-follow] [--timeout S]
 filejobs status FILE_ID|JOB_ID [--json]
 filejobs jobs [--status S] [--type T] [--tenant T] [--limit N] [--json]
 filejobs cancel JOB_ID [--reason R]  |  filejobs retry JOB_ID
 filejobs get FILE_ID [--out DIR]
+filejobs rescan FILE_ID... | --tenant T [--prefix P] [--dry-run]
+filejobs backfill --bucket B [--prefix P] [--inventory s3://.../manifest.json] [--tenant T]
+filejobs definitions status|update|rollback
 
 Commands on files and jobs go to the local stack (`.filejobs/local.json`) unless given
 --stack-name NAME or --api-url URL (deployed: SigV4-signed with the caller's AWS credentials).
@@ -19,12 +23,23 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import IO, Any
 
 from filejobs.cli import commands as commands_
+from filejobs.cli import scanning
+from filejobs.cli.client import CliError
 from filejobs.local import tokens
 from filejobs.local.faults import FaultConfigError
-from filejobs.local.stack import CONFIG_PATH, LocalStack, StackConfigError, StackOptions, run
+from filejobs.local.stack import (
+    CONFIG_PATH,
+    LocalStack,
+    StackConfigError,
+    StackOptions,
+    StackStartError,
+    run,
+)
 
 
 def project_root() -> Path:
@@ -64,37 +79,64 @@ def dev(arguments: argparse.Namespace) -> int:
         parameters=dict(arguments.parameter or []),
         fault_log=arguments.fault_log,
         meter_log=arguments.meter_log,
+        definitions_mirror=arguments.definitions_mirror,
     )
     try:
         return run(options)
     except FaultConfigError as error:
         raise SystemExit(f"filejobs: --faults: {error}") from None
-    except StackConfigError as error:
+    except (StackConfigError, StackStartError) as error:
         raise SystemExit(f"filejobs: {error}") from None
 
 
 def invoke(arguments: argparse.Namespace) -> int:
     """Runs one function once on an event, in a process set up as the stack's hosts are."""
-    root = project_root()
+    event = Path(arguments.event).resolve() if arguments.event else None
+    command, environment = _invocation(project_root(), arguments.function, event)
+    return subprocess.run(command, env=environment, check=False).returncode  # noqa: S603
+
+
+def invoke_local(
+    root: Path, function: str, event: dict[str, Any], log: IO[Any] | None = None
+) -> dict[str, Any]:
+    """The answer of one function of the running local stack to one event; its logs go to
+    `log` (stderr unless told), as they would to CloudWatch."""
+    with tempfile.TemporaryDirectory(prefix="filejobs-invoke-") as scratch:
+        event_path, result = Path(scratch) / "event.json", Path(scratch) / "result.json"
+        event_path.write_text(json.dumps(event))
+        command, environment = _invocation(root, function, event_path)
+        ran = subprocess.run(  # noqa: S603 (our own module, fixed arguments)
+            [*command, "--result", str(result)],
+            env=environment,
+            stdout=log or sys.stderr,
+            stderr=log or sys.stderr,
+            check=False,
+        )
+        if ran.returncode != 0 or not result.is_file():
+            raise CliError(f"{function} failed (exit {ran.returncode}); see its log")
+        answer: dict[str, Any] = json.loads(result.read_text())
+        return answer
+
+
+def _invocation(root: Path, function: str, event: Path | None) -> tuple[list[str], dict[str, str]]:
     config_path = root / CONFIG_PATH
     if not config_path.is_file():
         raise SystemExit("filejobs: the local stack is not running (start it with `filejobs dev`)")
     config = json.loads(config_path.read_text())
     stack = LocalStack(StackOptions(project_root=root, region=config["region"]))
-    if arguments.function not in stack.functions:
+    if function not in stack.functions:
         known = ", ".join(sorted(stack.functions))
-        raise SystemExit(f"filejobs: no function {arguments.function!r} (one of: {known})")
+        raise SystemExit(f"filejobs: no function {function!r} (one of: {known})")
     stack.endpoint_url = config["endpoint_url"]
     from filejobs.local.resources import Resources  # noqa: PLC0415
 
     stack.resources = Resources.from_json(config["resources"])
     command = [
         sys.executable, "-m", "filejobs.local.host", "--config", str(config_path),
-        "--function", arguments.function, "--source", "invoke",
-        *(["--event", str(Path(arguments.event).resolve())] if arguments.event else []),
+        "--function", function, "--source", "invoke",
+        *(["--event", str(event)] if event else []),
     ]  # fmt: skip
-    environment = stack.function_environment(arguments.function)
-    return subprocess.run(command, env=environment, check=False).returncode  # noqa: S603
+    return command, stack.function_environment(function)
 
 
 def token(arguments: argparse.Namespace) -> int:
@@ -169,6 +211,13 @@ def parser() -> argparse.ArgumentParser:
         "function to this file (filejobs/local/metering.py; bench/request_costs.py reads it)",
     )
     dev_command.add_argument(
+        "--definitions-mirror",
+        type=Path,
+        metavar="DIR",
+        help="serve this folder's ClamAV databases as the definitions mirror (default: "
+        ".filejobs/mirror, made with test signatures when missing)",
+    )
+    dev_command.add_argument(
         "--visibility-seconds",
         type=int,
         help="hide received messages this long instead of the queues' visibility timeouts",
@@ -184,6 +233,7 @@ def parser() -> argparse.ArgumentParser:
     token_command.add_argument("--tenant", required=True)
     token_command.set_defaults(run=token)
     commands_.register(commands, project_root)
+    scanning.register(commands, project_root, lambda f, e: invoke_local(project_root(), f, e))
     return root
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import random
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -12,10 +16,10 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
-from filejobs.data.mapping import file_from_model, file_to_model, job_to_model
+from filejobs.data.mapping import file_from_model, file_to_model, job_to_model, scan_to_map
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
-from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
+from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan
 
 # Concurrent deliveries of one record collide as TransactionConflict; a retry then finds the
@@ -36,6 +40,31 @@ class AlreadyIngested:
 type IngestResult = Ingested | AlreadyIngested
 
 
+@dataclass(frozen=True)
+class FileRef:
+    """A file as an index lists it: enough to page on and to read the file."""
+
+    id: str
+    key: str
+
+
+@dataclass(frozen=True)
+class FilePage:
+    files: list[FileRef]
+    # Where the next page starts (the last file's key and id), or None after the last page.
+    next: tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    """A clean file as the rescan policy's index lists it."""
+
+    id: str
+    tenant: str
+    scanned_at: datetime
+    definitions_version: str | None
+
+
 class FileRepository:
     def get(self, file_id: str, *, consistent: bool = True) -> StoredFile | None:
         try:
@@ -44,7 +73,8 @@ class FileRepository:
             return None
 
     def quarantine(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
-        """Mark an active file quarantined, in one conditional write.
+        """Mark an active file quarantined, in one conditional write (and out of the rescan
+        policy's index: there is nothing left to rescan).
 
         Returns the file as stored afterwards (already quarantined or deleted files are left as
         they are), or None when there is no such file.
@@ -54,20 +84,23 @@ class FileRepository:
             [
                 FileModel.status.set(FileStatus.QUARANTINED.value),
                 FileModel.status_reason.set(reason),
+                FileModel.scan_shard.remove(),
             ],
             (FileModel.status == FileStatus.ACTIVE.value) & FileModel.deleted_at.does_not_exist(),
             at=at,
             by=by,
         )
 
-    def record_scan(
-        self, file_id: str, verdict: ScanStatus, *, at: datetime, by: str
-    ) -> StoredFile | None:
-        """Record the virus scan's verdict, in one conditional write; None if no such file.
+    def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:
+        """Record the virus scan's verdict and its evidence, in one conditional write; None if
+        there is no such file.
 
-        Infected is final: no later scan (a redelivered job) can turn it into anything else.
-        Unscannable can become a verdict when a retried scan gets through.
+        Infected is final: no later scan (a redelivered job, a rescan) can turn it into anything
+        else. Unscannable can become clean or infected when a later scan gets through; a clean
+        verdict is replaced by a rescan's. Only a clean verdict of an active file puts the file
+        in the rescan policy's index.
         """
+        verdict = record.verdict
         earlier = {
             ScanStatus.CLEAN: [ScanStatus.UNSCANNABLE],
             ScanStatus.INFECTED: [ScanStatus.CLEAN, ScanStatus.UNSCANNABLE],
@@ -76,9 +109,22 @@ class FileRepository:
         allowed = FileModel.scan_status.does_not_exist() | FileModel.scan_status.is_in(
             verdict.value, *(status.value for status in earlier)
         )
-        return self._update_if(
-            file_id, [FileModel.scan_status.set(verdict.value)], allowed, at=at, by=by
-        )
+        actions: list[Action] = [
+            FileModel.scan_status.set(verdict.value),
+            FileModel.scan_record.set(scan_to_map(record)),
+            FileModel.scanned_at.set(record.scanned_at),
+        ]
+        if record.definitions_version is None:
+            actions.append(FileModel.definitions_version.remove())
+        else:
+            actions.append(FileModel.definitions_version.set(record.definitions_version))
+        if verdict is ScanStatus.CLEAN:
+            # Only while active: the condition below keeps a quarantined file out of the index.
+            actions.append(FileModel.scan_shard.set(keys.scan_age_key(file_id)))
+            allowed &= FileModel.status == FileStatus.ACTIVE.value
+        else:
+            actions.append(FileModel.scan_shard.remove())
+        return self._update_if(file_id, actions, allowed, at=record.scanned_at, by=by)
 
     def _update_if(
         self, file_id: str, actions: list[Action], condition: Condition, *, at: datetime, by: str
@@ -99,6 +145,63 @@ class FileRepository:
                 raise
             return self.get(file_id)
         return file_from_model(model)
+
+    def files_of_tenant(
+        self,
+        tenant: str,
+        *,
+        prefix: str = "",
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> FilePage:
+        """A tenant's files whose key starts with `prefix`, in key order (then id), `limit` at a
+        time: its 16 partitions of `by_tenant_key` read in parallel and merged."""
+        index = FileModel.by_tenant_key
+
+        def shard(partition: str) -> list[FileModel]:
+            condition: Condition | None = FileModel.key.startswith(prefix) if prefix else None
+            if after is not None:
+                condition = FileModel.key >= after[0]
+            query = index.query(partition, range_key_condition=condition, page_size=limit + 1)
+            beyond = (m for m in query if after is None or (m.key, m.id) > after)
+            # In key order, the first key past the prefix ends what can match.
+            matching = itertools.takewhile(_in_prefix(prefix), beyond)
+            return list(itertools.islice(matching, limit + 1))
+
+        with ThreadPoolExecutor(max_workers=keys.FILE_TENANT_SHARDS) as pool:
+            streams = list(pool.map(shard, keys.file_tenant_partitions(tenant)))
+        merged = list(
+            itertools.islice(heapq.merge(*streams, key=lambda m: (m.key, m.id)), limit + 1)
+        )
+        page = [FileRef(m.id, m.key) for m in merged[:limit]]
+        cursor = (page[-1].key, page[-1].id) if len(merged) > limit else None
+        return FilePage(page, cursor)
+
+    def scanned_before(
+        self, cutoff: datetime, *, definitions_before: str | None = None, per_shard: int = 100
+    ) -> Iterator[ScannedFile]:
+        """Clean files whose verdict was given before `cutoff` (and, with `definitions_before`,
+        with definitions older than that version), oldest first in each partition."""
+        index = FileModel.by_scan_age
+        condition = None
+        if definitions_before is not None:
+            condition = FileModel.definitions_version.does_not_exist() | (
+                FileModel.definitions_version < definitions_before
+            )
+
+        def shard(partition: str) -> list[FileModel]:
+            query = index.query(
+                partition,
+                range_key_condition=FileModel.scanned_at < cutoff,
+                filter_condition=condition,
+                limit=per_shard,
+            )
+            return list(query)
+
+        with ThreadPoolExecutor(max_workers=keys.SCAN_AGE_SHARDS) as pool:
+            streams = list(pool.map(shard, keys.scan_age_partitions()))
+        for model in heapq.merge(*streams, key=lambda m: (m.scanned_at, m.id)):
+            yield ScannedFile(model.id, model.tenant, model.scanned_at, model.definitions_version)
 
     def versions_of(self, bucket: str, key: str) -> list[StoredFile]:
         """Every recorded version of an object key, newest first."""
@@ -132,3 +235,10 @@ class FileRepository:
             transaction.save(file_to_model(plan.file), condition=FileModel.id.does_not_exist())
             for job in plan.jobs:
                 transaction.save(job_to_model(job), condition=JobModel.id.does_not_exist())
+
+
+def _in_prefix(prefix: str) -> Callable[[FileModel], bool]:
+    def inside(model: FileModel) -> bool:
+        return model.key.startswith(prefix)
+
+    return inside

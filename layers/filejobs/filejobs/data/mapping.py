@@ -7,7 +7,7 @@ from typing import Any
 
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
-from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
+from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.job import (
     Attempt,
     AttemptOutcome,
@@ -136,7 +136,12 @@ def file_to_model(stored: StoredFile) -> FileModel:
         status=stored.status.value,
         status_reason=stored.status_reason,
         scan_status=None if stored.scan_status is None else stored.scan_status.value,
+        scan_record=None if stored.scan is None else scan_to_map(stored.scan),
+        scanned_at=None if stored.scan is None else stored.scan.scanned_at,
+        definitions_version=None if stored.scan is None else stored.scan.definitions_version,
         duplicate_of=stored.duplicate_of,
+        tenant_shard=keys.file_tenant_key(stored.tenant, stored.id),
+        scan_shard=keys.scan_age_key(stored.id) if rescannable(stored) else None,
         created_at=meta.created_at,
         updated_at=meta.updated_at,
         created_by=meta.created_by,
@@ -161,6 +166,7 @@ def file_from_model(model: FileModel) -> StoredFile:
         status=FileStatus(model.status),
         status_reason=model.status_reason,
         scan_status=None if model.scan_status is None else ScanStatus(model.scan_status),
+        scan=None if model.scan_record is None else scan_from_map(_plain(model.scan_record)),
         duplicate_of=model.duplicate_of,
         metadata=AuditMetadata(
             created_at=model.created_at,
@@ -170,6 +176,42 @@ def file_from_model(model: FileModel) -> StoredFile:
             deleted_at=model.deleted_at,
             deleted_by=model.deleted_by,
         ),
+    )
+
+
+def rescannable(stored: StoredFile) -> bool:
+    """In the rescan policy's index: active, clean, with a recorded verdict."""
+    return (
+        stored.status is FileStatus.ACTIVE
+        and stored.scan_status is ScanStatus.CLEAN
+        and stored.scan is not None
+    )
+
+
+def scan_to_map(record: ScanRecord) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "verdict": record.verdict.value,
+        "scanned_at": record.scanned_at.isoformat(),
+        "job_id": record.job_id,
+        "engines": dict(record.engines),
+        "signatures": list(record.signatures),
+    }
+    if record.definitions_version is not None:
+        raw["definitions_version"] = record.definitions_version
+    if record.reason is not None:
+        raw["reason"] = record.reason
+    return raw
+
+
+def scan_from_map(raw: dict[str, Any]) -> ScanRecord:
+    return ScanRecord(
+        verdict=ScanStatus(raw["verdict"]),
+        scanned_at=datetime.fromisoformat(raw["scanned_at"]),
+        job_id=str(raw["job_id"]),
+        engines={str(k): str(v) for k, v in (raw.get("engines") or {}).items()},
+        definitions_version=raw.get("definitions_version"),
+        signatures=tuple(str(s) for s in raw.get("signatures") or ()),
+        reason=raw.get("reason"),
     )
 
 

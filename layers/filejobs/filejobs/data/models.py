@@ -15,7 +15,12 @@ from pynamodb.attributes import (
     UnicodeAttribute,
     UTCDateTimeAttribute,
 )
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, IncludeProjection
+from pynamodb.indexes import (
+    AllProjection,
+    GlobalSecondaryIndex,
+    IncludeProjection,
+    KeysOnlyProjection,
+)
 from pynamodb.models import Model
 
 JOBS_TABLE_ENV = "JOBS_TABLE_NAME"
@@ -126,6 +131,26 @@ class FilesByObject(GlobalSecondaryIndex["FileModel"]):
     created_at = UTCDateTimeAttribute(range_key=True)
 
 
+class FilesByTenantKey(GlobalSecondaryIndex["FileModel"]):
+    class Meta:
+        index_name = "by_tenant_key"
+        projection = KeysOnlyProjection()
+
+    tenant_shard = UnicodeAttribute(hash_key=True)
+    key = UnicodeAttribute(range_key=True)
+
+
+class FilesByScanAge(GlobalSecondaryIndex["FileModel"]):
+    """Sparse: only active files with a clean verdict (a `scan_shard`) are in it."""
+
+    class Meta:
+        index_name = "by_scan_age"
+        projection = IncludeProjection(["tenant", "definitions_version"])
+
+    scan_shard = UnicodeAttribute(hash_key=True)
+    scanned_at = UTCDateTimeAttribute(range_key=True)
+
+
 class FileModel(_Audited):
     class Meta:
         table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
@@ -145,9 +170,21 @@ class FileModel(_Audited):
     status = UnicodeAttribute()
     status_reason = UnicodeAttribute(null=True)
     scan_status = UnicodeAttribute(null=True)  # the virus scan's: clean, infected, unscannable
+    # The verdict's evidence (domain.file.ScanRecord): engines, definitions, signatures, job.
+    # Not `scan`: that is Model.scan (a table scan) to PynamoDB; stored under the name "scan".
+    scan_record: MapAttribute[Any, Any] = MapAttribute(null=True, attr_name="scan")
+    scanned_at = UTCDateTimeAttribute(null=True)
+    definitions_version = UnicodeAttribute(null=True)
     duplicate_of = UnicodeAttribute(null=True)
 
+    # Index keys, derived by the repository: tenant_shard at ingest; scan_shard while the file
+    # is active and clean (the rescan policy's sparse index).
+    tenant_shard = UnicodeAttribute(null=True)
+    scan_shard = UnicodeAttribute(null=True)
+
     by_object = FilesByObject()
+    by_tenant_key = FilesByTenantKey()
+    by_scan_age = FilesByScanAge()
 
 
 class ContentIndexModel(Model):

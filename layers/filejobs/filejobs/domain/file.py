@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 
 from filejobs.domain.job import AuditMetadata
@@ -13,8 +14,28 @@ class ScanStatus(StrEnum):
 
     CLEAN = "clean"
     INFECTED = "infected"
-    # The scan failed for good (an archive bomb, a limit): the file cannot be vouched for.
+    # The scan cannot vouch for the file: larger than the scan reads, or an archive past the
+    # engines' limits (a zip bomb, nesting too deep). What runs on it is a policy decision
+    # (domain/scanning.py UnscannablePolicy).
     UNSCANNABLE = "unscannable"
+
+
+@dataclass(frozen=True)
+class ScanRecord:
+    """The verdict the virus scan gave a file, and what gave it: the evidence a rescan policy
+    and an auditor read ("scanned when, by which engines, with which definitions?")."""
+
+    verdict: ScanStatus
+    scanned_at: datetime
+    job_id: str
+    # Engine name -> its version ("clamav": "ClamAV 1.4.6", "yara": "4.5.2").
+    engines: dict[str, str] = field(default_factory=dict)
+    # The definitions set the verdict was given with (its set id, sortable by time); None when
+    # only the rules shipped with the code were used.
+    definitions_version: str | None = None
+    signatures: tuple[str, ...] = ()
+    # Why an UNSCANNABLE file could not be vouched for.
+    reason: str | None = None
 
 
 class FileStatus(StrEnum):
@@ -43,4 +64,6 @@ class StoredFile:
     # Why the status is what it is (the virus scan's verdict for a quarantined file).
     status_reason: str | None = None
     scan_status: ScanStatus | None = None
+    # The evidence behind scan_status (None for a file scanned before verdicts were recorded).
+    scan: ScanRecord | None = None
     duplicate_of: str | None = None

@@ -38,6 +38,8 @@ _NAMESPACE = uuid.UUID("6f1f4c1e-5d0a-4c0e-9a57-2f3b7d1c9e11")
 STATUS_SHARDS = 32
 SWEEP_SHARDS = 256
 TENANT_SHARDS = 16
+FILE_TENANT_SHARDS = 16
+SCAN_AGE_SHARDS = 16
 
 
 def file_id_for(bucket: str, key: str, version: str) -> str:
@@ -80,6 +82,22 @@ def tenant_partitions(tenant: str) -> list[str]:
     return [f"{tenant}#{n:02d}" for n in range(TENANT_SHARDS)]
 
 
+def file_tenant_key(tenant: str, file_id: str) -> str:
+    return f"{tenant}#{shard_of(file_id, FILE_TENANT_SHARDS):02d}"
+
+
+def file_tenant_partitions(tenant: str) -> list[str]:
+    return [f"{tenant}#{n:02d}" for n in range(FILE_TENANT_SHARDS)]
+
+
+def scan_age_key(file_id: str) -> str:
+    return f"scan#{shard_of(file_id, SCAN_AGE_SHARDS):02d}"
+
+
+def scan_age_partitions() -> list[str]:
+    return [f"scan#{n:02d}" for n in range(SCAN_AGE_SHARDS)]
+
+
 def sweep_key(job_id: str) -> str:
     return f"sweep#{shard_of(job_id, SWEEP_SHARDS):03d}"
 
@@ -102,7 +120,29 @@ class InvalidOutputNameError(PermanentError):
     """An output name that could escape its job's folder or is not a plain file name."""
 
 
+def derived_prefix(tenant: str, file_id: str) -> str:
+    """Every derived file of a file (all its jobs' folders): what a quarantine withdraws."""
+    return f"{DERIVED_PREFIX}/{tenant}/{file_id}/"
+
+
 def derived_key(tenant: str, file_id: str, job_type: JobType, name: str) -> str:
     if not _OUTPUT_NAME.fullmatch(name) or ".." in name:
         raise InvalidOutputNameError(f"output name {name!r} is not a plain file name")
     return f"{DERIVED_PREFIX}/{tenant}/{file_id}/{job_type.value}/{name}"
+
+
+# Quarantined copies: one folder per file in the quarantine bucket. The upload's own name ends
+# the key, for the person who looks, cut to a bound so that any key S3 accepts (1,024 bytes of
+# UTF-8) still makes a key S3 accepts here.
+QUARANTINE_PREFIX = "quarantine"
+_QUARANTINE_NAME_BYTES = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def quarantine_key(tenant: str, file_id: str, key: str) -> str:
+    name = _CONTROL.sub("_", key.rsplit("/", 1)[-1]) or "object"
+    encoded = name.encode()
+    if len(encoded) > _QUARANTINE_NAME_BYTES:
+        # Cut on a character boundary: a key must stay valid UTF-8.
+        name = encoded[:_QUARANTINE_NAME_BYTES].decode(errors="ignore")
+    return f"{QUARANTINE_PREFIX}/{tenant}/{file_id}/{name}"

@@ -12,7 +12,15 @@ from filejobs.domain.job import ProcessingJob
 
 
 class TransientError(Exception):
-    """A failure that may succeed on a later attempt (throttling, a timeout, a flaky peer)."""
+    """A failure that may succeed on a later attempt (throttling, a timeout, a flaky peer).
+
+    `retry_after`: the soonest a retry can help (the virus scan's definitions are missing: the
+    next updater run is minutes away, so seconds of backoff would spend the retries for nothing).
+    """
+
+    def __init__(self, *args: object, retry_after: timedelta | None = None) -> None:
+        super().__init__(*args)
+        self.retry_after = retry_after
 
 
 class PermanentError(Exception):
@@ -24,26 +32,49 @@ class ErrorKind(StrEnum):
     PERMANENT = "permanent"
 
 
-# AWS error codes that say "try again later" / "this will never work". Matched by code, so the
-# domain needs no botocore import.
+# AWS error codes that say "try again later". Matched by code, so the domain needs no botocore
+# import. Transient is an allow-list: an error not known to pass (a ParamValidationError, a
+# KeyError, any bug) fails the job at once with its reason, instead of spending its retries on
+# an answer that will not change.
 _TRANSIENT_AWS_CODES = frozenset(
     {
         "ProvisionedThroughputExceededException",
         "ThrottlingException",
         "Throttling",
+        "ThrottledException",
+        "TooManyRequestsException",
         "RequestLimitExceeded",
+        "RequestThrottled",
         "SlowDown",
         "InternalError",
         "InternalServerError",
+        "InternalFailure",
         "ServiceUnavailable",
+        "ServiceUnavailableException",
         "RequestTimeout",
+        "RequestTimeoutException",
         "RequestTimeTooSkewed",
         "TransactionConflictException",
+        "TransactionInProgressException",
+        "LimitExceededException",
     }
 )
-_PERMANENT_AWS_CODES = frozenset(
-    {"NoSuchKey", "NoSuchBucket", "AccessDenied", "InvalidObjectState", "NoSuchVersion"}
+# botocore's network failures (a connection refused, reset or timed out mid-request), by class
+# name: any of them in an error's class hierarchy makes it transient.
+_TRANSIENT_NETWORK_ERRORS = frozenset(
+    {
+        "HTTPClientError",
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "ConnectionClosedError",
+        "ProxyConnectionError",
+        "ResponseStreamingError",
+        "IncompleteReadError",
+    }
 )
+_SERVER_ERROR = 500
+_TOO_MANY_REQUESTS = 429
 
 
 # The source object is not there (any more): a quarantine or a delete may have moved it.
@@ -55,17 +86,33 @@ def is_missing_object(error: BaseException) -> bool:
 
 
 def classify(error: BaseException) -> ErrorKind:
-    """Transient unless we know better: an unknown error gets the bounded retry budget."""
+    """Transient only for what is known to pass; everything else is permanent."""
     if isinstance(error, PermanentError):
         return ErrorKind.PERMANENT
-    if isinstance(error, TransientError):
-        return ErrorKind.TRANSIENT
-    code = _aws_error_code(error)
-    if code in _PERMANENT_AWS_CODES:
-        return ErrorKind.PERMANENT
-    if code in _TRANSIENT_AWS_CODES:
-        return ErrorKind.TRANSIENT
-    return ErrorKind.TRANSIENT
+    return ErrorKind.TRANSIENT if _is_transient(error) else ErrorKind.PERMANENT
+
+
+def _is_transient(error: BaseException, depth: int = 0) -> bool:
+    if isinstance(error, TransientError | TimeoutError | ConnectionError):
+        return True
+    if any(kind.__name__ in _TRANSIENT_NETWORK_ERRORS for kind in type(error).__mro__):
+        return True
+    if _aws_error_code(error) in _TRANSIENT_AWS_CODES:
+        return True
+    status = _http_status(error)
+    if status is not None and (status >= _SERVER_ERROR or status == _TOO_MANY_REQUESTS):
+        return True
+    # PynamoDB wraps botocore's error (PutError.cause); others chain it (raise ... from).
+    wrapped = getattr(error, "cause", None) or error.__cause__
+    return isinstance(wrapped, BaseException) and depth < 3 and _is_transient(wrapped, depth + 1)
+
+
+def _http_status(error: BaseException) -> int | None:
+    response = getattr(error, "response", None)
+    if not isinstance(response, dict):
+        return None
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status if isinstance(status, int) else None
 
 
 def _aws_error_code(error: BaseException) -> str | None:
@@ -103,7 +150,9 @@ class RetryPolicy:
         """When to run the next attempt, or None when the job must fail now."""
         if classify(error) is ErrorKind.PERMANENT or not job.can_retry():
             return None
-        return now + self.delay(job.retry_count + 1, rand)
+        delay = self.delay(job.retry_count + 1, rand)
+        soonest = error.retry_after if isinstance(error, TransientError) else None
+        return now + (delay if soonest is None else max(delay, soonest))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,11 @@ verdict all the same (the sweep's, a duplicate's) is acknowledged without work. 
 infected verdict, or when the scan fails for good (the file is unscannable), they are
 cancelled, saying why. So are they when the scan job ends with no verdict at all (it failed, or
 someone cancelled it): no verdict will come, and a job must not wait for one.
+
+A file the scan cannot vouch for (UNSCANNABLE: larger than the scan reads, or an archive past
+the engines' limits) is held by default, its parsing jobs cancelled with the reason; a stack may
+choose to process such files anyway (`UnscannablePolicy.PROCESS`, the UnscannableFiles
+parameter).
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ SCANNER = "virus_scan"
 SCAN_ENDED_WITHOUT_VERDICT = frozenset({JobStatus.FAILED, JobStatus.CANCELLED})
 
 
+class UnscannablePolicy(StrEnum):
+    """What the parsing jobs of an UNSCANNABLE file do."""
+
+    HOLD = "hold"  # cancelled, saying why
+    PROCESS = "process"  # run, as for a clean file
+
+
 class Gate(StrEnum):
     RUN = "run"
     WAIT = "wait"  # the scan has not finished: leave the job pending
@@ -38,7 +50,11 @@ class Gate(StrEnum):
 
 
 def gate(
-    job_type: JobType, stored: StoredFile | None, scan_status: JobStatus | None = None
+    job_type: JobType,
+    stored: StoredFile | None,
+    scan_status: JobStatus | None = None,
+    *,
+    unscannable: UnscannablePolicy = UnscannablePolicy.HOLD,
 ) -> Gate:
     """May a job of this type run on the file? `scan_status`, the status of the file's scan
     job, matters only while the file has no verdict."""
@@ -46,13 +62,19 @@ def gate(
         return Gate.RUN
     if stored is None or stored.status is not FileStatus.ACTIVE:
         return Gate.REFUSE
-    if stored.scan_status in (ScanStatus.INFECTED, ScanStatus.UNSCANNABLE):
-        return Gate.REFUSE
-    if stored.scan_status is ScanStatus.CLEAN:
-        return Gate.RUN
+    if stored.scan_status is not None:
+        return _verdict_gate(stored.scan_status, unscannable)
     if scan_status in SCAN_ENDED_WITHOUT_VERDICT:
         return Gate.REFUSE
     return Gate.WAIT
+
+
+def _verdict_gate(verdict: ScanStatus, unscannable: UnscannablePolicy) -> Gate:
+    if verdict is ScanStatus.CLEAN:
+        return Gate.RUN
+    if verdict is ScanStatus.UNSCANNABLE and unscannable is UnscannablePolicy.PROCESS:
+        return Gate.RUN
+    return Gate.REFUSE
 
 
 def sent_at_ingest(jobs: Iterable[ProcessingJob]) -> list[ProcessingJob]:
@@ -74,7 +96,8 @@ def refusal_reason(stored: StoredFile | None) -> str:
         detail = f": {stored.status_reason}" if stored.status_reason else ""
         return f"the file was quarantined by the virus scan{detail}"
     if stored.scan_status is ScanStatus.UNSCANNABLE:
-        return "the virus scan could not check the file"
+        detail = f": {stored.scan.reason}" if stored.scan and stored.scan.reason else ""
+        return f"the virus scan could not vouch for the file{detail}"
     if stored.status is FileStatus.ACTIVE and stored.scan_status is None:
         # An active file with no verdict is refused only when its scan job ended without one.
         return (

@@ -1,7 +1,8 @@
 """The payloads Lambda hands a function, built from what the local event sources read.
 
-Shapes as AWS documents them for SQS, EventBridge Scheduler, DynamoDB Streams and API Gateway
-REST proxy integrations: the handlers cannot tell them from the real ones.
+Shapes as AWS documents them for SQS, EventBridge Scheduler, DynamoDB Streams, API Gateway
+REST proxy integrations and CloudFormation custom resources: the handlers cannot tell them from
+the real ones.
 """
 
 from __future__ import annotations
@@ -60,6 +61,34 @@ def scheduled_event(schedule_arn: str, region: str, account: str) -> dict[str, A
         "resources": [schedule_arn],
         "detail": {},
     }
+
+
+def custom_resource_event(
+    request_type: str,
+    *,
+    response_url: str,
+    stack_id: str,
+    logical_id: str,
+    resource_type: str,
+    service_token: str,
+    properties: dict[str, Any],
+    physical_id: str | None = None,
+) -> dict[str, Any]:
+    """A CloudFormation custom resource request (Create, Update or Delete) to a Lambda function;
+    the function PUTs its answer to `response_url`."""
+    event: dict[str, Any] = {
+        "RequestType": request_type,
+        "ServiceToken": service_token,
+        "ResponseURL": response_url,
+        "StackId": stack_id,
+        "RequestId": str(uuid.uuid4()),
+        "LogicalResourceId": logical_id,
+        "ResourceType": resource_type,
+        "ResourceProperties": {"ServiceToken": service_token, **properties},
+    }
+    if physical_id is not None:  # Update and Delete name the resource they are about
+        event["PhysicalResourceId"] = physical_id
+    return event
 
 
 def dynamodb_event(records: list[dict[str, Any]], stream_arn: str, region: str) -> dict[str, Any]:

@@ -162,8 +162,10 @@ def crash() -> None:
 
 
 PROCESSOR_KINDS = (FaultKind.TRANSIENT, FaultKind.SLOW, FaultKind.CRASH, FaultKind.NOOP)
-# What a job whose processor a noop rule skipped returns (each attempt gets a copy).
+# What a job whose processor a noop rule skipped returns (each attempt gets a copy); a skipped
+# virus scan says CLEAN, so the file's other jobs run.
 NOOP_RESULT: dict[str, Any] = {"noop": True}
+NOOP_SCAN_RESULT: dict[str, Any] = {"noop": True, "verdict": "CLEAN", "engines": {}}
 
 
 def with_processor_faults(
@@ -197,12 +199,16 @@ def with_processor_faults(
                     _crash_now(die, job.id, job.attempt, "before")
             if rule.kind is FaultKind.NOOP:
                 skip = True
-        result = dict(NOOP_RESULT) if skip else processor(work)
+        result = _noop_result(job.job_type.value) if skip else processor(work)
         if crash_after:
             _crash_now(die, job.id, job.attempt, "after")
         return result
 
     return faulty
+
+
+def _noop_result(job_type: str) -> dict[str, Any]:
+    return dict(NOOP_SCAN_RESULT if job_type == "virus_scan" else NOOP_RESULT)
 
 
 def _crash_now(die: Callable[[], None], job_id: str, attempt: int, when: str) -> None:

@@ -21,12 +21,18 @@ AWS does where the system depends on it:
   first notes the items it may write (a copy of each, or their absence) and the length of each
   table's stream; a failure puts exactly those items back, in the same table objects, and drops
   the stream records of the undone writes, as DynamoDB never publishes them.
+- S3 notifications name the version. moto's object-created records carry no `versionId` and no
+  `sequencer`, so the ingest recorded no version and the virus scan's quarantine could only delete
+  the key: S3 then adds a delete marker and the infected version stays in the bucket, noncurrent.
+  Each record now carries the new version's id (in a versioned bucket) and a sequencer that grows
+  with every event, as S3's records do.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,6 +125,25 @@ def _untracked(cls: type[Any], *_: Any, **__: Any) -> Any:
     return object.__new__(cls)
 
 
+# S3's sequencer: hexadecimal, of one width here, so a later event of a key sorts after an earlier.
+_SEQUENCER = itertools.count(1)
+
+
+def _naming_the_version(original: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    @functools.wraps(original)
+    def event(event_name: str, bucket: Any, key: Any, notification_id: str) -> dict[str, Any]:
+        body = original(event_name, bucket, key, notification_id)
+        for record in body.get("Records", []):
+            described = record["s3"]["object"]
+            version = getattr(key, "version_id", None)
+            if version and version != "null":  # moto's id of a version in an unversioned bucket
+                described["versionId"] = version
+            described["sequencer"] = f"{next(_SEQUENCER):018X}"
+        return body
+
+    return event
+
+
 def apply() -> None:
     """Apply every fix once per process, before moto server makes any object."""
     # moto is the local stack's alone: imported here, never by the deployed code.
@@ -126,6 +151,7 @@ def apply() -> None:
     from moto.dynamodb import models  # noqa: PLC0415
     from moto.dynamodb.responses import DynamoHandler  # noqa: PLC0415
     from moto.dynamodbstreams.responses import DynamoDBStreamsHandler  # noqa: PLC0415
+    from moto.s3 import notifications  # noqa: PLC0415
 
     backend = models.DynamoDBBackend
     if getattr(backend.transact_write_items, "_filejobs_fixed", False):
@@ -154,3 +180,4 @@ def apply() -> None:
     models.copy = _CopyModule  # type: ignore[attr-defined,assignment]
     _serialised(DynamoHandler)
     _serialised(DynamoDBStreamsHandler)
+    notifications._get_s3_event = _naming_the_version(notifications._get_s3_event)

@@ -1,12 +1,14 @@
 """The whole system on one machine: moto server, the template's resources, its functions.
 
 `filejobs dev` starts moto server on 127.0.0.1, creates every resource of template.yaml on it
-(resources.py), writes `.filejobs/local.json` (what it serves, for the CLI and any S3 client),
-and starts a host process (host.py) per event source of every function: `workers` pollers per
-SQS-triggered function, one per schedule, stream and API. An HTTP router on 127.0.0.1 turns
-requests into API Gateway proxy events for the function whose `Api` event matches, after
-checking the bearer token. Nothing is wired by hand: a function or event added to the template
-runs here as it is.
+(resources.py), serves a ClamAV definitions mirror on 127.0.0.1 (mirror.py; the template's
+definitions parameters point at it), writes `.filejobs/local.json` (what it serves, for the CLI
+and any S3 client), runs each custom resource's function once (as CloudFormation does during a
+deploy, before the resources that depend on it), and starts a host process (host.py) per event
+source of every function: `workers` pollers per SQS-triggered function, one per schedule, stream
+and API. An HTTP router on 127.0.0.1 turns requests into API Gateway proxy events for the
+function whose `Api` event matches, after checking the bearer token. Nothing is wired by hand: a
+function, event or custom resource added to the template runs here as it is.
 
 Ctrl-C (or SIGTERM) stops the router, asks every host to stop after the batch in hand, waits up
 to `grace` seconds for them, kills the rest (their jobs' leases expire, as when Lambda times a
@@ -21,6 +23,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +32,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,7 +43,7 @@ from moto.server import ThreadedMotoServer
 
 from filejobs.infra.template import FunctionSpec, function_definitions, load_template
 from filejobs.local import moto_fixes, tokens
-from filejobs.local.events import api_event
+from filejobs.local.events import api_event, custom_resource_event
 from filejobs.local.faults import (
     CRASH_EXIT_CODE,
     FAULT_LOG_VARIABLE,
@@ -48,17 +52,54 @@ from filejobs.local.faults import (
 )
 from filejobs.local.host import VISIBILITY_VARIABLE
 from filejobs.local.metering import METER_LOG_VARIABLE
-from filejobs.local.resources import Resources, provision
+from filejobs.local.mirror import DefinitionsMirror, build_local_databases
+from filejobs.local.resources import ACCOUNT, Resources, provision
 
 log = logging.getLogger("filejobs.local")
 RESTART_LIMIT = 5  # host restarts within a minute before the stack gives up
 CONFIG_PATH = Path(".filejobs") / "local.json"
 # Credentials for the emulator only: moto accepts any; real ones must never be sent to it.
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+# The definitions mirror's folder when `--definitions-mirror` names none (created on first use).
+MIRROR_PATH = Path(".filejobs") / "mirror"
+# The template parameters that say where the definitions come from: set to the local mirror
+# unless the user set any of them.
+MIRROR_PARAMETERS = ("DefinitionsMirror", "OfficialDatabases", "DefinitionsCustomUrls")
+# What the template's layers provide under /opt, and what stands in for it on this machine: the
+# ClamAV layer's programs are this machine's ClamAV (Debian installs clamd in /usr/sbin).
+LAYER_PROGRAMS = "/opt/clamav/bin/"
+PROGRAM_FOLDERS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
 class StackConfigError(ValueError):
     """Options the stack cannot start with."""
+
+
+class StackStartError(RuntimeError):
+    """The stack could not come up (a custom resource failed, or never answered)."""
+
+
+def on_this_machine(value: str) -> str:
+    """A path a layer provides (`/opt/clamav/bin/freshclam`) as this machine's program of that
+    name; left as it is when there is none, so the function fails as it would without its
+    layer, naming the path it looked for."""
+    program = value.removeprefix(LAYER_PROGRAMS)
+    if program == value or not program or "/" in program:
+        return value
+    folders = os.pathsep.join([os.environ.get("PATH", os.defpath), *PROGRAM_FOLDERS])
+    return shutil.which(program, path=folders) or value
+
+
+def service_function(resource: dict[str, Any]) -> str | None:
+    """F of a custom resource's `ServiceToken: !GetAtt F.Arn`, else None."""
+    token = resource.get("Properties", {}).get("ServiceToken")
+    if not isinstance(token, dict) or set(token) != {"Fn::GetAtt"}:
+        return None
+    target = token["Fn::GetAtt"]
+    logical_id, _, attribute = (
+        target.partition(".") if isinstance(target, str) else (target[0], ".", target[1])
+    )
+    return str(logical_id) if attribute == "Arn" else None
 
 
 @dataclass(frozen=True)
@@ -81,6 +122,9 @@ class StackOptions:
     parameters: dict[str, str] = field(default_factory=dict)
     fault_log: Path | None = None  # where hosts append a line per injected fault
     meter_log: Path | None = None  # where hosts append a line per AWS request and invocation
+    # The folder the definitions mirror serves; None: .filejobs/mirror, made with the local
+    # databases (mirror.build_local_databases) when missing.
+    definitions_mirror: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +169,8 @@ class LocalStack:
         unknown = sorted(set(options.parameters) - set(self.template.get("Parameters", {})))
         if unknown:
             raise StackConfigError(f"no such parameter in template.yaml: {', '.join(unknown)}")
+        if options.definitions_mirror is not None and not options.definitions_mirror.is_dir():
+            raise StackConfigError(f"--definitions-mirror {options.definitions_mirror}: no folder")
         self.endpoint_url = f"http://127.0.0.1:{options.emulator_port}"
         self.api_url = f"http://127.0.0.1:{options.api_port}"
         self.api_token = secrets.token_urlsafe(24)
@@ -137,6 +183,7 @@ class LocalStack:
         self._host_args: dict[int, tuple[str, str, tuple[str, ...]]] = {}
         self._restarts: list[float] = []
         self._api_ports: dict[str, int] = {}
+        self._mirror: DefinitionsMirror | None = None
         self.resources: Resources | None = None
 
     # --- start -------------------------------------------------------------------------------
@@ -150,14 +197,16 @@ class LocalStack:
             aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
             region_name=self.options.region,
         )
+        mirrored = self._start_mirror()
         self.resources = provision(
             session,
             self.endpoint_url,
             self.template,
             self.options.stack_name,
-            parameters=self.options.parameters,
+            parameters={**mirrored, **self.options.parameters},
         )
         self._write_config()
+        self._create_custom_resources()
         for name, spec in sorted(self.functions.items()):
             self._start_hosts(name, spec)
         self._start_router()
@@ -179,6 +228,8 @@ class LocalStack:
             "stack_name": self.options.stack_name,
             "pid": os.getpid(),
             "project_root": str(self.options.project_root),
+            "definitions_mirror_url": None if self._mirror is None else self._mirror.url,
+            "definitions_mirror_dir": None if self._mirror is None else str(self._mirror.directory),
             "resources": self.resources.to_json(),
         }
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +243,8 @@ class LocalStack:
         assert self.resources is not None
         spec = self.functions[name]
         resolved = {
-            key: str(self.resources.resolve(value)) for key, value in spec.environment.items()
+            key: on_this_machine(str(self.resources.resolve(value)))
+            for key, value in spec.environment.items()
         }
         return {
             "PATH": os.environ.get("PATH", os.defpath),
@@ -221,6 +273,99 @@ class LocalStack:
         if self.options.meter_log is not None:
             knobs[METER_LOG_VARIABLE] = str(self.options.meter_log.resolve())
         return knobs
+
+    def _start_mirror(self) -> dict[str, str]:
+        """Serves the definitions mirror; the parameters that point the updater at it (none if
+        the user set any of them: the user chose where definitions come from)."""
+        directory = self.options.definitions_mirror
+        if directory is None:
+            directory = self.options.project_root / MIRROR_PATH
+            if not directory.is_dir():
+                build_local_databases(directory)
+        self._mirror = DefinitionsMirror(directory).start()
+        declared = self.template.get("Parameters", {})
+        if any(name in self.options.parameters for name in MIRROR_PARAMETERS):
+            return {}
+        settings = {
+            "DefinitionsMirror": self._mirror.url,
+            "OfficialDatabases": "",
+            "DefinitionsCustomUrls": ",".join(self._mirror.database_urls()),
+        }
+        return {name: value for name, value in settings.items() if name in declared}
+
+    # --- custom resources --------------------------------------------------------------------
+
+    def _create_custom_resources(self) -> None:
+        """Each `Custom::*` resource whose ServiceToken is a function of the template: that
+        function invoked once with CloudFormation's Create request, as a deploy would, before
+        the function hosts start. A FAILED answer, or none within the function's timeout, stops
+        the start with the reason."""
+        for logical_id, resource in sorted(self.template.get("Resources", {}).items()):
+            kind = str(resource.get("Type", ""))
+            function = service_function(resource)
+            if kind.startswith("Custom::") and function in self.functions:
+                assert function is not None
+                self._create_custom_resource(logical_id, kind, resource, function)
+
+    def _create_custom_resource(
+        self, logical_id: str, kind: str, resource: dict[str, Any], function: str
+    ) -> None:
+        assert self.resources is not None
+        started = time.monotonic()
+        spec = self.functions[function]
+        arn = f"arn:aws:lambda:{self.options.region}:{ACCOUNT}:function:"
+        arn += f"{self.options.stack_name}-{function}"
+        properties = {
+            key: self.resources.resolve(value)
+            for key, value in resource.get("Properties", {}).items()
+            if key != "ServiceToken"
+        }
+        with ResponseReceiver() as receiver:
+            event = custom_resource_event(
+                "Create",
+                response_url=receiver.url,
+                stack_id=f"arn:aws:cloudformation:{self.options.region}:{ACCOUNT}:stack/"
+                f"{self.options.stack_name}/{uuid.uuid4()}",
+                logical_id=logical_id,
+                resource_type=kind,
+                service_token=arn,
+                properties=properties,
+            )
+            event_path = self.config_path.parent / f"{logical_id}.create.json"
+            event_path.write_text(json.dumps(event, indent=2) + "\n")
+            process = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
+                self.invoke_command(function, event_path),
+                env=self.function_environment(function),
+                start_new_session=True,
+            )
+            answer = None
+            try:
+                answer = receiver.wait(process, timeout=spec.timeout)
+            finally:
+                # One that answered is let finish; one that did not (or Ctrl-C) is stopped.
+                _end(process, grace=10.0 if answer is not None else 0.0)
+                event_path.unlink(missing_ok=True)
+        seconds = time.monotonic() - started
+        if answer is None:
+            raise StackStartError(
+                f"{logical_id} ({kind}): {function} gave CloudFormation no answer "
+                f"(exit status {process.returncode}, {seconds:.0f} s of its {spec.timeout} s)"
+            )
+        if answer.get("Status") != "SUCCESS":
+            raise StackStartError(f"{logical_id} ({kind}) failed: {answer.get('Reason')}")
+        print(
+            f"{logical_id} ({kind}) created by {function} in {seconds:.1f} s: "
+            f"{answer.get('Reason') or answer.get('Data')}",
+            flush=True,
+        )
+
+    def invoke_command(self, function: str, event_path: Path) -> list[str]:
+        """One invocation of `function` on the event in `event_path`, in a process set up as
+        the hosts are (`filejobs invoke`)."""
+        return [
+            sys.executable, "-m", "filejobs.local.host", "--config", str(self.config_path),
+            "--function", function, "--source", "invoke", "--event", str(event_path),
+        ]  # fmt: skip
 
     def _start_hosts(self, name: str, spec: FunctionSpec) -> None:
         kinds = {kind for kind, _ in spec.events}
@@ -413,7 +558,77 @@ class LocalStack:
                 process.wait()
         if self._moto is not None:
             self._moto.stop()
+        if self._mirror is not None:
+            self._mirror.stop()
         self.config_path.unlink(missing_ok=True)
+
+
+class ResponseReceiver:
+    """A one-shot stand-in for CloudFormation's pre-signed response URL, on 127.0.0.1: keeps
+    the first JSON body PUT to its secret path."""
+
+    def __init__(self) -> None:
+        self._path = f"/{secrets.token_urlsafe(16)}"
+        self._answer: dict[str, Any] | None = None
+        self._received = threading.Event()
+        receiver = self
+
+        class Answer(BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path != receiver._path or receiver._received.is_set():
+                    self.send_response(403)
+                else:
+                    try:
+                        receiver._answer = json.loads(body)
+                    except ValueError:
+                        receiver._answer = {"Status": "FAILED", "Reason": "not JSON: " + repr(body)}
+                    receiver._received.set()
+                    self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}{self._path}"
+
+    def __enter__(self) -> ResponseReceiver:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def wait(self, process: subprocess.Popen[bytes], timeout: float) -> dict[str, Any] | None:
+        """The answer, once PUT; None if the process ends without one, or `timeout` passes."""
+        deadline = time.monotonic() + timeout
+        while not self._received.wait(0.1):
+            if process.poll() is not None or time.monotonic() > deadline:
+                # An answer PUT just before the handler returned is in already, or never comes.
+                self._received.wait(0.5)
+                break
+        return self._answer
+
+
+def _end(process: subprocess.Popen[bytes], grace: float) -> None:
+    """Lets a process exit within `grace` seconds; terminates it after that (killed if it does
+    not stop within 5 more)."""
+    try:
+        process.wait(timeout=grace)
+        return
+    except subprocess.TimeoutExpired:
+        process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], bytes]:

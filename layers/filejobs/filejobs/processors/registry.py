@@ -7,25 +7,23 @@ thumbnail worker has Pillow, not PyAV), so importing every processor would fail,
 
 from __future__ import annotations
 
-import shutil
+import os
 import tempfile
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from filejobs.domain.job import JobType
-from filejobs.processors.base import Processor, Work
+from filejobs.processors.base import Processor
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-# ClamAV reads these; without one, clamscan has nothing to scan with and ClamAV is left out.
-CLAMAV_DATABASES = (".cvd", ".cld", ".hdb", ".hsb", ".ndb", ".ldb")
-# How often a warm worker looks for new signatures in S3 (one ListObjectsV2 when unchanged).
-SIGNATURE_REFRESH_SECONDS = 300.0
+MiB = 1024 * 1024
+# Where a warm environment keeps the definitions sets it fetched (Lambda's /tmp survives between
+# invocations of one environment).
+DEFINITIONS_CACHE = "filejobs-definitions"
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,10 @@ class ScanSettings:
     quarantine_bucket: str
     signatures_bucket: str | None = None
     signatures_prefix: str = "signatures/"
-    clamscan: str | None = "clamscan"
+    # The clamd to keep warm; None scans with YARA alone (ScanEngines=yara, by choice).
+    clamd: str | None = "clamd"
+    max_definitions_age: timedelta = timedelta(hours=48)
+    max_bytes: int = 512 * MiB
 
 
 def processor_for(job_type: JobType, s3: S3Client, scan: ScanSettings | None) -> Processor:
@@ -59,47 +60,29 @@ def processor_for(job_type: JobType, s3: S3Client, scan: ScanSettings | None) ->
         return DeduplicationCheck(s3)
     if scan is None:
         raise ValueError("the virus scan needs its settings (a quarantine bucket)")
-    return SyncedVirusScan(s3, scan)
+    return virus_scan(s3, scan)
 
 
-class SyncedVirusScan:
-    """The virus scan with its engines rebuilt whenever the signatures in S3 change."""
+def virus_scan(s3: S3Client, scan: ScanSettings) -> Processor:
+    """The scan over the engines of the current definitions set (fail closed: current.py)."""
+    from filejobs.adapters.definitions import DefinitionsStore
+    from filejobs.processors.scan.clamd import ClamLimits
+    from filejobs.processors.scan.current import CurrentEngines, EngineSettings
+    from filejobs.processors.scan.processor import VirusScanProcessor
 
-    def __init__(
-        self, s3: S3Client, settings: ScanSettings, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._s3, self._settings, self._clock = s3, settings, clock
-        self._cache = Path(tempfile.gettempdir()) / "filejobs-signatures"
-        self._scan: Processor | None = None
-        self._synced_at: float | None = None
-        self._lock = threading.Lock()
-
-    def __call__(self, work: Work) -> dict[str, Any]:
-        return self._current()(work)
-
-    def _current(self) -> Processor:
-        from filejobs.processors.scan.processor import VirusScanProcessor, default_engines
-        from filejobs.processors.scan.signatures import SignatureSync
-
-        with self._lock:
-            settings, now = self._settings, self._clock()
-            changed = False
-            due = self._synced_at is None or now - self._synced_at > SIGNATURE_REFRESH_SECONDS
-            if settings.signatures_bucket and due:
-                sync = SignatureSync(
-                    self._s3, settings.signatures_bucket, settings.signatures_prefix, self._cache
-                )
-                report = sync.sync()
-                changed = bool(report.downloaded or report.removed)
-                self._synced_at = now
-            if self._scan is None or changed:
-                self._cache.mkdir(parents=True, exist_ok=True)
-                engines = default_engines(self._cache, self._clamscan())
-                self._scan = VirusScanProcessor(self._s3, engines, settings.quarantine_bucket)
-            return self._scan
-
-    def _clamscan(self) -> str | None:
-        """clamscan, when it is installed and there are ClamAV databases to give it."""
-        program = self._settings.clamscan and shutil.which(self._settings.clamscan)
-        has_databases = any(p.suffix in CLAMAV_DATABASES for p in self._cache.glob("*"))
-        return program if program and has_databases else None
+    source = None
+    if scan.signatures_bucket:
+        source = DefinitionsStore(s3, scan.signatures_bucket, scan.signatures_prefix)
+    # ClamAV's limits are the scan's: a file or archive past them is UNSCANNABLE, never clean.
+    limits = ClamLimits(max_filesize=scan.max_bytes, max_scansize=scan.max_bytes)
+    settings = EngineSettings(
+        use_clamav=scan.clamd is not None,
+        clamd=scan.clamd or "clamd",
+        limits=limits,
+        max_age=scan.max_definitions_age,
+    )
+    # One cache per process: Lambda runs one per execution environment; the local stack runs
+    # several on one /tmp, and a set being fetched must not be pruned by a neighbour.
+    cache = Path(tempfile.gettempdir()) / f"{DEFINITIONS_CACHE}-{os.getpid()}"
+    engines = CurrentEngines(source, cache, settings)
+    return VirusScanProcessor(s3, engines, max_bytes=scan.max_bytes)

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 CHUNK = 1024 * 1024
 
 
+class ObjectTooLargeError(PermanentError):
+    """The object is larger than the job type accepts (found while reading it)."""
+
+
 @dataclass(frozen=True)
 class ObjectLocation:
     bucket: str
@@ -92,7 +96,7 @@ class ObjectSource:
             for piece in self.chunks(job, should_stop):
                 written += len(piece)
                 if max_bytes is not None and written > max_bytes:
-                    raise PermanentError(
+                    raise ObjectTooLargeError(
                         f"object is larger than the {max_bytes} bytes this job type accepts"
                     )
                 out.write(piece)

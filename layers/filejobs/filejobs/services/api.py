@@ -41,6 +41,7 @@ from filejobs.domain.messages import is_uuid
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
+from filejobs.services.rescans import Rescans
 from filejobs.views import Output, file_view, job_view, output_keys
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ _MAX_TOKEN_LENGTH = 2048
 _MAX_KEY_LENGTH = 1024
 _MAX_REASON_LENGTH = 500
 _DEFAULT_CANCEL_REASON = "cancelled through the API"
+_DEFAULT_RESCAN_REASON = "rescan requested through the API"
+RESCAN_PAGE_LIMIT = 100
 # Download URLs of a job's outputs: long enough to fetch them, short enough not to be shared.
 OUTPUT_URL_LIFETIME = timedelta(minutes=15)
 MAX_INPUT_DATA_BYTES = 8 * 1024
@@ -140,7 +143,7 @@ class StatusApi:
     def file(self, caller: Caller, file_id: str) -> dict[str, Any]:
         stored = self._visible_file(caller, file_id)
         jobs = self._jobs_of(caller, stored)
-        return {**file_view(stored), "jobs": [self._full_view(j) for j in jobs]}
+        return {**file_view(stored), "jobs": [self._full_view(j, stored) for j in jobs]}
 
     def request_job(
         self, caller: Caller, file_id: str, body: str | None, idempotency_key: str | None
@@ -191,6 +194,79 @@ class StatusApi:
                 log="idempotency key reused with another request",
             )
         return Requested(self._full_view(existing), replayed=True, idempotency_key=key)
+
+    def rescan_file(
+        self, caller: Caller, file_id: str, body: str | None, idempotency_key: str | None
+    ) -> Requested:
+        """A new virus scan of the file with the current definitions, once per idempotency key
+        (a new one when none given). A quarantined or deleted file has nothing to rescan."""
+        reason = _reason(body, _DEFAULT_RESCAN_REASON, allowed={"reason"})
+        key = _idempotency_key(idempotency_key)
+        stored = self._visible_file(caller, file_id)
+        rescans = self._rescans()
+        refusal = rescans.why_not(stored)
+        if refusal is not None:
+            raise ConflictError(f"file {stored.id} cannot be rescanned: {refusal}")
+        done = rescans.rescan(stored, key=f"api:{key}", by=caller.name, reason=reason)
+        view = job_view(done.job, outputs=[]) if done.created else self._full_view(done.job)
+        return Requested(view, replayed=not done.created, idempotency_key=key)
+
+    def rescan_files(
+        self, caller: Caller, body: str | None, idempotency_key: str | None
+    ) -> tuple[dict[str, Any], str]:
+        """One page of a tenant's files under a key prefix, each rescanned; the answer's
+        next_token continues the same operation (the same key: a page run twice makes no second
+        job). Returns the answer and the operation's key."""
+        request = _rescan_request(body)
+        tenant = request.get("tenant")
+        if not caller.operator:
+            if tenant is not None and tenant != caller.tenant:
+                raise NotFoundError(f"no tenant {tenant!r}")
+            tenant = caller.tenant
+        if tenant is None:
+            raise UnprocessableError("an operator rescans the files of one tenant (tenant)")
+        key = _idempotency_key(idempotency_key)
+        prefix = request.get("prefix", "")
+        scope = {"operation": "rescan", "tenant": tenant, "prefix": prefix, "key": key}
+        token = request.get("next_token")
+        after = None
+        if token is not None:
+            cursor = self._decode_token(token, scope)
+            after = (cursor.range_value, cursor.id)
+        page = self._rescans().rescan_prefix(
+            tenant,
+            prefix=prefix,
+            key=f"bulk:{key}",
+            by=caller.name,
+            reason=request.get("reason", _DEFAULT_RESCAN_REASON),
+            after=after,
+            limit=RESCAN_PAGE_LIMIT,
+            dry_run=request.get("dry_run", False),
+        )
+        next_token = None
+        if page.next is not None:
+            next_token = self._encode_token(PageCursor(page.next[0], page.next[1]), scope)
+        answer = {
+            "tenant": tenant,
+            "prefix": prefix,
+            "dry_run": request.get("dry_run", False),
+            "requested": [
+                {"file_id": r.job.file_id, "job_id": r.job.id, "created": r.created}
+                for r in page.requested
+            ],
+            "skipped": [{"file_id": s.file_id, "reason": s.reason} for s in page.skipped],
+            "next_token": next_token,
+        }
+        return answer, key
+
+    def _rescans(self) -> Rescans:
+        return Rescans(
+            self.jobs,
+            self.files,
+            _LazyDispatcher(self.dispatcher),
+            clock=self.clock,
+            dispatch=self.dispatch_policy,
+        )
 
     def file_by_key(self, caller: Caller, params: Mapping[str, str]) -> dict[str, Any]:
         key = params.get("key")
@@ -294,14 +370,17 @@ class StatusApi:
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _full_view(self, job: ProcessingJob) -> dict[str, Any]:
+    def _full_view(self, job: ProcessingJob, stored: StoredFile | None = None) -> dict[str, Any]:
         """A job's view with download URLs of its outputs (single-job answers only)."""
-        return job_view(job, outputs=self._outputs(job))
+        return job_view(job, outputs=self._outputs(job, stored))
 
-    def _outputs(self, job: ProcessingJob) -> list[Output]:
+    def _outputs(self, job: ProcessingJob, stored: StoredFile | None) -> list[Output]:
         found = output_keys(job)
         if not found or self.s3 is None or not self.outputs_bucket:
             return []
+        stored = stored or self.files.get(job.file_id, consistent=False)
+        if stored is None or stored.status is not FileStatus.ACTIVE:
+            return []  # a quarantined file's outputs were withdrawn: no URL to a deleted object
         client = self.s3()
         expires_at = self.clock() + OUTPUT_URL_LIFETIME
         lifetime = int(OUTPUT_URL_LIFETIME.total_seconds())
@@ -387,6 +466,16 @@ class StatusApi:
         return PageCursor(after[0], after[1])
 
 
+class _LazyDispatcher:
+    """The dispatcher, built on the first send only (a dry run or a replay sends nothing)."""
+
+    def __init__(self, build: Callable[[], Dispatcher]) -> None:
+        self._build = build
+
+    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
+        self._build().dispatch(job, delay)
+
+
 def _visible(caller: Caller, stored: StoredFile) -> bool:
     return stored.metadata.deleted_at is None and caller.may_see(stored.tenant)
 
@@ -419,15 +508,29 @@ def _limit(value: str | None) -> int:
 
 def _cancel_reason(body: str | None) -> str:
     """The optional body of a cancel: {"reason": "..."}."""
+    return _reason(body, _DEFAULT_CANCEL_REASON, allowed={"reason"})
+
+
+def _reason(body: str | None, default: str, *, allowed: set[str]) -> str:
+    """The "reason" of an optional JSON body that may hold only `allowed` fields."""
+    data = _optional_object(body, allowed)
+    return _checked_reason(data.get("reason", default))
+
+
+def _optional_object(body: str | None, allowed: set[str]) -> dict[str, Any]:
     if body is None or not body.strip():
-        return _DEFAULT_CANCEL_REASON
+        return {}
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_no_constant)
     except ValueError:
         raise BadRequestError("the body must be JSON") from None
-    if not isinstance(data, dict) or set(data) - {"reason"}:
-        raise UnprocessableError('the body must be an object with at most "reason"')
-    reason = data.get("reason", _DEFAULT_CANCEL_REASON)
+    if not isinstance(data, dict) or set(data) - allowed:
+        fields = ", ".join(f'"{name}"' for name in sorted(allowed))
+        raise UnprocessableError(f"the body must be an object with at most {fields}")
+    return data
+
+
+def _checked_reason(reason: object) -> str:
     if (
         not isinstance(reason, str)
         or not reason.strip()
@@ -438,6 +541,29 @@ def _cancel_reason(body: str | None) -> str:
             f"reason must be a non-empty string of at most {_MAX_REASON_LENGTH} characters"
         )
     return reason
+
+
+def _rescan_request(body: str | None) -> dict[str, Any]:
+    """The body of POST /rescans: {"tenant"?, "prefix"?, "reason"?, "dry_run"?, "next_token"?}."""
+    data = _optional_object(body, {"tenant", "prefix", "reason", "dry_run", "next_token"})
+    tenant = data.get("tenant")
+    if tenant is not None and (not isinstance(tenant, str) or not is_tenant(tenant)):
+        raise UnprocessableError("tenant must be a tenant name")
+    prefix = data.get("prefix", "")
+    if (
+        not isinstance(prefix, str)
+        or len(prefix.encode("utf-8", errors="replace")) > _MAX_KEY_LENGTH
+        or not _is_text(prefix)
+    ):
+        raise UnprocessableError(f"prefix must be text of at most {_MAX_KEY_LENGTH} bytes")
+    if "reason" in data:
+        _checked_reason(data["reason"])
+    if not isinstance(data.get("dry_run", False), bool):
+        raise UnprocessableError("dry_run must be true or false")
+    token = data.get("next_token")
+    if token is not None and not isinstance(token, str):
+        raise UnprocessableError("next_token must be the previous answer's next_token")
+    return data
 
 
 def _job_request(body: str | None) -> JobRequest:

@@ -1,6 +1,10 @@
-"""The virus_scan job: engines (YARA in-process, ClamAV as a subprocess) and the processor.
+"""The virus_scan job's engines and processor.
 
-`engines.py` holds the Scanner protocol and the two engines, `archives.py` the bounded in-process
-unpacking YARA scans through, `signatures.py` the delivery of definitions from S3, and
-`processor.py` the job itself (verdict, tag, quarantine).
+- `engines.py`: the Scanner protocol, YARA in-process (through `archives.py`, bounded
+  unpacking) and `clamscan` per file (the benchmark's baseline and the updater's check);
+- `clamd.py`: ClamAV warm, one clamd per execution environment fed each file by descriptor;
+- `current.py`: the engines of the current definitions set, failing closed without usable ones;
+- `freshclam.py`: the definitions updater's freshclam, its settings and the check of a new set;
+- `environment.py`: what those programs see of the worker's environment (no credentials);
+- `processor.py`: the scan of one job's file and its verdict (services/virus_scan.py acts on it).
 """

@@ -7,7 +7,6 @@ that refused part of the file (`refusals`: no attempt will get further) are all 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import tempfile
@@ -20,8 +19,9 @@ from typing import Any, Protocol
 import yara  # type: ignore[import-not-found]  # a C extension without stubs
 
 from filejobs.processors.scan.archives import ArchiveLimits, ArchiveWalker
+from filejobs.processors.scan.environment import isolated_environment
 
-# The rules shipped with the code; extra rule files arrive from S3 (signatures.py).
+# The rules shipped with the code; a definitions set adds its own (processors/scan/current.py).
 BUILTIN_RULES = Path(__file__).parent / "rules"
 MiB = 1024 * 1024
 
@@ -65,13 +65,18 @@ class SignatureError(Exception):
     """Definitions that cannot be loaded (a rule file that does not compile)."""
 
 
+RULE_SUFFIXES = (".yar", ".yara")
+
+
 def rule_files(*directories: Path) -> list[Path]:
-    """The `*.yar` files of each directory, in a stable order (missing directories skipped)."""
+    """The YARA rule files (`.yar`, `.yara`) of each directory, in a stable order (missing
+    directories skipped)."""
     return [
         path
         for directory in directories
         if directory.is_dir()
-        for path in sorted(directory.glob("*.yar"))
+        for path in sorted(directory.iterdir())
+        if path.suffix.lower() in RULE_SUFFIXES and path.is_file()
     ]
 
 
@@ -133,9 +138,31 @@ class YaraScanner:
 
 
 # "path: Signature.Name FOUND" (the signature may contain spaces in third-party databases).
+# clamd answers in the same form, its path being "fd[N]" for a file passed by descriptor.
 _FOUND = re.compile(r"^(?P<path>.*): (?P<signature>.+) FOUND$")
-# Raised by --alert-exceeds-max: ClamAV stopped at one of our limits, not a virus.
+# Raised by --alert-exceeds-max (clamd: AlertExceedsMax): ClamAV stopped at one of our limits,
+# not a virus.
 _LIMIT_PREFIX = "Heuristics.Limits.Exceeded"
+
+
+def clamav_found(line: str) -> str | None:
+    """The signature a ClamAV "<path>: <signature> FOUND" line names, else None."""
+    match = _FOUND.match(line)
+    return match["signature"] if match else None
+
+
+def clamav_alerts(found: Iterable[str]) -> tuple[list[str], list[str]]:
+    """ClamAV's FOUND names split into (detections, refusals), each sorted and unique.
+
+    A Heuristics.Limits.Exceeded.* alert is a limit that stopped the scan, not a detection: it
+    must neither quarantine the file nor pass it as clean.
+    """
+    names = set(found)
+    signatures = sorted(s for s in names if not s.startswith(_LIMIT_PREFIX))
+    refusals = sorted(
+        f"clamav stopped at a limit: {s}" for s in names if s.startswith(_LIMIT_PREFIX)
+    )
+    return signatures, refusals
 
 
 class ClamAvScanner:
@@ -184,11 +211,7 @@ class ClamAvScanner:
 
     def environment(self) -> dict[str, str]:
         """What clamscan sees of the environment: nothing secret, its own libraries first."""
-        env = {"PATH": os.environ.get("PATH", os.defpath), "TMPDIR": tempfile.gettempdir()}
-        bundled = Path(self._clamscan).parent.parent / "lib"
-        if Path(self._clamscan).is_absolute() and bundled.is_dir():
-            env["LD_LIBRARY_PATH"] = str(bundled)
-        return env
+        return isolated_environment(self._clamscan)
 
     def command(self, path: Path) -> list[str]:
         return [
@@ -223,11 +246,8 @@ class ClamAvScanner:
     def parse(self, returncode: int, stdout: str, stderr: str) -> ScanResult:
         """A ScanResult from clamscan's exit status and output."""
         lines = [line for line in stdout.splitlines() if line.strip()]
-        found = [m["signature"] for line in lines if (m := _FOUND.match(line))]
-        signatures = sorted({s for s in found if not s.startswith(_LIMIT_PREFIX)})
-        refusals = sorted(
-            {f"clamav stopped at a limit: {s}" for s in found if s.startswith(_LIMIT_PREFIX)}
-        )
+        found = [s for line in lines if (s := clamav_found(line)) is not None]
+        signatures, refusals = clamav_alerts(found)
         if returncode not in (0, 1):
             detail = _last_lines(stderr) or _last_lines(stdout) or f"exit status {returncode}"
             # What it did find before failing still counts: a detection is conclusive.

@@ -1,159 +1,178 @@
-"""The virus_scan job: every engine over the uploaded version, then tag it or quarantine it.
+"""The virus_scan job's processor: every engine over the uploaded version, and a verdict.
 
 Verdicts combine strictly: any engine that found something makes the file INFECTED (a detection
-is conclusive even if another engine failed); otherwise an engine that could not finish makes it
-ERROR. An ERROR is never reported as a result:
+is conclusive even if another engine failed); otherwise an engine that failed (a crash, a
+timeout, definitions that would not load) makes the attempt fail as transient, to be retried;
+otherwise a limit that stopped an engine short of the whole file (a zip bomb, nesting too deep),
+or a file larger than the scan reads, makes it UNSCANNABLE; only a file every engine read in full
+and found nothing in is CLEAN.
 
-- a refusal (a limit: zip bomb, nesting, size) fails the job for good (PermanentError): the same
-  bytes will be refused again;
-- an engine failure (crash, timeout, broken definitions) is retried (TransientError).
-
-CLEAN and INFECTED are written on the uploads version as the tag `scan-status`. An INFECTED
-version is tagged first, then copied to the quarantine bucket under
-`quarantine/{tenant}/{file_id}/{original name}` (tagged too, with where it came from in its
-metadata), then that version is deleted from the uploads bucket. Each step is idempotent, and a
-retry that finds the version gone but its quarantined copy present reports the quarantine again.
-
-Marking the StoredFile quarantined and cancelling the file's other jobs is the caller's part.
+This module reads bytes and decides; it writes nothing. What a verdict does to the file (the
+record, the tag, the quarantine, the file's other jobs) is services/virus_scan.py's part.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from pathlib import Path, PurePosixPath
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
-from filejobs.domain.retry import PermanentError, TransientError
+from filejobs.domain.retry import TransientError
 from filejobs.processors.base import StopRequested, Work
-from filejobs.processors.scan.engines import (
-    ClamAvScanner,
-    Scanner,
-    ScanResult,
-    Verdict,
-    YaraScanner,
-)
-from filejobs.processors.source import ObjectLocation, ObjectSource
+from filejobs.processors.source import ObjectSource, ObjectTooLargeError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-SCAN_STATUS_TAG = "scan-status"
-_GONE = frozenset({"NoSuchKey", "NoSuchVersion", "404"})
+    # Types only: the engines module loads YARA, which a worker that merely reads verdicts
+    # (services/virus_scan.py) need not have.
+    from filejobs.processors.scan.engines import Scanner, ScanResult
+
+MiB = 1024 * 1024
+# The largest file scanned unless told otherwise (the ScanMaxFileSizeMB parameter).
+DEFAULT_MAX_BYTES = 512 * MiB
 
 
-def quarantine_key(tenant: str, file_id: str, key: str) -> str:
-    return f"quarantine/{tenant}/{file_id}/{PurePosixPath(key).name}"
+class ScanVerdict(StrEnum):
+    """A verdict, as the job's result and the version's `scan-status` tag say it."""
+
+    CLEAN = "CLEAN"
+    INFECTED = "INFECTED"
+    UNSCANNABLE = "UNSCANNABLE"
 
 
-def combine(results: Sequence[ScanResult]) -> Verdict:
+@dataclass(frozen=True)
+class EngineSet:
+    """The engines of one scan and what they scan with, for the verdict's record."""
+
+    engines: Sequence[Scanner]
+    # Engine name -> version ("clamav": "ClamAV 1.4.6", "yara": "4.5.2").
+    versions: Mapping[str, str] = field(default_factory=dict)
+    # The definitions set scanned with (domain.definitions.DefinitionsManifest.summary()), and
+    # its id; None when only the rules shipped with the code were used.
+    definitions: Mapping[str, Any] | None = None
+    definitions_version: str | None = None
+
+    @classmethod
+    def of(cls, engines: Sequence[Scanner]) -> EngineSet:
+        return cls(engines, {e.name: str(getattr(e, "version", "")) for e in engines})
+
+
+# The engines for one scan. `newest`: look for newer definitions first, whatever the refresh
+# interval (a rescan is asked for because definitions changed: it must scan with the newest).
+type EngineSource = Callable[[bool], EngineSet]
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    verdict: ScanVerdict
+    results: tuple[ScanResult, ...] = ()
+    engines: EngineSet | None = None
+    # Why an UNSCANNABLE file could not be vouched for.
+    reason: str | None = None
+
+    @property
+    def signatures(self) -> list[str]:
+        return sorted({s for r in self.results for s in r.signatures})
+
+    def result_data(self) -> dict[str, Any]:
+        """The scan job's result_data: the verdict and its evidence."""
+        engines = self.engines
+        return {
+            "verdict": self.verdict.value,
+            "engines": {
+                r.engine: {
+                    "version": "" if engines is None else engines.versions.get(r.engine, ""),
+                    "verdict": r.verdict.value,
+                    "infected": r.infected,
+                    "signatures": r.signatures,
+                    "scanned_files": r.scanned_files,
+                    "errors": r.errors,
+                    "refusals": r.refusals,
+                }
+                for r in self.results
+            },
+            "definitions": None if engines is None else _plain(engines.definitions),
+            "definitions_version": None if engines is None else engines.definitions_version,
+            "signatures": self.signatures,
+            "scanned_files": max((r.scanned_files for r in self.results), default=0),
+            "unscannable_reason": self.reason,
+        }
+
+
+def combine(results: Sequence[ScanResult]) -> ScanVerdict:
+    """INFECTED, UNSCANNABLE or CLEAN; raises TransientError when an engine failed and nothing
+    was found (another attempt may get through)."""
     if any(r.infected for r in results):
-        return Verdict.INFECTED
-    if any(r.errors or r.refusals for r in results):
-        return Verdict.ERROR
-    return Verdict.CLEAN
-
-
-def default_engines(signature_dir: Path, clamscan: str | None = "clamscan") -> list[Scanner]:
-    """YARA (shipped rules plus the synced `.yar` files), and ClamAV over the synced databases."""
-    engines: list[Scanner] = [YaraScanner.with_rules_in(signature_dir)]
-    if clamscan:
-        engines.append(ClamAvScanner(signature_dir, clamscan))
-    return engines
+        return ScanVerdict.INFECTED
+    errors = [f"{r.engine}: {m}" for r in results for m in r.errors]
+    if errors:
+        raise TransientError("a scan engine failed: " + "; ".join(errors))
+    if any(r.refusals for r in results):
+        return ScanVerdict.UNSCANNABLE
+    return ScanVerdict.CLEAN
 
 
 class VirusScanProcessor:
+    """Downloads the job's version into its workspace and runs every engine over it."""
+
     def __init__(
         self,
         s3: S3Client,
-        engines: Sequence[Scanner],
-        quarantine_bucket: str,
+        engines: EngineSource | Sequence[Scanner],
         *,
-        max_bytes: int | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
-        if not engines:
-            raise ValueError("a virus scan needs at least one engine")
         self._s3 = s3
-        self._engines = list(engines)
-        self._quarantine_bucket = quarantine_bucket
+        self._engines = engines if callable(engines) else _fixed(EngineSet.of(engines))
         self._max_bytes = max_bytes
 
     def __call__(self, work: Work) -> dict[str, Any]:
+        """The Processor protocol: the scan's report as the job's result_data."""
+        return self.scan(work).result_data()
+
+    def scan(self, work: Work) -> ScanReport:
         job = work.job
-        location = ObjectLocation.of(job)
-        target = quarantine_key(job.tenant, job.file_id, location.key)
-        path = work.workspace / _local_name(location.key)
+        declared = int((job.input_data or {}).get("size") or 0)
+        if declared > self._max_bytes:
+            # Not even downloaded: it would not fit the limits of the engines (or /tmp).
+            return ScanReport(ScanVerdict.UNSCANNABLE, reason=self._too_large(declared))
+        # Fails closed (TransientError) without usable definitions.
+        engines = self._engines(bool((job.input_data or {}).get("rescan")))
+        path = work.workspace / _local_name(str((job.input_data or {}).get("key", "")))
         try:
             ObjectSource(self._s3).download(job, path, work.should_stop, max_bytes=self._max_bytes)
-        except ClientError as error:
-            if _code(error) in _GONE and (earlier := self._quarantined(location, target)):
-                return earlier  # an earlier attempt quarantined it, then died
-            raise
+        except ObjectTooLargeError:  # larger than its record said (S3 sizes do not lie: a bug)
+            return ScanReport(ScanVerdict.UNSCANNABLE, reason=self._too_large(None))
         results: list[ScanResult] = []
-        for engine in self._engines:
+        for engine in engines.engines:
             if work.should_stop():
                 raise StopRequested
             results.append(engine.scan(path))
         verdict = combine(results)
-        if verdict is Verdict.ERROR:
-            raise _failure(results)
-        self._tag(location, verdict)
-        quarantined = (
-            self._quarantine(location, target, results) if verdict is Verdict.INFECTED else None
-        )
-        return _result(verdict, results, quarantined)
+        reason = _refusals(results) if verdict is ScanVerdict.UNSCANNABLE else None
+        return ScanReport(verdict, tuple(results), engines, reason)
 
-    def _tag(self, location: ObjectLocation, verdict: Verdict) -> None:
-        """Sets scan-status on exactly this version, keeping the tags it already has."""
-        current = self._s3.get_object_tagging(**location.request())["TagSet"]
-        tags = [t for t in current if t["Key"] != SCAN_STATUS_TAG]
-        tags.append({"Key": SCAN_STATUS_TAG, "Value": verdict.value})
-        self._s3.put_object_tagging(**location.request(), Tagging={"TagSet": tags})
+    def _too_large(self, size: int | None) -> str:
+        actual = "more" if size is None else f"{size}"
+        return f"the file is {actual} bytes; the scan reads at most {self._max_bytes}"
 
-    def _quarantine(self, location: ObjectLocation, target: str, results: list[ScanResult]) -> str:
-        source: dict[str, str] = {"Bucket": location.bucket, "Key": location.key}
-        if location.version_id:
-            source["VersionId"] = location.version_id
-        self._s3.copy_object(
-            Bucket=self._quarantine_bucket,
-            Key=target,
-            CopySource=source,  # type: ignore[arg-type]  # the stubs' CopySourceTypeDef
-            MetadataDirective="REPLACE",
-            Metadata={
-                "source-bucket": location.bucket,
-                "source-key": location.key,
-                "source-version": location.version_id or "",
-                # S3 metadata is ASCII and small: the full list is in the job's result.
-                "signatures": ",".join(_signatures(results))[:1024],
-            },
-            TaggingDirective="REPLACE",
-            Tagging=f"{SCAN_STATUS_TAG}={Verdict.INFECTED.value}",
-        )
-        self._s3.delete_object(**location.request())
-        return target
 
-    def _quarantined(self, location: ObjectLocation, target: str) -> dict[str, Any] | None:
-        """The result of an earlier attempt that quarantined this very version, if any."""
-        try:
-            head = self._s3.head_object(Bucket=self._quarantine_bucket, Key=target)
-        except ClientError as error:
-            if _code(error) in _GONE:
-                return None
-            raise
-        metadata = head.get("Metadata", {})
-        if metadata.get("source-version", "") != (location.version_id or ""):
-            return None
-        signatures = [s for s in metadata.get("signatures", "").split(",") if s]
-        return {
-            "verdict": Verdict.INFECTED.value,
-            "engines": {},
-            "signatures": signatures,
-            "scanned_files": 0,
-            "quarantine_key": target,
-            "recovered": True,
-        }
+def _fixed(engines: EngineSet) -> EngineSource:
+    if not engines.engines:
+        raise ValueError("a virus scan needs at least one engine")
+
+    def source(newest: bool) -> EngineSet:
+        return engines
+
+    return source
+
+
+def _refusals(results: Sequence[ScanResult]) -> str:
+    return "; ".join(f"{r.engine}: {m}" for r in results for m in r.refusals)
 
 
 def _local_name(key: str) -> str:
@@ -162,39 +181,5 @@ def _local_name(key: str) -> str:
     return name or "object"
 
 
-def _code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
-def _signatures(results: Sequence[ScanResult]) -> list[str]:
-    return sorted({s for r in results for s in r.signatures})
-
-
-def _failure(results: Sequence[ScanResult]) -> Exception:
-    refusals = [f"{r.engine}: {m}" for r in results for m in r.refusals]
-    errors = [f"{r.engine}: {m}" for r in results for m in r.errors]
-    if refusals:
-        return PermanentError("the file could not be scanned in full: " + "; ".join(refusals))
-    return TransientError("a scan engine failed: " + "; ".join(errors))
-
-
-def _result(
-    verdict: Verdict, results: Sequence[ScanResult], quarantined: str | None
-) -> dict[str, Any]:
-    return {
-        "verdict": verdict.value,
-        "engines": {
-            r.engine: {
-                "verdict": r.verdict.value,
-                "infected": r.infected,
-                "signatures": r.signatures,
-                "scanned_files": r.scanned_files,
-                "errors": r.errors,
-                "refusals": r.refusals,
-            }
-            for r in results
-        },
-        "signatures": _signatures(results),
-        "scanned_files": max((r.scanned_files for r in results), default=0),
-        "quarantine_key": quarantined,
-    }
+def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)

@@ -1,0 +1,260 @@
+"""The virus scan's S3 side: the verdict as a tag on the version, the quarantine of an infected
+version, and the withdrawal of a quarantined file's derived outputs.
+
+A quarantine is a resumable sequence of idempotent steps, so an attempt that dies anywhere is
+finished by the next one without a second copy:
+
+1. tag the infected version `scan-status=INFECTED` (a reader that honours tags stops at once);
+2. copy it to the quarantine bucket (one CopyObject up to 5 GiB, a multipart copy above),
+   unless a copy of this very version is there already (its metadata names the file and the
+   source version);
+3. delete the infected version from the uploads bucket by its version id, so no version of it,
+   current or noncurrent, is left. A version recorded without an id (an object written before
+   the bucket was versioned, S3's "null" version) is found by its ETag.
+
+Nothing taken from the upload's key goes into object metadata: S3 metadata is ASCII and at most
+2 KB, and a key is any UTF-8 up to 1,024 bytes (a name in Cyrillic, a space, a '+'). The copy's
+metadata holds ids and a digest of the source key; the key itself is on the file's record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from filejobs.domain import keys
+from filejobs.domain.retry import is_missing_object
+from filejobs.processors.source import ObjectLocation
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
+
+SCAN_STATUS_TAG = "scan-status"
+GiB = 1024**3
+# CopyObject copies at most 5 GiB; a larger object is copied in parts (UploadPartCopy).
+COPY_OBJECT_LIMIT = 5 * GiB
+# Parts of a multipart copy: S3 allows 10,000, each 5 MiB to 5 GiB.
+COPY_PART_SIZE = 512 * 1024 * 1024
+MAX_PARTS = 10_000
+# DeleteObjects takes at most 1,000 keys per request.
+_DELETE_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """Where the infected version went, and what this attempt did (for the job's result)."""
+
+    key: str
+    copied: bool  # False: an earlier attempt's copy was found and kept
+    deleted_versions: tuple[str, ...]
+
+
+class S3VerdictStore:
+    """The verdict's marks in S3: tags, the quarantine copy, derived outputs withdrawn."""
+
+    def __init__(
+        self,
+        s3: S3Client,
+        quarantine_bucket: str,
+        outputs_bucket: str | None = None,
+        *,
+        copy_object_limit: int = COPY_OBJECT_LIMIT,
+        copy_part_size: int = COPY_PART_SIZE,
+    ) -> None:
+        self._s3 = s3
+        self._quarantine = quarantine_bucket
+        self._outputs = outputs_bucket
+        self._copy_object_limit = copy_object_limit
+        self._copy_part_size = copy_part_size
+
+    # --- tags ---------------------------------------------------------------------------------
+
+    def tag(self, location: ObjectLocation, verdict: str) -> bool:
+        """Sets scan-status on exactly this version, keeping its other tags. False when the
+        version is gone (quarantined or deleted meanwhile)."""
+        try:
+            current = self._s3.get_object_tagging(**location.request())["TagSet"]
+            tags = [t for t in current if t["Key"] != SCAN_STATUS_TAG]
+            tags.append({"Key": SCAN_STATUS_TAG, "Value": verdict})
+            self._s3.put_object_tagging(**location.request(), Tagging={"TagSet": tags})
+        except ClientError as error:
+            if is_missing_object(error):
+                return False
+            raise
+        return True
+
+    # --- quarantine ---------------------------------------------------------------------------
+
+    def quarantine(
+        self, location: ObjectLocation, *, tenant: str, file_id: str, etag: str, size: int
+    ) -> Quarantined:
+        """Moves the infected version to the quarantine bucket (steps 1-3 above)."""
+        target = keys.quarantine_key(tenant, file_id, location.key)
+        versions = self._infected_versions(location, etag)
+        copied = False
+        for number, version in enumerate(versions):
+            exact = ObjectLocation(location.bucket, location.key, version)
+            self.tag(exact, "INFECTED")
+            if number == 0 and not self._has_copy(target, file_id, location):
+                # The copy names the version as the file's record has it (None: none recorded).
+                copied = self._copy(exact, target, file_id=file_id, size=size, recorded=location)
+        for version in versions:
+            # Deleting a version that is not there (any more) succeeds: the step is idempotent.
+            self._s3.delete_object(Bucket=location.bucket, Key=location.key, VersionId=version)
+        return Quarantined(target, copied, tuple(versions))
+
+    def _infected_versions(self, location: ObjectLocation, etag: str) -> list[str]:
+        """The version ids to move: the recorded one, or for a file recorded with no version
+        id (an object from before versioning) those of the key's versions with its content;
+        copying or deleting without an id would act on whatever version is current."""
+        if location.version_id:
+            return [location.version_id]
+        return self._versions_of(location, etag)
+
+    def _has_copy(self, target: str, file_id: str, location: ObjectLocation) -> bool:
+        try:
+            head = self._s3.head_object(Bucket=self._quarantine, Key=target)
+        except ClientError as error:
+            if is_missing_object(error):
+                return False
+            raise
+        metadata = head.get("Metadata", {})
+        return metadata.get("file-id") == file_id and metadata.get("source-version", "") == (
+            location.version_id or ""
+        )
+
+    def _copy(
+        self,
+        location: ObjectLocation,
+        target: str,
+        *,
+        file_id: str,
+        size: int,
+        recorded: ObjectLocation,
+    ) -> bool:
+        """Copies the version; False when it is already gone (an earlier attempt deleted it
+        after its copy, which `_has_copy` did not recognise: nothing is left to copy)."""
+        request: dict[str, Any] = {
+            "Bucket": self._quarantine,
+            "Key": target,
+            "Metadata": self._metadata(recorded, file_id),
+            "ContentType": "application/octet-stream",  # never served as what it claims to be
+            "Tagging": f"{SCAN_STATUS_TAG}=INFECTED",
+        }
+        source = _copy_source(location)
+        try:
+            if size <= self._copy_object_limit:
+                self._s3.copy_object(
+                    **request,
+                    CopySource=source,  # type: ignore[arg-type]  # the stubs' CopySourceTypeDef
+                    MetadataDirective="REPLACE",
+                    TaggingDirective="REPLACE",
+                )
+            else:
+                self._copy_in_parts(request, source, size)
+        except ClientError as error:
+            if is_missing_object(error):
+                return False
+            raise
+        return True
+
+    def _copy_in_parts(self, request: dict[str, Any], source: dict[str, str], size: int) -> None:
+        upload_id = self._s3.create_multipart_upload(**request)["UploadId"]
+        target = {"Bucket": request["Bucket"], "Key": request["Key"], "UploadId": upload_id}
+        try:
+            parts: list[CompletedPartTypeDef] = []
+            for number, first, last in _part_ranges(size, self._copy_part_size):
+                copied = self._s3.upload_part_copy(
+                    **target,
+                    PartNumber=number,
+                    CopySource=source,  # type: ignore[arg-type]
+                    CopySourceRange=f"bytes={first}-{last}",
+                )
+                parts.append({"ETag": copied["CopyPartResult"]["ETag"], "PartNumber": number})
+            self._s3.complete_multipart_upload(**target, MultipartUpload={"Parts": parts})
+        except BaseException as error:
+            try:
+                self._s3.abort_multipart_upload(**target)
+            except Exception as abort_error:  # the original failure is what matters
+                error.add_note(f"aborting multipart copy {upload_id} failed: {abort_error}")
+            raise
+
+    def _versions_of(self, location: ObjectLocation, etag: str) -> list[str]:
+        """The ids of the key's versions with this content: for a file recorded with no version
+        id, deleting without one would only add a delete marker over the infected bytes."""
+        wanted = etag.strip('"')
+        pages = self._s3.get_paginator("list_object_versions").paginate(
+            Bucket=location.bucket, Prefix=location.key
+        )
+        return [
+            str(version["VersionId"])
+            for page in pages
+            for version in page.get("Versions", [])
+            if version["Key"] == location.key and version["ETag"].strip('"') == wanted
+        ]
+
+    @staticmethod
+    def _metadata(location: ObjectLocation, file_id: str) -> dict[str, str]:
+        return {
+            "file-id": file_id,
+            "source-bucket": location.bucket,
+            "source-version": location.version_id or "",
+            # The key is on the file's record; its digest ties the copy to it (ASCII, 64 bytes).
+            "source-key-sha256": hashlib.sha256(location.key.encode()).hexdigest(),
+        }
+
+    # --- derived outputs ----------------------------------------------------------------------
+
+    def withdraw_outputs(self, tenant: str, file_id: str) -> int:
+        """Deletes every derived file of the file (thumbnails, previews, compressed copies):
+        nothing made from infected bytes stays downloadable. Returns how many were deleted."""
+        if self._outputs is None:
+            return 0
+        deleted = 0
+        for batch in _batches(self._derived_keys(tenant, file_id), _DELETE_BATCH):
+            self._s3.delete_objects(
+                Bucket=self._outputs,
+                Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True},
+            )
+            deleted += len(batch)
+        return deleted
+
+    def _derived_keys(self, tenant: str, file_id: str) -> Iterator[str]:
+        assert self._outputs is not None
+        pages = self._s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self._outputs, Prefix=keys.derived_prefix(tenant, file_id)
+        )
+        for page in pages:
+            for item in page.get("Contents", []):
+                yield item["Key"]
+
+
+def _copy_source(location: ObjectLocation) -> dict[str, str]:
+    # botocore URL-encodes a dict CopySource itself: any key S3 accepts is copied as it is.
+    source = {"Bucket": location.bucket, "Key": location.key}
+    if location.version_id:
+        source["VersionId"] = location.version_id
+    return source
+
+
+def _part_ranges(size: int, part_size: int) -> Iterator[tuple[int, int, int]]:
+    """(part number, first byte, last byte) of each part, enlarged to stay within 10,000 parts."""
+    part = max(part_size, -(-size // MAX_PARTS))
+    for number, first in enumerate(range(0, size, part), start=1):
+        yield number, first, min(first + part, size) - 1
+
+
+def _batches(items: Iterator[str], size: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,165 @@
+"""The virus scan, as a use case: scan, record the verdict, then act on it.
+
+The virus_scan worker's processor. One attempt:
+
+1. reads the file's record. A file already INFECTED (an earlier attempt, or a concurrent scan,
+   recorded it and then died) goes straight to step 4: the quarantine is finished, not redone;
+2. scans (processors/scan/processor.py). Without usable definitions the scan fails closed: a
+   TransientError, retried later; never a CLEAN from fewer engines than configured;
+3. records the verdict and its evidence on the file, in one conditional write, *before* anything
+   is done about it: whatever happens next, the verdict is known and no decoder is let in;
+4. acts: CLEAN tags the version and sends the file's waiting jobs; INFECTED moves the version to
+   the quarantine bucket (tag, copy, delete: adapters/quarantine.py), marks the file quarantined
+   (its `File Quarantined` event comes from that write), cancels the file's other jobs and
+   withdraws every derived output made from it (a rescan can find what the first scan did not);
+   UNSCANNABLE tags the version and holds or sends the waiting jobs as the policy says.
+
+Each step is idempotent, so a crash anywhere is finished by the job's next attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+from filejobs.adapters.quarantine import Quarantined
+from filejobs.data.file_repository import FileRepository
+from filejobs.domain.file import ScanRecord, ScanStatus, StoredFile
+from filejobs.domain.job import ProcessingJob
+from filejobs.domain.retry import PermanentError
+from filejobs.domain.scanning import SCANNER
+from filejobs.domain.time import utcnow
+from filejobs.processors.base import Processor, Work
+from filejobs.processors.scan.processor import ScanVerdict
+from filejobs.processors.source import ObjectLocation
+from filejobs.services.scan_gate import ScanGate
+
+_STATUS = {
+    ScanVerdict.CLEAN: ScanStatus.CLEAN,
+    ScanVerdict.INFECTED: ScanStatus.INFECTED,
+    ScanVerdict.UNSCANNABLE: ScanStatus.UNSCANNABLE,
+}
+
+
+class VerdictMarks(Protocol):
+    """What a verdict does in S3 (adapters/quarantine.py S3VerdictStore)."""
+
+    def tag(self, location: ObjectLocation, verdict: str) -> bool: ...
+
+    def quarantine(
+        self, location: ObjectLocation, *, tenant: str, file_id: str, etag: str, size: int
+    ) -> Quarantined: ...
+
+    def withdraw_outputs(self, tenant: str, file_id: str) -> int: ...
+
+
+class VirusScan:
+    def __init__(
+        self,
+        scanner: Processor,
+        files: FileRepository,
+        marks: VerdictMarks,
+        gate: ScanGate,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._scanner, self._files, self._marks, self._gate = scanner, files, marks, gate
+        self._clock = clock
+
+    def __call__(self, work: Work) -> dict[str, Any]:
+        job = work.job
+        stored = self._files.get(job.file_id)
+        if stored is None:
+            raise PermanentError(f"file {job.file_id} of the scan is not recorded")
+        if stored.scan_status is ScanStatus.INFECTED:
+            resumed = {**_recorded_result(stored), "rescan": _is_rescan(job)}
+            return self._quarantine(stored, resumed, resumed=True)
+        result = {**self._scanner(work), "rescan": _is_rescan(job)}
+        record = self._record(job, result)
+        after = self._files.record_scan(job.file_id, record, by=SCANNER)
+        if after is None:
+            raise PermanentError(f"file {job.file_id} of the scan is not recorded")
+        recorded = after.scan_status
+        if recorded is not record.verdict:
+            # The file already had a verdict this one may not replace (infected is final; an
+            # unscannable rescan leaves a clean verdict standing): that one is acted on.
+            result["recorded_verdict"] = None if recorded is None else recorded.value
+        return self._act(after, result)
+
+    def _record(self, job: ProcessingJob, result: dict[str, Any]) -> ScanRecord:
+        """The verdict's record, from the scan's result (processors/scan ScanReport)."""
+        try:
+            verdict = _STATUS[ScanVerdict(result["verdict"])]
+        except (KeyError, ValueError):
+            raise PermanentError(f"the scan gave no verdict: {str(result)[:200]}") from None
+        engines = result.get("engines") or {}
+        return ScanRecord(
+            verdict=verdict,
+            scanned_at=self._clock(),
+            job_id=job.id,
+            engines={str(n): str(e.get("version") or "") for n, e in engines.items()},
+            definitions_version=result.get("definitions_version"),
+            signatures=tuple(str(s) for s in result.get("signatures") or ()),
+            reason=result.get("unscannable_reason"),
+        )
+
+    def _act(self, stored: StoredFile, result: dict[str, Any]) -> dict[str, Any]:
+        if stored.scan_status is ScanStatus.INFECTED:
+            return self._quarantine(stored, result, resumed=False)
+        verdict = ScanVerdict.CLEAN if stored.scan_status is ScanStatus.CLEAN else None
+        if stored.scan_status is ScanStatus.UNSCANNABLE:
+            verdict = ScanVerdict.UNSCANNABLE
+        if verdict is not None:
+            self._marks.tag(_location(stored), verdict.value)
+        self._gate.settle(stored.id, stored)
+        return {**result, "quarantine_key": None}
+
+    def _quarantine(
+        self, stored: StoredFile, result: dict[str, Any], *, resumed: bool
+    ) -> dict[str, Any]:
+        moved = self._marks.quarantine(
+            _location(stored),
+            tenant=stored.tenant,
+            file_id=stored.id,
+            etag=stored.etag,
+            size=stored.size,
+        )
+        reason = ", ".join(stored.scan.signatures) if stored.scan else ""
+        after = self._files.quarantine(
+            stored.id, reason=reason or "infected", at=self._clock(), by=SCANNER
+        )
+        self._gate.settle(stored.id, after or stored)
+        withdrawn = self._marks.withdraw_outputs(stored.tenant, stored.id)
+        return {
+            **result,
+            "quarantine_key": moved.key,
+            "quarantine": {
+                "copied": moved.copied,
+                "deleted_versions": list(moved.deleted_versions),
+                "outputs_withdrawn": withdrawn,
+                "resumed": resumed,
+            },
+        }
+
+
+def _location(stored: StoredFile) -> ObjectLocation:
+    return ObjectLocation(stored.bucket, stored.key, stored.version_id)
+
+
+def _is_rescan(job: ProcessingJob) -> bool:
+    return bool((job.input_data or {}).get("rescan"))
+
+
+def _recorded_result(stored: StoredFile) -> dict[str, Any]:
+    """The result of the attempt that recorded the infection, rebuilt from the file's record."""
+    record = stored.scan
+    return {
+        "verdict": ScanVerdict.INFECTED.value,
+        "engines": {} if record is None else {n: {"version": v} for n, v in record.engines.items()},
+        "definitions": None,
+        "definitions_version": None if record is None else record.definitions_version,
+        "signatures": [] if record is None else list(record.signatures),
+        "scanned_files": 0,
+        "unscannable_reason": None,
+        "recorded_at": None if record is None else record.scanned_at.isoformat(),
+    }
