@@ -169,6 +169,9 @@ def test_a_tenant_rescans_only_its_own_and_an_operator_names_the_tenant(api: Api
     assert status == 200 and page["tenant"] == "acme"
     assert rescan_page(api, {"tenant": "globex"}, key="k", who=ACME)[0] == 404
     assert rescan_page(api, {}, key="k", who=OPERATOR)[0] == 422
+    # a field given as null is refused, not taken for absent
+    assert rescan_page(api, {"tenant": None}, key="k", who=ACME)[0] == 422
+    assert rescan_page(api, {"next_token": None}, key="k", who=ACME)[0] == 422
     # a token from another operation (another key) does not continue this one
     status, page = rescan_page(api, {"tenant": "acme", "next_token": "e30"}, key="k2", who=ACME)
     assert status == 400

@@ -236,6 +236,22 @@ def test_a_worker_whose_lease_was_recovered_cannot_write_its_outcome(
     assert job.attempts[1].outcome is AttemptOutcome.LEASE_EXPIRED
 
 
+def test_a_lease_lost_on_the_last_attempt_fails_the_job_and_says_the_worker_vanished(
+    job: ProcessingJob, clock: FakeClock
+) -> None:
+    # Given a job on its last attempt (its retries spent) whose worker goes silent
+    job.retry_count = job.max_retries
+    start(job, clock.now)
+    later = clock.advance(LEASE + timedelta(seconds=1))
+    # When the sweep recovers it
+    job.apply(transitions.recover_lease(job, now=later, retry_at=None, retention=KEEP))
+    # Then the job fails for good, and its attempt's history says the worker vanished (the
+    # chaos audit finds a crashed attempt recovered by this, whether or not retries were left)
+    assert job.status is JobStatus.FAILED
+    assert job.attempts[job.attempt].outcome is AttemptOutcome.LEASE_EXPIRED
+    assert "no retries left" in (job.error_message or "")
+
+
 def test_a_lease_is_not_recovered_before_it_expires(job: ProcessingJob, clock: FakeClock) -> None:
     start(job, clock.now)
     early = clock.now + LEASE - timedelta(seconds=1)

@@ -284,6 +284,9 @@ def recover_lease(
             lease_expired_by=now,
         ),
         retry_outcome=AttemptOutcome.LEASE_EXPIRED,
+        # The attempt ended because its worker vanished, retry or not: the job's status says
+        # whether it goes on.
+        final_outcome=AttemptOutcome.LEASE_EXPIRED,
     )
 
 
@@ -472,6 +475,7 @@ def _end_attempt(
     by: str,
     guard: Guard,
     retry_outcome: AttemptOutcome,
+    final_outcome: AttemptOutcome = AttemptOutcome.FAILED,
 ) -> Transition:
     message = _truncate(error)
     if retry_at is not None and job.can_retry():
@@ -510,7 +514,7 @@ def _end_attempt(
                 "expires_at": epoch_seconds(now + retention),
             },
             remove=frozenset({"lease_expires_at", "sweep_at"}),
-            record_attempt=_attempt_record(job, now, AttemptOutcome.FAILED, message),
+            record_attempt=_attempt_record(job, now, final_outcome, message),
         ),
     )
 

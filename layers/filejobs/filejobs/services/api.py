@@ -546,8 +546,8 @@ def _checked_reason(reason: object) -> str:
 def _rescan_request(body: str | None) -> dict[str, Any]:
     """The body of POST /rescans: {"tenant"?, "prefix"?, "reason"?, "dry_run"?, "next_token"?}."""
     data = _optional_object(body, {"tenant", "prefix", "reason", "dry_run", "next_token"})
-    tenant = data.get("tenant")
-    if tenant is not None and (not isinstance(tenant, str) or not is_tenant(tenant)):
+    # A field that is there must be of its kind: null is not "absent".
+    if "tenant" in data and (not isinstance(data["tenant"], str) or not is_tenant(data["tenant"])):
         raise UnprocessableError("tenant must be a tenant name")
     prefix = data.get("prefix", "")
     if (
@@ -560,8 +560,7 @@ def _rescan_request(body: str | None) -> dict[str, Any]:
         _checked_reason(data["reason"])
     if not isinstance(data.get("dry_run", False), bool):
         raise UnprocessableError("dry_run must be true or false")
-    token = data.get("next_token")
-    if token is not None and not isinstance(token, str):
+    if "next_token" in data and not isinstance(data["next_token"], str):
         raise UnprocessableError("next_token must be the previous answer's next_token")
     return data
 

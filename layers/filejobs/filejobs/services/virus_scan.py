@@ -42,6 +42,10 @@ _STATUS = {
 }
 
 
+# The verdicts a version keeps a tag of where it is (an infected one leaves the bucket).
+_TAGS = {ScanStatus.CLEAN: ScanVerdict.CLEAN, ScanStatus.UNSCANNABLE: ScanVerdict.UNSCANNABLE}
+
+
 class VerdictMarks(Protocol):
     """What a verdict does in S3 (adapters/quarantine.py S3VerdictStore)."""
 
@@ -106,11 +110,9 @@ class VirusScan:
     def _act(self, stored: StoredFile, result: dict[str, Any]) -> dict[str, Any]:
         if stored.scan_status is ScanStatus.INFECTED:
             return self._quarantine(stored, result, resumed=False)
-        verdict = ScanVerdict.CLEAN if stored.scan_status is ScanStatus.CLEAN else None
-        if stored.scan_status is ScanStatus.UNSCANNABLE:
-            verdict = ScanVerdict.UNSCANNABLE
-        if verdict is not None:
-            self._marks.tag(_location(stored), verdict.value)
+        tag = _TAGS.get(stored.scan_status) if stored.scan_status else None
+        if tag is not None:
+            self._marks.tag(_location(stored), tag.value)
         self._gate.settle(stored.id, stored)
         return {**result, "quarantine_key": None}
 
