@@ -301,23 +301,44 @@ def main() -> int:
     return report(phases, lines, prices, jobs_table, arguments.json)
 
 
-def idle_month(lines: list[dict[str, Any]], prices: Prices) -> tuple[float, float]:
-    """$ a month with no traffic at all: the sweep on its schedule (its runs as measured here),
-    and Lambda's pollers long-polling every SQS source (five per source, a 20-second poll each:
-    AWS's documented starting concurrency), which SQS bills as requests."""
-    sweep = tally(lines).get("sweep", Usage())
-    runs = max(sweep.invocations, 1)
-    per_run = sum(dollars(sweep, prices, 1 / runs).values())
-    functions = function_definitions(load_template(ROOT / "template.yaml"))
-    rate = next(
-        rate_seconds(str(properties["ScheduleExpression"]))
-        for spec in functions.values()
-        for kind, properties in spec.events
-        if kind in ("Schedule", "ScheduleV2")
-    )
+# The template's scheduled functions and the tally group each one's lines go to.
+SCHEDULED = {
+    "SweepFunction": "sweep",
+    "DefinitionsUpdater": "definitions",
+    "RescanPolicy": "rescan_policy",
+}
+
+
+def idle_month(lines: list[dict[str, Any]], prices: Prices) -> tuple[dict[str, float], float]:
+    """$ a month with no traffic at all: each scheduled function at its template rate, each run
+    priced as its runs were measured here, and Lambda's pollers long-polling every SQS source
+    (five per source, a 20-second poll each: AWS's documented starting concurrency), which SQS
+    bills as requests. The definitions updater's runs here fetch the local mirror's few
+    signatures: on AWS each also reads the official database from S3 (minutes of GB-s a day)."""
+    usage = tally(lines)
+    template = load_template(ROOT / "template.yaml")
+    functions = function_definitions(template)
+    parameters = {k: str(v.get("Default", "")) for k, v in template.get("Parameters", {}).items()}
+    scheduled = {}
+    for function, group in SCHEDULED.items():
+        measured = usage.get(group, Usage())
+        per_run = sum(dollars(measured, prices, 1 / max(measured.invocations, 1)).values())
+        rate = next(
+            rate_seconds(_parameter(properties["ScheduleExpression"], parameters))
+            for kind, properties in functions[function].events
+            if kind in ("Schedule", "ScheduleV2")
+        )
+        scheduled[group] = per_run * MONTH_SECONDS / rate
     sources = sum(kind == "SQS" for spec in functions.values() for kind, _ in spec.events)
     polls = sources * 5 * (MONTH_SECONDS / 20)
-    return per_run * MONTH_SECONDS / rate, polls * prices.sqs_request
+    return scheduled, polls * prices.sqs_request
+
+
+def _parameter(value: Any, parameters: dict[str, str]) -> str:
+    """A template value that may be a parameter's (`!Ref DefinitionsUpdateSchedule`)."""
+    if isinstance(value, dict) and "Ref" in value:
+        return parameters[str(value["Ref"])]
+    return str(value)
 
 
 def report(
@@ -362,10 +383,11 @@ def report(
     print("\n".join(costs))
     print(f"$ per 1M files of this mix: {per_million_files:.2f}")
     requests, reads, own = figures["happy"].values()
-    sweeps, polling = idle_month(lines, prices)
+    scheduled, polling = idle_month(lines, prices)
+    runs = ", ".join(f"{group} ${cost:,.2f}" for group, cost in scheduled.items())
     idle = (
-        f"With no traffic at all, a month costs ${sweeps + polling:,.2f}: the sweep's runs"
-        f" ${sweeps:,.2f}, Lambda's SQS pollers ${polling:,.2f}."
+        f"With no traffic at all, a month costs ${sum(scheduled.values()) + polling:,.2f}: the"
+        f" scheduled runs ({runs}), Lambda's SQS pollers ${polling:,.2f}."
     )
     print(idle)
     print(f"dynamodb requests per job (happy path): {requests:.2f}")
@@ -396,7 +418,7 @@ def report(
             "figures": {
                 **figures,
                 "dollars_per_million_files": per_million_files,
-                "idle_dollars_per_month": {"sweep": sweeps, "sqs_polling": polling},
+                "idle_dollars_per_month": {**scheduled, "sqs_polling": polling},
             },
             "markdown": markdown,
             "targets": targets,

@@ -37,6 +37,7 @@ from filejobs.services.api import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     ApiError,
+    Requested,
     StatusApi,
     UnauthorizedError,
 )
@@ -81,6 +82,19 @@ def params() -> dict[str, str]:
 def _error(status: int, code: str, message: str) -> Response[str]:
     body = json.dumps({"error": {"code": code, "message": message}})
     return Response(status_code=status, content_type="application/json", body=body)
+
+
+def _requested(requested: Requested) -> Response[str]:
+    """201 with the new job, or 200 with the job an earlier request of the same key made."""
+    return Response(
+        status_code=200 if requested.replayed else 201,
+        content_type="application/json",
+        body=json.dumps(requested.view),
+        headers={
+            "Idempotency-Key": requested.idempotency_key,
+            "Idempotent-Replayed": "true" if requested.replayed else "false",
+        },
+    )
 
 
 def _about(key: str, value: str) -> None:
@@ -212,6 +226,17 @@ _IDEMPOTENCY_HEADER = {
     ),
     "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"},
 }
+# The answer of a request made once per Idempotency-Key: which key, and whether it replayed.
+_REPLAY_HEADERS = {
+    "Idempotency-Key": {
+        "description": "The key the job was made under (generated when none was sent)",
+        "schema": {"type": "string"},
+    },
+    "Idempotent-Replayed": {
+        "description": "true when the answer is an earlier request's job",
+        "schema": {"type": "string", "enum": ["true", "false"]},
+    },
+}
 _JOB_REQUEST_BODY = {
     "required": True,
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobRequest"}}},
@@ -289,16 +314,7 @@ def jobs_of_file(file_id: str) -> dict[str, Any]:
         "send fails). A parsing job on a file not yet scanned waits for a clean verdict.",
         ok=(201, "The new job", "Job"),
         extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
-        ok_headers={
-            "Idempotency-Key": {
-                "description": "The key the job was made under (generated when none was sent)",
-                "schema": {"type": "string"},
-            },
-            "Idempotent-Replayed": {
-                "description": "true when the answer is an earlier request's job",
-                "schema": {"type": "string", "enum": ["true", "false"]},
-            },
-        },
+        ok_headers=_REPLAY_HEADERS,
         errors=(400, 401, 404, 409, 422),
         parameters=[_IDEMPOTENCY_HEADER],
         body=_JOB_REQUEST_BODY,
@@ -309,15 +325,7 @@ def request_job(file_id: str) -> Response[str]:
     event = app.current_event
     key = event.headers.get("Idempotency-Key")  # headers are case-insensitive
     requested = service().request_job(caller(), file_id, event.body, key)
-    return Response(
-        status_code=200 if requested.replayed else 201,
-        content_type="application/json",
-        body=json.dumps(requested.view),
-        headers={
-            "Idempotency-Key": requested.idempotency_key,
-            "Idempotent-Replayed": "true" if requested.replayed else "false",
-        },
-    )
+    return _requested(requested)
 
 
 @app.post(
@@ -330,16 +338,7 @@ def request_job(file_id: str) -> Response[str]:
         "answers 409.",
         ok=(201, "The rescan job", "Job"),
         extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
-        ok_headers={
-            "Idempotency-Key": {
-                "description": "The key the job was made under (generated when none was sent)",
-                "schema": {"type": "string"},
-            },
-            "Idempotent-Replayed": {
-                "description": "true when the answer is an earlier request's job",
-                "schema": {"type": "string", "enum": ["true", "false"]},
-            },
-        },
+        ok_headers=_REPLAY_HEADERS,
         errors=(400, 401, 404, 409, 422),
         parameters=[_IDEMPOTENCY_HEADER],
         body={
@@ -355,15 +354,7 @@ def rescan_file(file_id: str) -> Response[str]:
     event = app.current_event
     key = event.headers.get("Idempotency-Key")
     requested = service().rescan_file(caller(), file_id, event.body, key)
-    return Response(
-        status_code=200 if requested.replayed else 201,
-        content_type="application/json",
-        body=json.dumps(requested.view),
-        headers={
-            "Idempotency-Key": requested.idempotency_key,
-            "Idempotent-Replayed": "true" if requested.replayed else "false",
-        },
-    )
+    return _requested(requested)
 
 
 @app.post(

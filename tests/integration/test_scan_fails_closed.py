@@ -201,3 +201,17 @@ def test_yara_alone_is_a_choice_and_then_needs_no_clamav_definitions(tmp_path: P
     assert [e.name for e in found.engines] == ["yara"]
     assert found.definitions_version is None
     assert scan(current, tmp_path, EICAR) == {"yara": True}
+
+
+def test_a_set_whose_bytes_do_not_match_its_manifest_is_refused(
+    store: DefinitionsStore, tmp_path: Path
+) -> None:
+    publish(store, tmp_path, "20261201T110000Z")
+    # someone (or something) changed a file of the set after it was published
+    boto3.client("s3").put_object(
+        Bucket=store.bucket,
+        Key="signatures/sets/20261201T110000Z/clamav/local.hdb",
+        Body=b"44d88612fea8a8f36de82e1278abb02f:68:Tampered\n",
+    )
+    with pytest.raises(DefinitionsUnavailableError, match="could not be fetched whole"):
+        engines(store, tmp_path, Clock())()

@@ -14,7 +14,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,16 @@ CLAMD = shutil.which("clamd") or "/usr/sbin/clamd"
 pytestmark = pytest.mark.skipif(not Path(CLAMD).exists(), reason="clamd is not installed")
 
 
+class Clock:
+    """The worker's clock: the real time, plus what a test moves it on by (a retry's delay)."""
+
+    def __init__(self) -> None:
+        self.ahead = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return utcnow() + self.ahead
+
+
 class Sent:
     def __init__(self) -> None:
         self.jobs: list[str] = []
@@ -62,6 +72,7 @@ class Scanning:
     sent: Sent
     worker: WorkerService
     folder: Path
+    clock: Clock
 
     def upload(self, key: str, body: bytes) -> IngestPlan:
         """An upload, recorded as the ingest records it (the file and its jobs)."""
@@ -87,7 +98,7 @@ def scanning(tables: dict[str, str], media: MediaBench, tmp_path: Path) -> Itera
     # The default refresh (5 minutes): a rescan still sees a set published a moment before.
     settings = EngineSettings(use_clamav=True, clamd=CLAMD)
     engines = CurrentEngines(definitions, tmp_path / "cache", settings)
-    sent = Sent()
+    sent, clock = Sent(), Clock()
     gate = ScanGate(FileRepository(), JobRepository(), sent, retention=timedelta(days=1))
     marks = S3VerdictStore(media.s3, media.quarantine, media.outputs)
     use_case = VirusScan(VirusScanProcessor(media.s3, engines), FileRepository(), marks, gate)
@@ -101,8 +112,9 @@ def scanning(tables: dict[str, str], media: MediaBench, tmp_path: Path) -> Itera
         worker_id="virus-scan",
         outputs=S3Outputs(media.s3, media.outputs).for_job,
         gate=gate,
+        clock=clock,
     )
-    yield Scanning(media, sent, worker, tmp_path / "sets")
+    yield Scanning(media, sent, worker, tmp_path / "sets", clock)
     daemon = shared_daemon()
     if daemon is not None:
         daemon.stop()
@@ -158,6 +170,40 @@ def test_an_infected_upload_under_any_key_is_quarantined_leaving_no_version_behi
     for job in plan.jobs:
         if job.job_type in GATED_JOB_TYPES:
             assert stored_job(job.id).status is JobStatus.CANCELLED
+
+
+def test_an_attempt_that_died_after_moving_the_version_is_finished_by_the_next(
+    scanning: Scanning, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scanning.publish("20261201T100000Z", {"Test.EICAR": EICAR})
+    plan = scanning.upload("uploads/acme/virus.exe", EICAR)
+    # Given an attempt that recorded the infection, copied and deleted the version, then died
+    # before it marked the file quarantined
+    real = FileRepository.quarantine
+    monkeypatch.setattr(FileRepository, "quarantine", _dies)
+    assert scanning.run(scan_job(plan)) is Outcome.RETRYING
+    assert versions_left(scanning.media, plan.file.key) == []
+    stored = stored_file(plan)
+    assert (stored.status, stored.scan_status) == (FileStatus.ACTIVE, ScanStatus.INFECTED)
+    # When the next attempt (once its retry is due) finds the version gone
+    monkeypatch.setattr(FileRepository, "quarantine", real)
+    scanning.clock.ahead = timedelta(hours=1)
+    assert scanning.run(scan_job(plan)) is Outcome.COMPLETED
+    # Then it finished the quarantine (no second copy), reporting the recorded verdict
+    stored = stored_file(plan)
+    assert stored.status is FileStatus.QUARANTINED
+    result = stored_job(scan_job(plan).id).result_data or {}
+    assert result["quarantine"]["resumed"] is True and result["quarantine"]["copied"] is False
+    assert result["signatures"] == ["EICAR_Test_File", "Test.EICAR.UNOFFICIAL"]
+    target = keys.quarantine_key("acme", plan.file.id, plan.file.key)
+    listing = scanning.media.s3.list_object_versions(
+        Bucket=scanning.media.quarantine, Prefix=target
+    )
+    assert len(listing.get("Versions", [])) == 1
+
+
+def _dies(*_: Any, **__: Any) -> None:
+    raise ConnectionResetError("the worker lost DynamoDB right after the move")
 
 
 def test_a_clean_upload_is_tagged_and_its_waiting_jobs_are_sent(scanning: Scanning) -> None:

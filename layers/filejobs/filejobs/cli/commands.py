@@ -66,19 +66,7 @@ def register(
     def on_target(
         command: Command, check: Callable[[argparse.Namespace], None] | None = None
     ) -> Callable[[argparse.Namespace], int]:
-        def run(arguments: argparse.Namespace) -> int:
-            try:
-                if check is not None:
-                    check(arguments)  # usage errors first, before looking for a target
-                return command(arguments, resolve_target(arguments, project_root))
-            except CliError as error:
-                print(f"filejobs: {error.message}", file=sys.stderr)
-                return error.exit_code
-            except KeyboardInterrupt:
-                print("filejobs: interrupted", file=sys.stderr)
-                return 130
-
-        return run
+        return targeted(command, project_root, check)
 
     upload_ = commands.add_parser("upload", help="upload files, then follow their jobs")
     upload_.add_argument("paths", nargs="+", metavar="PATH")
@@ -118,6 +106,29 @@ def register(
 
     for parser in (upload_, status_, jobs_, cancel_, retry_, get_):
         add_target_options(parser)
+
+
+def targeted(
+    command: Command,
+    project_root: Callable[[], Path],
+    check: Callable[[argparse.Namespace], None] | None = None,
+) -> Callable[[argparse.Namespace], int]:
+    """A command run on the target its options name: its usage checked first, every failure
+    one line on stderr with its exit status, never a traceback."""
+
+    def run(arguments: argparse.Namespace) -> int:
+        try:
+            if check is not None:
+                check(arguments)  # usage errors first, before looking for a target
+            return command(arguments, resolve_target(arguments, project_root))
+        except CliError as error:
+            print(f"filejobs: {error.message}", file=sys.stderr)
+            return error.exit_code
+        except KeyboardInterrupt:
+            print("filejobs: interrupted", file=sys.stderr)
+            return 130
+
+    return run
 
 
 # --- argument validation (argparse `type=` functions: a bad value exits 2) --------------------

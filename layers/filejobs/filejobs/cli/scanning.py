@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 from urllib.parse import quote_plus, unquote_plus, urlsplit
 
@@ -33,9 +33,8 @@ from filejobs.cli.client import (
     Target,
     UsageError,
     add_target_options,
-    resolve_target,
 )
-from filejobs.cli.commands import tenant_argument, uuid_argument
+from filejobs.cli.commands import targeted, tenant_argument, uuid_argument
 from filejobs.cli.progress import Display, LineDisplay, TableDisplay
 
 POLL_SECONDS = 1.0
@@ -49,7 +48,7 @@ _UPLOADS = "uploads/"
 
 def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    project_root: Callable[[], Any],
+    project_root: Callable[[], Path],
     invoke_local: Invoke,
 ) -> None:
     """Adds rescan, backfill and definitions to the `filejobs` command."""
@@ -58,19 +57,7 @@ def register(
         command: Callable[[argparse.Namespace, Target], int],
         check: Callable[[argparse.Namespace], None] | None = None,
     ) -> Callable[[argparse.Namespace], int]:
-        def run(arguments: argparse.Namespace) -> int:
-            try:
-                if check is not None:
-                    check(arguments)
-                return command(arguments, resolve_target(arguments, project_root))
-            except CliError as error:
-                print(f"filejobs: {error.message}", file=sys.stderr)
-                return error.exit_code
-            except KeyboardInterrupt:
-                print("filejobs: interrupted", file=sys.stderr)
-                return 130
-
-        return run
+        return targeted(command, project_root, check)
 
     rescan_ = commands.add_parser("rescan", help="scan files again with today's definitions")
     rescan_.add_argument("file_ids", nargs="*", metavar="FILE_ID", type=uuid_argument)

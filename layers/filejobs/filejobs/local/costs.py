@@ -26,6 +26,8 @@ GROUPS_OF_FUNCTIONS = {
     "EventsFunction": "events",
     "ApiFunction": "api",
     "SweepFunction": "sweep",
+    "DefinitionsUpdater": "definitions",
+    "RescanPolicy": "rescan_policy",
 }
 DYNAMODB_READS = {"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"}
 # S3 bills LIST with PUT, COPY and POST; DELETE and aborting an upload are free.

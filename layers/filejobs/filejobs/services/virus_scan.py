@@ -2,19 +2,19 @@
 
 The virus_scan worker's processor. One attempt:
 
-1. reads the file's record. A file already INFECTED (an earlier attempt, or a concurrent scan,
-   recorded it and then died) goes straight to step 4: the quarantine is finished, not redone;
-2. scans (processors/scan/processor.py). Without usable definitions the scan fails closed: a
+1. scans (processors/scan/processor.py). Without usable definitions the scan fails closed: a
    TransientError, retried later; never a CLEAN from fewer engines than configured;
-3. records the verdict and its evidence on the file, in one conditional write, *before* anything
+2. records the verdict and its evidence on the file, in one conditional write, *before* anything
    is done about it: whatever happens next, the verdict is known and no decoder is let in;
-4. acts: CLEAN tags the version and sends the file's waiting jobs; INFECTED moves the version to
+3. acts: CLEAN tags the version and sends the file's waiting jobs; INFECTED moves the version to
    the quarantine bucket (tag, copy, delete: adapters/quarantine.py), marks the file quarantined
    (its `File Quarantined` event comes from that write), cancels the file's other jobs and
    withdraws every derived output made from it (a rescan can find what the first scan did not);
    UNSCANNABLE tags the version and holds or sends the waiting jobs as the policy says.
 
-Each step is idempotent, so a crash anywhere is finished by the job's next attempt.
+Each step is idempotent, so a crash anywhere is finished by the job's next attempt: one that
+finds the version already moved (an earlier attempt recorded the infection and moved it) goes
+straight to finishing the quarantine.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from filejobs.adapters.quarantine import Quarantined
 from filejobs.data.file_repository import FileRepository
 from filejobs.domain.file import ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.job import ProcessingJob
-from filejobs.domain.retry import PermanentError
+from filejobs.domain.retry import PermanentError, is_missing_object
 from filejobs.domain.scanning import SCANNER
 from filejobs.domain.time import utcnow
 from filejobs.processors.base import Processor, Work
@@ -72,13 +72,13 @@ class VirusScan:
 
     def __call__(self, work: Work) -> dict[str, Any]:
         job = work.job
-        stored = self._files.get(job.file_id)
-        if stored is None:
-            raise PermanentError(f"file {job.file_id} of the scan is not recorded")
-        if stored.scan_status is ScanStatus.INFECTED:
-            resumed = {**_recorded_result(stored), "rescan": _is_rescan(job)}
-            return self._quarantine(stored, resumed, resumed=True)
-        result = {**self._scanner(work), "rescan": _is_rescan(job)}
+        try:
+            result = {**self._scanner(work), "rescan": _is_rescan(job)}
+        except Exception as error:
+            resumed = self._resumed(job, error)
+            if resumed is None:
+                raise
+            return resumed
         record = self._record(job, result)
         after = self._files.record_scan(job.file_id, record, by=SCANNER)
         if after is None:
@@ -89,6 +89,19 @@ class VirusScan:
             # unscannable rescan leaves a clean verdict standing): that one is acted on.
             result["recorded_verdict"] = None if recorded is None else recorded.value
         return self._act(after, result)
+
+    def _resumed(self, job: ProcessingJob, error: Exception) -> dict[str, Any] | None:
+        """An attempt that finds its version gone because an earlier one recorded the infection
+        and moved it, then died before the end: the quarantine is finished, not failed. (An
+        earlier attempt that died before the move is simply run again: its scan records the
+        same verdict, and the move finds any copy it made.)"""
+        if not is_missing_object(error):
+            return None
+        stored = self._files.get(job.file_id)
+        if stored is None or stored.scan_status is not ScanStatus.INFECTED:
+            return None
+        recorded = {**_recorded_result(stored), "rescan": _is_rescan(job)}
+        return self._quarantine(stored, recorded, resumed=True)
 
     def _record(self, job: ProcessingJob, result: dict[str, Any]) -> ScanRecord:
         """The verdict's record, from the scan's result (processors/scan ScanReport)."""

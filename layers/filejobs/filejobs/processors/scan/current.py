@@ -166,7 +166,12 @@ class CurrentEngines:
         if manifest is None or self._source is None:
             return None
         if self._local is None or self._local.manifest.set_id != manifest.set_id:
-            self._local = self._source.fetch(manifest, self._cache)
+            try:
+                self._local = self._source.fetch(manifest, self._cache)
+            except TransientError as error:  # a file missing, or not the bytes it should be
+                raise DefinitionsUnavailableError(
+                    f"definitions set {manifest.set_id} could not be fetched whole: {error}"
+                ) from error
         return self._local
 
     # --- the engines --------------------------------------------------------------------------
