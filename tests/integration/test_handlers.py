@@ -378,6 +378,27 @@ def test_the_api_rejects_an_id_that_is_not_a_uuid(stack: Stack) -> None:
     assert "must be a UUID" in response["body"]
 
 
+def test_a_scan_refused_for_want_of_definitions_is_counted_for_its_alarm(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a stack whose definitions were withdrawn (the manifest gone: nothing to scan with)
+    stack.s3.delete_object(Bucket=stack.names["OutputsBucket"], Key="signatures/manifest.json")
+    stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/e.txt", Body=b"e\n")
+    invoke(ingest.handler, receive(stack, "IngestQueue"))
+    capsys.readouterr()
+    monkeypatch.setenv("JOB_TYPE", "virus_scan")
+    # When the scan's worker handles its message
+    invoke(worker.handler, receive(stack, "VirusScanQueue"))
+    # Then the scan is retried (no verdict), and DefinitionsUnavailable is counted: the metric
+    # ScanDefinitionsUnavailableAlarm watches
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    [blob] = emf
+    assert blob["DefinitionsUnavailable"] == [1.0] and blob["JobsRetried"] == [1.0]
+    assert blob["job_type"] == "virus_scan"
+    [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/e.txt")
+    assert stored.scan_status is None
+
+
 def test_a_completed_job_is_measured(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from filejobs.cli.client import UsageError, http_error
-from filejobs.cli.commands import derived_keys, output_path, tenant_argument, upload_key
+from filejobs.cli.commands import (
+    derived_keys,
+    file_summary,
+    output_path,
+    tenant_argument,
+    upload_key,
+)
 from filejobs.cli.main import main
 
 FILE_ID = "0c535fa5-a5ec-5dfe-88d6-630684923320"
@@ -90,3 +96,24 @@ def test_an_http_error_says_the_apis_message() -> None:
     assert (error.status, error.code, error.message) == (409, "conflict", "it is completed")
     assert http_error(502, b"<html>").message == "the API answered HTTP 502"
     assert http_error(403, b'{"message": "Forbidden"}').message.endswith(": Forbidden")
+
+
+def test_a_files_summary_says_when_and_with_what_its_verdict_was_given() -> None:
+    stored = {
+        "id": "f", "bucket": "b", "key": "uploads/acme/x.exe", "tenant": "acme", "size": 68,
+        "content_type": "text/plain", "status": "quarantined", "status_reason": "Eicar",
+        "scan_status": "infected", "jobs": [],
+        "scan": {
+            "verdict": "infected", "scanned_at": "2026-12-01T08:00:00+00:00", "job_id": "j",
+            "engines": {"clamav": "ClamAV 1.4.6", "yara": "4.5.4"},
+            "definitions_version": "20261201T070000Z", "signatures": ["Eicar"], "reason": None,
+        },
+    }  # fmt: skip
+    [scan_line] = [line for line in file_summary(stored) if line.strip().startswith("scan:")]
+    assert scan_line == (
+        "  scan:     infected (2026-12-01T08:00:00+00:00, definitions 20261201T070000Z,"
+        " clamav ClamAV 1.4.6, yara 4.5.4: Eicar)"
+    )
+    # and a file from before verdicts were recorded shows its status alone
+    older = {**stored, "scan": None}
+    assert "  scan:     infected" in file_summary(older)

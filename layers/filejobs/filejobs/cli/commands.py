@@ -379,7 +379,7 @@ def file_summary(stored: dict[str, Any]) -> list[str]:
         f"  size:     {stored.get('size')} bytes ({stored.get('content_type')})",
         f"  status:   {stored.get('status')}"
         + (f" ({stored['status_reason']})" if stored.get("status_reason") else ""),
-        f"  scan:     {stored.get('scan_status') or '-'}",
+        f"  scan:     {stored.get('scan_status') or '-'}{_scan_detail(stored.get('scan'))}",
     ]
     if stored.get("duplicate_of"):
         lines.append(f"  duplicate of {stored['duplicate_of']}")
@@ -389,6 +389,19 @@ def file_summary(stored: dict[str, Any]) -> list[str]:
         table = render_table([row_of(j["id"], j) for j in jobs])
         lines.extend("    " + line for line in table)
     return lines
+
+
+def _scan_detail(scan: Any) -> str:
+    """When, with what, the verdict was given: ' (2026-12-01T08:00:00+00:00, definitions
+    20261201T070000Z, ClamAV 1.4.6, YARA 4.5.4: Eicar)'."""
+    if not isinstance(scan, dict):
+        return ""
+    engines = ", ".join(f"{n} {v}" for n, v in sorted((scan.get("engines") or {}).items()))
+    parts = [str(scan.get("scanned_at")), f"definitions {scan.get('definitions_version') or '-'}"]
+    if engines:
+        parts.append(engines)
+    found = ", ".join(scan.get("signatures") or []) or scan.get("reason") or ""
+    return f" ({', '.join(parts)}{': ' + found if found else ''})"
 
 
 def check_jobs_filters(arguments: argparse.Namespace) -> None:
