@@ -43,12 +43,14 @@ _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$")
 
 # The databases ClamAV's mirrors publish (freshclam's main, daily and bytecode).
 OFFICIAL_DATABASES = ("main", "daily", "bytecode")
-# Every kind of file ClamAV loads from its database directory.
-CLAMAV_SUFFIXES = frozenset(
-    {".cvd", ".cld", ".cud", ".hdb", ".hsb", ".hdu", ".hsu", ".mdb", ".msb", ".ndb", ".ndu"}
-    | {".ldb", ".ldu", ".cdb", ".idb", ".fp", ".sfp", ".ign", ".ign2", ".pdb", ".gdb", ".wdb"}
-    | {".ftm", ".info", ".cfg", ".crb", ".pwdb"}
-)
+# Every kind of file ClamAV loads from its database directory (libclamav's CLI_DBEXT), but YARA
+# rules, which a set keeps apart.
+CLAMAV_SUFFIXES = frozenset((
+    ".cvd", ".cld", ".cud", ".db", ".hdb", ".hdu", ".hsb", ".hsu", ".mdb", ".mdu", ".msb", ".msu",
+    ".ndb", ".ndu", ".ldb", ".ldu", ".sdb", ".zmd", ".rmd", ".idb", ".fp", ".sfp", ".gdb", ".pdb",
+    ".wdb", ".cdb", ".cat", ".crb", ".cbc", ".ftm", ".cfg", ".ign", ".ign2", ".imp", ".ioc",
+    ".pwdb", ".info",
+))  # fmt: skip
 # YARA rules: kept out of ClamAV's directory, which would try to load them itself (and refuses
 # some rules YARA compiles).
 YARA_SUFFIXES = frozenset({".yar", ".yara"})

@@ -30,6 +30,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from filejobs.domain.definitions import CLAMAV_SUFFIXES
+
 # The EICAR test file (eicar.org): every engine detects it, and it harms nothing.
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 # ClamAV's own test files (Debian's clamav-testfiles), detected only by the official database
@@ -40,11 +42,7 @@ BODY_DATABASE = "filejobs-local.ndb"
 # A body signature (.ndb) for the local stack: any file containing this marker is detected.
 BODY_MARKER = b"FILEJOBS-LOCAL-TEST-SIGNATURE"
 # What the mirror serves: ClamAV database files (a .yar is a YARA rule, never served to it).
-DATABASE_SUFFIXES = frozenset(
-    {".cvd", ".cld", ".cud", ".hdb", ".hsb", ".hdu", ".hsu", ".mdb", ".msb", ".ndb", ".ndu"}
-    | {".ldb", ".ldu", ".cdb", ".idb", ".fp", ".sfp", ".ign", ".ign2", ".pdb", ".gdb", ".wdb"}
-    | {".ftm", ".info", ".cfg", ".crb", ".pwdb"}
-)
+DATABASE_SUFFIXES = CLAMAV_SUFFIXES
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from filejobs.domain.definitions import CLAMAV_SUFFIXES, YARA_SUFFIXES
 from filejobs.processors.scan.engines import MiB, ScanResult, clamav_alerts, clamav_found
 from filejobs.processors.scan.environment import isolated_environment
 
@@ -49,14 +50,9 @@ from filejobs.processors.scan.environment import isolated_environment
 SUN_PATH_MAX = 107
 # clamd's size limits are 32-bit on some builds; 0 would disable a limit altogether.
 _SIZE_CEILING = 4 * 1024 * MiB
-# Files clamd loads from a database directory (libclamav's CLI_DBEXT): a change to any of them
-# means new definitions. Others (the sync's manifest and partial downloads) are not looked at.
-DATABASE_SUFFIXES = frozenset((
-    ".cvd", ".cld", ".cud", ".db", ".hdb", ".hdu", ".hsb", ".hsu", ".mdb", ".mdu", ".msb", ".msu",
-    ".ndb", ".ndu", ".ldb", ".ldu", ".sdb", ".zmd", ".rmd", ".idb", ".fp", ".sfp", ".gdb", ".pdb",
-    ".wdb", ".cdb", ".cat", ".crb", ".cbc", ".ftm", ".cfg", ".ign", ".ign2", ".imp", ".ioc",
-    ".pwdb", ".yar", ".yara", ".info",
-))  # fmt: skip
+# Files clamd loads from a database directory: a change to any of them means new definitions.
+# Others (a cache's manifest, partial downloads) are not looked at.
+DATABASE_SUFFIXES = CLAMAV_SUFFIXES | YARA_SUFFIXES
 # Scans clamd runs at once: the worker scans a batch's files one or a few at a time.
 MAX_THREADS = 4
 # What a reply may hold: clamd's answers are one short line (STATS, which we never ask, is more).

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import yara  # type: ignore[import-not-found]  # a C extension without stubs
 
+from filejobs.domain.definitions import YARA_SUFFIXES
 from filejobs.processors.scan.archives import ArchiveLimits, ArchiveWalker
 from filejobs.processors.scan.environment import isolated_environment
 
@@ -65,9 +66,6 @@ class SignatureError(Exception):
     """Definitions that cannot be loaded (a rule file that does not compile)."""
 
 
-RULE_SUFFIXES = (".yar", ".yara")
-
-
 def rule_files(*directories: Path) -> list[Path]:
     """The YARA rule files (`.yar`, `.yara`) of each directory, in a stable order (missing
     directories skipped)."""
@@ -76,7 +74,7 @@ def rule_files(*directories: Path) -> list[Path]:
         for directory in directories
         if directory.is_dir()
         for path in sorted(directory.iterdir())
-        if path.suffix.lower() in RULE_SUFFIXES and path.is_file()
+        if path.suffix.lower() in YARA_SUFFIXES and path.is_file()
     ]
 
 
