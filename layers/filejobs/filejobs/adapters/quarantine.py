@@ -20,6 +20,7 @@ metadata holds ids and a digest of the source key; the key itself is on the file
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -146,7 +147,8 @@ class S3VerdictStore:
             "ContentType": "application/octet-stream",  # never served as what it claims to be
             "Tagging": f"{SCAN_STATUS_TAG}=INFECTED",
         }
-        source = _copy_source(location)
+        # botocore URL-encodes a dict CopySource itself: any key S3 accepts is copied as it is.
+        source = location.request()
         try:
             if size <= self._copy_object_limit:
                 self._s3.copy_object(
@@ -163,7 +165,7 @@ class S3VerdictStore:
             raise
         return True
 
-    def _copy_in_parts(self, request: dict[str, Any], source: dict[str, str], size: int) -> None:
+    def _copy_in_parts(self, request: dict[str, Any], source: dict[str, Any], size: int) -> None:
         upload_id = self._s3.create_multipart_upload(**request)["UploadId"]
         target = {"Bucket": request["Bucket"], "Key": request["Key"], "UploadId": upload_id}
         try:
@@ -216,7 +218,8 @@ class S3VerdictStore:
         if self._outputs is None:
             return 0
         deleted = 0
-        for batch in _batches(self._derived_keys(tenant, file_id), _DELETE_BATCH):
+        derived = self._derived_keys(tenant, file_id)
+        for batch in itertools.batched(derived, _DELETE_BATCH, strict=False):
             self._s3.delete_objects(
                 Bucket=self._outputs,
                 Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True},
@@ -234,27 +237,8 @@ class S3VerdictStore:
                 yield item["Key"]
 
 
-def _copy_source(location: ObjectLocation) -> dict[str, str]:
-    # botocore URL-encodes a dict CopySource itself: any key S3 accepts is copied as it is.
-    source = {"Bucket": location.bucket, "Key": location.key}
-    if location.version_id:
-        source["VersionId"] = location.version_id
-    return source
-
-
 def _part_ranges(size: int, part_size: int) -> Iterator[tuple[int, int, int]]:
     """(part number, first byte, last byte) of each part, enlarged to stay within 10,000 parts."""
     part = max(part_size, -(-size // MAX_PARTS))
     for number, first in enumerate(range(0, size, part), start=1):
         yield number, first, min(first + part, size) - 1
-
-
-def _batches(items: Iterator[str], size: int) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch

@@ -15,12 +15,13 @@ import csv
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import shutil
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
@@ -297,7 +298,7 @@ def _backfill_in_place(
     if not dry_run:
         queue, sqs = target.require_ingest_queue(), target.sqs()
         uploads = target.require_uploads_bucket()
-        for batch in _chunks(announce, _BATCH):
+        for batch in itertools.batched(announce, _BATCH, strict=False):
             _announce(sqs, queue, uploads, batch)
             counts["announced"] += len(batch)
             if counts["announced"] % 100 == 0:
@@ -433,7 +434,7 @@ def _tenant_of(key: str) -> str | None:
     return tenant if tenant and name and not name.endswith("/") else None
 
 
-def _announce(sqs: Any, queue: str, bucket: str, batch: list[ExistingObject]) -> None:
+def _announce(sqs: Any, queue: str, bucket: str, batch: Sequence[ExistingObject]) -> None:
     """One S3 ObjectCreated notification per object, as S3 itself sends them."""
     entries = [
         {"Id": str(n), "MessageBody": json.dumps(_notification(bucket, item))}
@@ -486,11 +487,6 @@ def _copy_in(s3: Any, item: ExistingObject, plan: CopyIn) -> bool:
         ExtraArgs={"Metadata": {"backfill-source": origin}, "MetadataDirective": "REPLACE"},
     )
     return True
-
-
-def _chunks(items: list[ExistingObject], size: int) -> Iterator[list[ExistingObject]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 # --- definitions ------------------------------------------------------------------------------

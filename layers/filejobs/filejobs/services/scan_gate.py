@@ -58,10 +58,6 @@ class ScanGate:
         self._retention, self._clock = retention, clock
         self._unscannable, self._dispatch_grace = unscannable, dispatch_grace
 
-    @property
-    def unscannable(self) -> UnscannablePolicy:
-        return self._unscannable
-
     def decide(self, message: JobMessage) -> tuple[Gate, StoredFile | None]:
         """Whether the message's job may run now; the file it was decided on."""
         if message.job_type not in GATED_JOB_TYPES:
@@ -90,13 +86,10 @@ class ScanGate:
     def file(self, file_id: str) -> StoredFile | None:
         return self._files.get(file_id)
 
-    def refuse(
-        self, message: JobMessage, stored: StoredFile | None, detail: str | None = None
-    ) -> ProcessingJob | None:
+    def refuse(self, message: JobMessage, stored: StoredFile | None) -> ProcessingJob | None:
         """Cancel a job whose file will never be clean; the job as it is afterwards."""
-        reason = refusal_reason(stored) + (f": {detail}" if detail else "")
         cancel = transitions.cancel(
-            now=self._clock(), by=SCANNER, reason=reason, retention=self._retention
+            now=self._clock(), by=SCANNER, reason=refusal_reason(stored), retention=self._retention
         )
         result = self._jobs.apply(message.job_id, message.job_type, cancel)
         return result.job if isinstance(result, Applied) else result.current
