@@ -13,6 +13,11 @@ text line), so every file has content of its own as uploads do:
     30% text    1 KB of Markdown notes: scan, dedup, document preview, compression
     10% videos  2 s of 320x240 H.264 in MP4: scan, dedup, video poster
 
+Before the runs of the noop mode, the same files go once through the stack as it was before its
+throughput work (`filejobs dev --baseline`: one moto server for every service, moto's own
+request routing, short polling), at 1 worker per function: "today's 1 worker", measured on this
+machine in this run, is what the ratios below compare against.
+
 How many jobs each file gets is what the ingest plans for it (`job_types_for` of its sniffed
 content type), so the wait knows how many to expect. With `--processing noop` the stack runs
 with the fault rule `{"kind": "noop"}` (filejobs/local/faults.py): every job is claimed,
@@ -23,6 +28,11 @@ jobs released), but no processor runs. `real` runs the processors.
     latency p50, p99 : per file, its last job's completed_at minus the moment its upload returned
     peak MB          : the stack process's peak resident memory (moto server runs in it)
     vs 1 worker      : jobs/s over the 1-worker run's of the same processing mode
+
+and, for noop processing, the two ratios the local stack is held to:
+
+    noop jobs/s ratio 4 workers / today's 1 worker: R   (4 workers over the baseline's 1)
+    noop jobs/s ratio 2/1: R                            (2 workers over 1, both as it is now)
 
 The figures are for this machine running moto server, every function host and the uploader on
 the same cores: they show the machinery's overhead and how it scales, not AWS's.
@@ -222,15 +232,22 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def measure(
-    processing: str, workers: int, uploads: list[Upload], timeout: float, scratch: Path
+    processing: str,
+    workers: int,
+    uploads: list[Upload],
+    timeout: float,
+    scratch: Path,
+    *,
+    baseline: bool = False,
 ) -> Row:
-    options = ["--workers", str(workers)]
+    options = ["--workers", str(workers), *(["--baseline"] if baseline else [])]
     if processing == "noop":
         rules = scratch / "noop-faults.json"
         rules.write_text(json.dumps(NOOP_RULES))
         options += ["--faults", str(rules)]
     # The stack's log outlives the scratch copy: .filejobs/ is the project's ignored state.
-    log_path = ROOT / ".filejobs" / f"bench-local-stack-{processing}-{workers}w.log"
+    suffix = "-baseline" if baseline else ""
+    log_path = ROOT / ".filejobs" / f"bench-local-stack-{processing}-{workers}w{suffix}.log"
     log_path.parent.mkdir(exist_ok=True)
     root = project_copy(ROOT, scratch)
     with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
@@ -248,7 +265,7 @@ def measure(
     latencies = [finished[key] - uploaded[key] for key in finished]
     span = max(finished.values()) - min(uploaded.values())
     return Row(
-        processing=processing,
+        processing=f"{processing} (before)" if baseline else processing,
         workers=workers,
         files=len(finished),
         jobs=len(items),
@@ -259,6 +276,18 @@ def measure(
         p99_s=percentile(latencies, 0.99),
         peak_mb=peak_mb,
     )
+
+
+def noop_ratios(today: Row | None, measured: list[Row]) -> list[str]:
+    """The ratios the local stack is held to, from the runs that were made."""
+    by_workers = {row.workers: row.jobs_per_s for row in measured}
+    lines = []
+    if today is not None and 4 in by_workers:
+        ratio = by_workers[4] / today.jobs_per_s
+        lines.append(f"noop jobs/s ratio 4 workers / today's 1 worker: {ratio:.2f}")
+    if 1 in by_workers and 2 in by_workers:
+        lines.append(f"noop jobs/s ratio 2/1: {by_workers[2] / by_workers[1]:.2f}")
+    return lines
 
 
 # --- the whole bench --------------------------------------------------------------------------
@@ -276,11 +305,19 @@ def main() -> None:
     started = time.monotonic()
     kinds = corpus()
     rows: list[Row] = []
+    ratios: list[str] = []
     for processing in modes:
         uploads = deal(kinds, arguments.files)
         jobs = sum(u.jobs for u in uploads)
         print(f"{processing}: {len(uploads)} files ({describe(uploads)}), {jobs} jobs", flush=True)
         measured = []
+        today = None
+        if processing == "noop":
+            with tempfile.TemporaryDirectory(prefix="fj-bench-") as scratch:
+                today = measure(
+                    processing, 1, uploads, arguments.timeout, Path(scratch), baseline=True
+                )
+            print(f"  {today.markdown()}  ({time.monotonic() - started:.0f} s in)", flush=True)
         for workers in arguments.workers:
             with tempfile.TemporaryDirectory(prefix="fj-bench-") as scratch:
                 row = measure(processing, workers, uploads, arguments.timeout, Path(scratch))
@@ -288,12 +325,16 @@ def main() -> None:
             elapsed = time.monotonic() - started
             print(f"  {row.markdown()}  ({elapsed:.0f} s in)", flush=True)
         one = next((r for r in measured if r.workers == 1), None)
+        rows += [] if today is None else [today]
         rows += [
             r if one is None else replace(r, vs_1_worker=r.jobs_per_s / one.jobs_per_s)
             for r in measured
         ]
+        ratios += noop_ratios(today, measured)
     header = [HEADER, "| " + " | ".join("---" for _ in HEADER.split("|")[1:-1]) + " |"]
     print("\n".join([*header, *(row.markdown() for row in rows)]))
+    for line in ratios:
+        print(line)
     print(f"({time.monotonic() - started:.0f} s in all)")
     rounded = [
         {name: round(v, 3) if isinstance(v, float) else v for name, v in asdict(row).items()}

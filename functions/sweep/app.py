@@ -8,8 +8,10 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
+from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.services.scan_gate import ScanGate
 from filejobs.services.sweep import DeadLetterReview, SweepService
 
 if TYPE_CHECKING:
@@ -19,6 +21,10 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from filejobs.domain.job import ProcessingJob
+
+# The share of the function's timeout a run may spend on due jobs: the rest is for the dead
+# letters, and for a slow call in hand when the time is up. Jobs not reached stay due.
+SWEEP_TIME_SHARE = 0.5
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
@@ -41,8 +47,25 @@ class SweptJobs(JobRepository):
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = runtime.settings()  # binds the models to the environment's tables
-    sweep = SweepService(SweptJobs(), runtime.dispatcher(), retention=settings.retention)
-    report = sweep.run()
+    dispatcher = runtime.dispatcher()
+    held = ScanGate(
+        FileRepository(),
+        runtime.jobs(),
+        dispatcher,
+        retention=settings.retention,
+        unscannable=settings.unscannable,
+    )
+    sweep = SweepService(
+        SweptJobs(),
+        dispatcher,
+        queues=runtime.queue_watch(),
+        held=held,
+        retention=settings.retention,
+    )
+    total_ms = context.get_remaining_time_in_millis()
+    report = sweep.run(
+        should_stop=lambda: context.get_remaining_time_in_millis() < total_ms * SWEEP_TIME_SHARE
+    )
     letters = DeadLetterReview(SweptJobs(), runtime.dead_letters(), retention=settings.retention)
     reviewed = letters.run()
     summary = {
@@ -50,12 +73,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "actions": dict(report.actions),
         "lost_races": report.lost_races,
         "errors": report.errors,
+        "cut_short": report.cut_short,
         "dead_letters": dict(reviewed),
     }
     logger.info("sweep finished", extra=summary)
     for action, count in report.actions.items():
         metrics.add_metric(name=f"Sweep{action.title()}", unit=MetricUnit.Count, value=count)
     metrics.add_metric(name="SweepErrors", unit=MetricUnit.Count, value=report.errors)
+    metrics.add_metric(name="SweepCutShort", unit=MetricUnit.Count, value=int(report.cut_short))
     failed = reviewed.get("dead_lettered_jobs_failed", 0)
     metrics.add_metric(name="SweepDeadLetteredJobsFailed", unit=MetricUnit.Count, value=failed)
     return summary

@@ -61,6 +61,9 @@ class _Context:
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
     aws_request_id: str = "52fdfc07-2182-454f-963f-5f0f9a621d72"
 
+    def get_remaining_time_in_millis(self) -> int:
+        return 120_000
+
 
 def FakeContext() -> LambdaContext:  # noqa: N802 (reads as the class it stands for)
     """What the handlers read of Lambda's context object."""
@@ -343,6 +346,7 @@ def test_the_schedule_event_file_runs_the_sweep(stack: Stack) -> None:
         "actions": {},
         "lost_races": 0,
         "errors": 0,
+        "cut_short": False,
         "dead_letters": {},
     }
 

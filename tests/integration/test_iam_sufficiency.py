@@ -96,6 +96,9 @@ class _Context:
     invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:iam-check"
     aws_request_id: str = "0f0e4a57-93c1-4b8e-b3a7-5d1a2c9e7f40"
 
+    def get_remaining_time_in_millis(self) -> int:
+        return 120_000
+
 
 CONTEXT = cast(LambdaContext, _Context())
 
@@ -298,6 +301,8 @@ def test_the_sweep_may_do_everything_it_does(stack: Stack) -> None:
         "Query",
         "UpdateItem",
         "SendMessage",
+        "GetQueueAttributes",
+        "GetItem",
         "ReceiveMessage",
         "DeleteMessage",
     }

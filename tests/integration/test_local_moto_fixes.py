@@ -233,3 +233,186 @@ def test_moto_as_released_names_no_version_in_its_notifications() -> None:
     result = _in_fresh_process(unfixed_notifications_of_two_writes)
     assert len(result["objects"]) == 2
     assert all("versionId" not in o for o in result["objects"])
+
+
+def folder_listings_per_request(*, fixed: bool = True) -> dict[str, int]:
+    """How often moto server lists its package folder (to find a request's service) while it
+    answers 40 requests of three services."""
+    from moto import backends  # noqa: PLC0415
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+    from filejobs.local import moto_fixes  # noqa: PLC0415
+
+    if fixed:
+        moto_fixes.apply()
+    listings = 0
+    original = backends.list_of_moto_modules
+
+    def counted() -> Any:
+        nonlocal listings
+        listings += 1
+        return original()
+
+    backends.list_of_moto_modules = counted
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        session = boto3.Session(
+            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name="us-east-1",
+        )
+        url = f"http://127.0.0.1:{port}"
+        sqs, s3 = session.client("sqs", endpoint_url=url), session.client("s3", endpoint_url=url)
+        dynamodb = session.client("dynamodb", endpoint_url=url)
+        queue = sqs.create_queue(QueueName="q")["QueueUrl"]
+        s3.create_bucket(Bucket="listing-bucket")
+        answers = 0
+        for n in range(12):
+            sqs.send_message(QueueUrl=queue, MessageBody=str(n))
+            s3.put_object(Bucket="listing-bucket", Key=f"k{n}", Body=b"x")
+            answers += len(dynamodb.list_tables()["TableNames"]) == 0
+        return {"requests": 2 + 3 * 12, "listings": listings, "answers": answers}
+    finally:
+        server.stop()
+
+
+def unfixed_folder_listings_per_request() -> dict[str, int]:
+    return folder_listings_per_request(fixed=False)
+
+
+def test_the_emulator_finds_each_service_once_not_once_per_request() -> None:
+    # given moto server with the fixes, when it answers 38 requests of three services
+    result = _in_fresh_process(folder_listings_per_request)
+    # then each was answered, and its package folder was listed at most once per service
+    assert result["answers"] == 12
+    assert result["listings"] <= 3
+
+
+def test_moto_as_released_lists_its_folder_for_every_request() -> None:
+    # the cost the fix removes (this fails once moto remembers it itself: drop the fix then)
+    result = _in_fresh_process(unfixed_folder_listings_per_request)
+    assert result["listings"] >= result["requests"]
+
+
+def queries_on_a_big_table(*, fixed: bool = True) -> dict[str, Any]:
+    """Table and index queries (conditions, order, paging, a numeric index) over 600 items, and
+    how often moto listed the whole table to answer them."""
+    from moto.dynamodb.models.table import Table  # noqa: PLC0415
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+    from filejobs.local import moto_fixes  # noqa: PLC0415
+
+    if fixed:
+        moto_fixes.apply()
+    listings = 0
+    original = Table.all_items
+
+    def counted(self: Any) -> Any:
+        nonlocal listings
+        listings += 1
+        return original(self)
+
+    Table.all_items = counted  # type: ignore[method-assign]
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        session = boto3.Session(
+            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name="us-east-1",
+        )
+        dynamodb = session.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}")
+        indexes = [
+            ("by_shard", "shard", "S", "at", "S"),
+            ("by_rank", "rank", "N", "at", "S"),
+        ]
+        dynamodb.create_table(
+            TableName="big",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+                {"AttributeName": "shard", "AttributeType": "S"},
+                {"AttributeName": "at", "AttributeType": "S"},
+                {"AttributeName": "rank", "AttributeType": "N"},
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": name,
+                    "KeySchema": [
+                        {"AttributeName": hash_name, "KeyType": "HASH"},
+                        {"AttributeName": range_name, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+                for name, hash_name, _, range_name, _ in indexes
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for n in range(600):
+            item = {"pk": {"S": f"p{n % 40}"}, "sk": {"S": f"{n:04d}"}, "at": {"S": f"t{n:04d}"}}
+            if n % 3:  # a sparse index: a third of the items are not in it
+                item["shard"] = {"S": f"s{n % 7}"}
+            item["rank"] = {"N": "1.0" if n % 2 else "1"}
+            dynamodb.put_item(TableName="big", Item=item)
+        answers: dict[str, Any] = {}
+
+        def keys(**query: Any) -> list[str]:
+            found: list[str] = []
+            start = None
+            while True:
+                if start is not None:
+                    query["ExclusiveStartKey"] = start
+                page = dynamodb.query(TableName="big", Limit=9, **query)
+                found += [i["sk"]["S"] for i in page["Items"]]
+                start = page.get("LastEvaluatedKey")
+                if start is None:
+                    return found
+
+        answers["table"] = keys(
+            KeyConditionExpression="pk = :p AND sk > :s",
+            ExpressionAttributeValues={":p": {"S": "p3"}, ":s": {"S": "0100"}},
+        )
+        answers["index"] = keys(
+            IndexName="by_shard",
+            KeyConditionExpression="shard = :h AND #at <= :t",
+            ExpressionAttributeNames={"#at": "at"},
+            ExpressionAttributeValues={":h": {"S": "s2"}, ":t": {"S": "t0400"}},
+            ScanIndexForward=False,
+        )
+        answers["numeric"] = keys(
+            IndexName="by_rank",
+            KeyConditionExpression="#r = :r",
+            ExpressionAttributeNames={"#r": "rank"},
+            ExpressionAttributeValues={":r": {"N": "1"}},
+        )
+        answers["nothing"] = keys(
+            KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p999"}}
+        )
+        return {"answers": answers, "listings": listings}
+    finally:
+        server.stop()
+
+
+def unfixed_queries_on_a_big_table() -> dict[str, Any]:
+    return queries_on_a_big_table(fixed=False)
+
+
+def test_a_query_reads_its_partition_and_answers_as_moto_does() -> None:
+    # given 600 items, and table, sparse index and numeric index queries with conditions,
+    # descending order and paging, when moto server with the fixes and without answers them
+    fixed = _in_fresh_process(queries_on_a_big_table)
+    unfixed = _in_fresh_process(unfixed_queries_on_a_big_table)
+    # then the answers are the same, item for item and in order
+    assert fixed["answers"] == unfixed["answers"]
+    assert len(fixed["answers"]["index"]) > 9  # paged
+    assert len(fixed["answers"]["numeric"]) == 600  # "1" and "1.0" are the same number
+    # and the fixed server listed the whole table only for the numeric key, once per page
+    assert unfixed["listings"] >= 20
+    assert fixed["listings"] == len(fixed["answers"]["numeric"]) // 9 + 1

@@ -44,6 +44,8 @@ class Settings:
     unscannable: UnscannablePolicy = UnscannablePolicy.HOLD
     event_bus: str | None = None
     endpoint_url: str | None = None
+    # DynamoDB's own, where it is served apart (botocore's service-specific variable).
+    dynamodb_endpoint_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -76,6 +78,9 @@ class Settings:
             ),
             event_bus=env.get("EVENT_BUS_NAME"),
             endpoint_url=env.get("AWS_ENDPOINT_URL"),
+            dynamodb_endpoint_url=(
+                env.get("AWS_ENDPOINT_URL_DYNAMODB") or env.get("AWS_ENDPOINT_URL")
+            ),
         )
 
     @property

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import botocore.session
 
-from filejobs.adapters.sqs import SqsDeadLetters, SqsDispatcher
+from filejobs.adapters.sqs import SqsDeadLetters, SqsDispatcher, SqsQueueWatch
 from filejobs.config import Settings
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import bind_tables
@@ -33,7 +33,7 @@ def settings() -> Settings:
     bind_tables(
         jobs_table=loaded.jobs_table,
         files_table=loaded.files_table,
-        endpoint_url=loaded.endpoint_url,
+        endpoint_url=loaded.dynamodb_endpoint_url,
     )
     return loaded
 
@@ -70,6 +70,10 @@ def jobs() -> JobRepository:
 
 def dispatcher() -> SqsDispatcher:
     return SqsDispatcher(sqs(), settings().queue_urls)
+
+
+def queue_watch() -> SqsQueueWatch:
+    return SqsQueueWatch(sqs(), settings().queue_urls)
 
 
 def dead_letters() -> SqsDeadLetters:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from filejobs.domain.backlog import QueueProgress
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.messages import MAX_MESSAGE_DELAY, JobMessage, Lane, lane_of
+from filejobs.domain.time import utcnow
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -22,7 +25,10 @@ class SqsDispatcher:
         self._queue_urls = queue_urls
 
     def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
-        seconds = int(min(max(delay, timedelta(0)), MAX_MESSAGE_DELAY).total_seconds())
+        # Rounded up: a retry's message visible before the retry is due would find the job
+        # not yet claimable, and be acknowledged unread.
+        bounded = min(max(delay, timedelta(0)), MAX_MESSAGE_DELAY)
+        seconds = math.ceil(bounded.total_seconds())
         self._client.send_message(
             QueueUrl=self._queue_url(job),
             MessageBody=JobMessage.for_job(job).to_json(),
@@ -58,6 +64,41 @@ class SqsDispatcher:
         if url is None:
             raise LookupError(f"no queue configured for {job.job_type.value} ({lane.value})")
         return url
+
+
+class SqsQueueWatch:
+    """How far each job queue has got, from its approximate counts (one GetQueueAttributes)."""
+
+    _ATTRIBUTES = (
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "VisibilityTimeout",
+        "MessageRetentionPeriod",
+    )
+
+    def __init__(
+        self,
+        client: SQSClient,
+        queue_urls: Mapping[tuple[JobType, Lane], str],
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._client, self._queue_urls, self._clock = client, queue_urls, clock
+
+    def progress(self, job_type: JobType, lane: Lane) -> QueueProgress:
+        url = self._queue_urls.get((job_type, lane)) or self._queue_urls[(job_type, Lane.NORMAL)]
+        now = self._clock()
+        found = self._client.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=list(self._ATTRIBUTES),  # type: ignore[arg-type]
+        )["Attributes"]
+        return QueueProgress.from_counts(
+            now=now,
+            visible=int(found["ApproximateNumberOfMessages"]),
+            in_flight=int(found["ApproximateNumberOfMessagesNotVisible"]),
+            visibility_timeout=timedelta(seconds=int(found["VisibilityTimeout"])),
+            retention=timedelta(seconds=int(found["MessageRetentionPeriod"])),
+        )
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,7 @@ def local_target(root: Path) -> Target:
     try:
         config = json.loads(config_path.read_text())
         endpoint_url, region = str(config["endpoint_url"]), str(config["region"])
+        served_apart = {str(k): str(v) for k, v in (config.get("endpoints") or {}).items()}
         api_url, token = str(config["api_url"]), str(config["api_token"])
     except (ValueError, KeyError, TypeError) as error:
         raise CliError(f"{config_path} is not a local stack's config ({error})") from None
@@ -170,7 +171,7 @@ def local_target(root: Path) -> Target:
 
             return boto3.client(
                 service,  # type: ignore[call-overload]
-                endpoint_url=endpoint_url,
+                endpoint_url=served_apart.get(service, endpoint_url),
                 region_name=region,
                 aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
                 aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],

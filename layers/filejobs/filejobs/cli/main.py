@@ -1,7 +1,7 @@
 """The `filejobs` command: the local stack, and Docker-free invocations of the template's functions.
 
 filejobs dev [--workers N] [--api-port 3000] [--emulator-port 4566] [--schedule-seconds S]
-             [--definitions-mirror DIR]
+             [--definitions-mirror DIR] [--baseline]
 filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
 filejobs upload PATH... [--tenant T] [--no-follow] [--timeout S]
 filejobs status FILE_ID|JOB_ID [--json]
@@ -80,6 +80,7 @@ def dev(arguments: argparse.Namespace) -> int:
         fault_log=arguments.fault_log,
         meter_log=arguments.meter_log,
         definitions_mirror=arguments.definitions_mirror,
+        baseline=arguments.baseline,
     )
     try:
         return run(options)
@@ -128,6 +129,7 @@ def _invocation(root: Path, function: str, event: Path | None) -> tuple[list[str
         known = ", ".join(sorted(stack.functions))
         raise SystemExit(f"filejobs: no function {function!r} (one of: {known})")
     stack.endpoint_url = config["endpoint_url"]
+    stack.endpoints = dict(config.get("endpoints") or {})
     from filejobs.local.resources import Resources  # noqa: PLC0415
 
     stack.resources = Resources.from_json(config["resources"])
@@ -166,6 +168,12 @@ def parser() -> argparse.ArgumentParser:
     )
     dev_command.add_argument("--api-port", type=int, default=3000)
     dev_command.add_argument("--emulator-port", type=int, default=4566)
+    dev_command.add_argument(
+        "--baseline",
+        action="store_true",
+        help="run as before the local stack's throughput work (one moto server for every "
+        "service, short polling): bench/local_stack.py's baseline, slower",
+    )
     dev_command.add_argument(
         "--schedule-seconds",
         type=float,

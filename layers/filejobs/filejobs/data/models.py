@@ -104,6 +104,7 @@ class JobModel(_Audited):
     # is written by path with no read, and the oldest dropped by path to keep it bounded.
     attempts: MapAttribute[Any, Any] = MapAttribute()
     dispatch_count = NumberAttribute()
+    dispatched_at = UTCDateTimeAttribute(null=True)
     triggered_by = UnicodeAttribute(null=True)
     cancelled_by = UnicodeAttribute(null=True)
     cancel_reason = UnicodeAttribute(null=True)

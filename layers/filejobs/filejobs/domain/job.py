@@ -127,6 +127,8 @@ class ProcessingJob:
     # When the sweep next has to look at this job (sparse index); None once terminal.
     sweep_at: datetime | None = None
     dispatch_count: int = 0
+    # When its message was last sent after its creation (a sweep's re-dispatch, a retry).
+    dispatched_at: datetime | None = None
     triggered_by: str | None = None
     cancelled_by: str | None = None
     cancel_reason: str | None = None

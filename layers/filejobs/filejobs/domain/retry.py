@@ -160,17 +160,28 @@ class DispatchPolicy:
     """How long a pending job may wait unclaimed before the sweep sends its message again.
 
     A pending job whose message was lost (the ingest Lambda died between its write and its
-    send) is re-dispatched after `grace`; later checks back off to `cap` so a long queue backlog
-    is not flooded with copies.
+    send) is re-dispatched after `grace`, once its queue has got past it (domain/backlog.py); a
+    job still queued behind a backlog is not sent again, only looked at later, less often the
+    longer it has waited (up to `patience`). Only sends count against `max_dispatches`: a job
+    whose every copy was received and none claimed has no worker, and is given up on; a job
+    that waits in a backlog for days never is.
     """
 
     grace: timedelta = timedelta(minutes=2)
     cap: timedelta = timedelta(hours=1)
-    # With the defaults, about a day of re-dispatches before a pending job is given up on.
+    # With the defaults, about a day of re-dispatches that reached a worker and were not
+    # claimed before a pending job is given up on.
     max_dispatches: int = 30
+    patience: timedelta = timedelta(hours=6)
 
     def gives_up(self, job: ProcessingJob) -> bool:
         return job.dispatch_count >= self.max_dispatches
 
     def next_check(self, job: ProcessingJob, now: datetime) -> datetime:
         return now + min(self.cap, self.grace * (1 << min(job.dispatch_count, 16)))
+
+    def next_look(self, waiting_since: datetime, now: datetime) -> datetime:
+        """When to look again at a job that may still be queued: after as long again as it has
+        waited so far (so a backlog costs a few checks per job, not one per sweep run)."""
+        waited = max(now - waiting_since, timedelta(0))
+        return now + min(self.patience, max(self.grace, waited))

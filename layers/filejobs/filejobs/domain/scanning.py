@@ -3,8 +3,10 @@
 Thumbnail, video, document and compression jobs parse (or feed a codec with) the file's bytes;
 they run only once the file's virus scan came back clean. The ingest does not send their
 messages (`sent_at_ingest`): they stay pending until the scan's worker sends them on a clean
-verdict, and the sweep re-sends pending jobs as a safety net. A message that arrives before the
-verdict all the same (the sweep's, a duplicate's) is acknowledged without work. On an
+verdict. The sweep never sends one before the verdict (its worker could only skip it); it looks
+at a held job through the gate (`ScanGate.review`), and sends it only when a verdict let it go
+and the release was lost. A message that arrives before the verdict all the same (a forged or
+duplicated one) is acknowledged without work. On an
 infected verdict, or when the scan fails for good (the file is unscannable), they are
 cancelled, saying why. So are they when the scan job ends with no verdict at all (it failed, or
 someone cancelled it): no verdict will come, and a job must not wait for one.
@@ -18,6 +20,8 @@ parameter).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
@@ -47,6 +51,17 @@ class Gate(StrEnum):
     RUN = "run"
     WAIT = "wait"  # the scan has not finished: leave the job pending
     REFUSE = "refuse"  # infected, quarantined or gone: cancel the job
+
+
+@dataclass(frozen=True)
+class GateReview:
+    """What the gate says of a job the sweep found waiting: run (since `released_at`, when the
+    verdict let it go), wait (until `wait_until`, when the scan is next looked at), or refused
+    (cancelled by the review itself)."""
+
+    decision: Gate
+    released_at: datetime | None = None
+    wait_until: datetime | None = None
 
 
 def gate(
@@ -81,8 +96,8 @@ def sent_at_ingest(jobs: Iterable[ProcessingJob]) -> list[ProcessingJob]:
     """The new jobs whose messages the ingest sends. A file's gated jobs are held back while it
     has a scan job: a message sent before the verdict would only be acknowledged unread, an
     invocation and two reads wasted per gated job (bench/request_costs.py measured it), and the
-    scan's clean verdict sends them anyway. The sweep still re-sends a held job once its
-    dispatch grace is over, should the scan take longer or its release be lost."""
+    scan's clean verdict sends them anyway. Should the release be lost, the sweep sends a held
+    job once its file has a verdict that lets it run (`ScanGate.review`), never before."""
     jobs = list(jobs)
     if not any(job.job_type is JobType.VIRUS_SCAN for job in jobs):
         return jobs

@@ -321,7 +321,11 @@ def requeue_scheduled(*, now: datetime, dispatch_grace: timedelta) -> Transition
         Changes(
             updated_at=now,
             updated_by="sweep",
-            set={"status": JobStatus.PENDING, "sweep_at": now + dispatch_grace},
+            set={
+                "status": JobStatus.PENDING,
+                "sweep_at": now + dispatch_grace,
+                "dispatched_at": now,
+            },
             remove=frozenset({"scheduled_at"}),
             increment={"dispatch_count": 1},
         ),
@@ -339,9 +343,22 @@ def requeue_pending(job: ProcessingJob, *, now: datetime, next_check: datetime) 
         Changes(
             updated_at=now,
             updated_by="sweep",
-            set={"sweep_at": next_check},
+            set={"sweep_at": next_check, "dispatched_at": now},
             increment={"dispatch_count": 1},
         ),
+    )
+
+
+def put_off_check(job: ProcessingJob, *, now: datetime, next_check: datetime) -> Transition:
+    """The sweep leaves a waiting job alone until `next_check`: its message may still be queued
+    behind others, or the gate it waits on (its file's virus scan) has not opened. Nothing is
+    sent and nothing counted; compare-and-set on `sweep_at`, so one sweep run wins per check.
+    """
+    waiting = frozenset({JobStatus.PENDING, JobStatus.SCHEDULED}) & {job.status}
+    return Transition(
+        "put_off",
+        Guard(statuses=waiting or frozenset({JobStatus.PENDING}), sweep_at_is=job.sweep_at),
+        Changes(updated_at=now, updated_by="sweep", set={"sweep_at": next_check}),
     )
 
 
@@ -415,6 +432,7 @@ def retry(*, now: datetime, by: str, dispatch_grace: timedelta) -> Transition:
                 "retry_count": 0,
                 "dispatch_count": 0,
                 "sweep_at": now + dispatch_grace,
+                "dispatched_at": now,
                 "triggered_by": by,
             },
             remove=frozenset(

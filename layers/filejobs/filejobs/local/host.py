@@ -5,9 +5,11 @@ A host is a process of its own, like a Lambda execution environment: the functio
 called for each batch, and module state (clients, caches) lives as long as the process. It runs
 one of the function's event sources:
 
-- `sqs`: polls the function's queues with each event source's BatchSize, calls the handler with
-  the batch, deletes the records it did not report in `batchItemFailures`; the others become
-  visible again after the queue's visibility timeout and reach the dead-letter queue after its
+- `sqs`: long-polls each of the function's queues on a thread of its own (as each of Lambda's
+  event source mappings polls on its own), with each event source's BatchSize, calls the
+  handler with the batch (one invocation at a time: the process is one execution environment),
+  deletes the records it did not report in `batchItemFailures`; the others become visible again
+  after the queue's visibility timeout and reach the dead-letter queue after its
   maxReceiveCount, exactly as with Lambda's event source mapping;
 - `schedule`: calls the handler with a Scheduler event at the schedule's rate;
 - `stream`: reads the table's stream, drops the records the event's FilterCriteria reject, calls
@@ -64,7 +66,14 @@ from filejobs.processors.base import Processor
 log = logging.getLogger("filejobs.local")
 # Seconds a received message stays hidden, instead of the queue's own visibility timeout.
 VISIBILITY_VARIABLE = "FILEJOBS_LOCAL_VISIBILITY_SECONDS"
-IDLE_POLL_SECONDS = (0.05, 1.0)  # back off from the first to the second while queues are empty
+# A receive waits this long for a message (Lambda's pollers wait 20 s): an idle queue costs a
+# request per poller every few seconds, not a stream of empty answers. Shorter than Lambda's
+# so a stopping host's pollers let go soon.
+LONG_POLL_SECONDS = 5
+# Set: receives return at once and an idle poller backs off from 0.05 s to 1 s, as the hosts
+# polled before they long-polled (the local stack's benchmark baseline: bench/local_stack.py).
+SHORT_POLL_VARIABLE = "FILEJOBS_LOCAL_SHORT_POLL"
+SHORT_POLL_IDLE_SECONDS = (0.05, 1.0)
 Handler = Callable[[dict[str, Any], Any], Any]
 
 
@@ -183,22 +192,38 @@ class Host:
             for kind, properties in self.spec.events
             if kind == "SQS"
         ]
-        urls = {arn: self.queue_url(arn) for arn, _ in sources}
-        idle = IDLE_POLL_SECONDS[0]
+        environment = threading.Lock()  # one invocation at a time, whichever queue it is from
+        pollers = [
+            threading.Thread(
+                target=self._poll_forever,
+                args=(sqs, self.queue_url(arn), arn, batch_size, environment),
+                name=f"poll-{arn.rpartition(':')[2]}",
+                daemon=True,
+            )
+            for arn, batch_size in sources
+        ]
+        for poller in pollers:
+            poller.start()
+        self.stop.wait()
+        with environment:
+            pass  # the batch in hand, if any, finishes before the process ends
+
+    def _poll_forever(
+        self, sqs: Any, url: str, arn: str, batch_size: int, environment: threading.Lock
+    ) -> None:
+        short = bool(os.environ.get(SHORT_POLL_VARIABLE))
+        idle = SHORT_POLL_IDLE_SECONDS[0]
         while not self.stop.is_set():
-            busy = False
-            for arn, batch_size in sources:
-                if self.stop.is_set():
-                    break
-                try:
-                    busy |= self._poll_queue(sqs, urls[arn], arn, batch_size)
-                except Exception:
-                    # The emulator timed out or refused a call: like Lambda's poller, try again.
-                    log.exception("%s: polling %s failed; retrying", self.name, arn)
-                    self.stop.wait(1.0)
-            idle = IDLE_POLL_SECONDS[0] if busy else min(idle * 2, IDLE_POLL_SECONDS[1])
-            if not busy:
+            try:
+                busy = self._poll_queue(sqs, url, arn, batch_size, environment, wait=not short)
+            except Exception:
+                # The emulator timed out or refused a call: like Lambda's poller, try again.
+                log.exception("%s: polling %s failed; retrying", self.name, arn)
+                self.stop.wait(1.0)
+                continue
+            if short and not busy:
                 self.stop.wait(idle)
+            idle = SHORT_POLL_IDLE_SECONDS[0] if busy else min(idle * 2, SHORT_POLL_IDLE_SECONDS[1])
 
     def queue_url(self, arn: str) -> str:
         for attributes in self.resources.attributes.values():
@@ -206,17 +231,43 @@ class Host:
                 return attributes["QueueUrl"]
         raise KeyError(f"{self.name}: no queue {arn}")
 
-    def _poll_queue(self, sqs: Any, url: str, arn: str, batch_size: int) -> bool:
+    def _poll_queue(
+        self,
+        sqs: Any,
+        url: str,
+        arn: str,
+        batch_size: int,
+        environment: threading.Lock,
+        *,
+        wait: bool = True,
+    ) -> bool:
+        """One receive, and its batch handled; whether there was one."""
         extra = {} if self._visibility is None else {"VisibilityTimeout": self._visibility}
         received = sqs.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=min(batch_size, 10),
+            WaitTimeSeconds=LONG_POLL_SECONDS if wait else 0,
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
             **extra,
         ).get("Messages", [])
         if not received:
             return False
+        with environment:
+            if self.stop.is_set():
+                # Received as the host stops: given back at once, not after a visibility timeout.
+                sqs.change_message_visibility_batch(
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                        for n, m in enumerate(received)
+                    ],
+                )
+                return True
+            self._handle_batch(sqs, url, arn, received)
+        return True
+
+    def _handle_batch(self, sqs: Any, url: str, arn: str, received: list[dict[str, Any]]) -> None:
         self._duplicate(sqs, url, received)
         event = sqs_event(received, arn, self.resources.region)
         self._poison(event)
@@ -235,7 +286,6 @@ class Host:
                     {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done)
                 ],
             )
-        return True
 
     def _duplicate(self, sqs: Any, url: str, received: list[dict[str, Any]]) -> None:
         """Injected: an original message is delivered once more, as S3 and SQS may."""

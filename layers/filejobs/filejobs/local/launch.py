@@ -38,6 +38,23 @@ def project_copy(project: Path, scratch: Path) -> Path:
     return root
 
 
+def endpoint_for(config: dict[str, Any], service: str) -> str:
+    """Where the local stack serves `service` (a botocore name), from its local.json."""
+    served_apart: dict[str, str] = config.get("endpoints") or {}
+    return served_apart.get(service) or str(config["endpoint_url"])
+
+
+def _peak_mb(pid: int) -> float:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 class LaunchError(RuntimeError):
     """The stack did not come up."""
 
@@ -51,7 +68,7 @@ class LaunchedStack:
     def client(self, service: str) -> Any:
         return boto3.client(  # type: ignore[call-overload]
             service,
-            endpoint_url=self.config["endpoint_url"],
+            endpoint_url=endpoint_for(self.config, service),
             region_name=self.config["region"],
             aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
@@ -75,11 +92,24 @@ class LaunchedStack:
         raise AssertionError("unreachable")
 
     def peak_memory_mb(self) -> float:
-        """The stack process's peak resident memory (VmHWM): it runs moto server."""
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        """The emulator's peak resident memory (VmHWM): the stack process's (S3, SQS and
+        EventBridge run in it) plus its DynamoDB emulator's."""
+        return sum(_peak_mb(pid) for pid in (self.process.pid, *self.emulator_pids()))
+
+    def emulator_pids(self) -> list[int]:
+        """The stack's emulator processes (emulator.py), by their command line."""
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                command = (proc / "cmdline").read_bytes()
+                parent = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+            if parent == self.process.pid and b"filejobs.local.emulator" in command:
+                found.append(int(proc.name))
+        return found
 
     def api(
         self, path: str, *, method: str = "GET", body: Any = None, token: str | None = None

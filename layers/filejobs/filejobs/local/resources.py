@@ -108,16 +108,19 @@ def provision(
     stack_name: str,
     *,
     parameters: dict[str, str] | None = None,
+    endpoints: dict[str, str] | None = None,
 ) -> Resources:
-    """Creates every table, queue, bucket and event bus of the template on the emulator; a
-    parameter takes its value from `parameters`, else its default."""
+    """Creates every table, queue, bucket and event bus of the template on the emulator (a
+    service named in `endpoints` on its own); a parameter takes its value from `parameters`,
+    else its default."""
     region = session.region_name or "us-east-1"
     resources = Resources(
         stack_name, region, parameters={**_parameter_defaults(template), **(parameters or {})}
     )
 
     def client(service: str) -> Any:
-        return session.client(service, endpoint_url=endpoint_url)  # type: ignore[call-overload]
+        url = (endpoints or {}).get(service, endpoint_url)
+        return session.client(service, endpoint_url=url)  # type: ignore[call-overload]
 
     dynamodb, sqs, s3, events = client("dynamodb"), client("sqs"), client("s3"), client("events")
     tables = {

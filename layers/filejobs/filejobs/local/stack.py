@@ -1,14 +1,16 @@
 """The whole system on one machine: moto server, the template's resources, its functions.
 
-`filejobs dev` starts moto server on 127.0.0.1, creates every resource of template.yaml on it
-(resources.py), serves a ClamAV definitions mirror on 127.0.0.1 (mirror.py; the template's
-definitions parameters point at it), writes `.filejobs/local.json` (what it serves, for the CLI
-and any S3 client), runs each custom resource's function once (as CloudFormation does during a
-deploy, before the resources that depend on it), and starts a host process (host.py) per event
-source of every function: `workers` pollers per SQS-triggered function, one per schedule, stream
-and API. An HTTP router on 127.0.0.1 turns requests into API Gateway proxy events for the
-function whose `Api` event matches, after checking the bearer token. Nothing is wired by hand: a
-function, event or custom resource added to the template runs here as it is.
+`filejobs dev` starts moto server on 127.0.0.1 (S3, SQS and EventBridge in the stack's process,
+DynamoDB and its streams in one of their own: emulator.py), creates every resource of
+template.yaml on them (resources.py), serves a ClamAV definitions mirror on 127.0.0.1
+(mirror.py; the template's definitions parameters point at it), writes `.filejobs/local.json`
+(what it serves, for the CLI and any S3 client), runs each custom resource's function once (as
+CloudFormation does during a deploy, before the resources that depend on it), and starts a host
+process (host.py) per event source of every function: `workers` pollers per SQS-triggered
+function, one per schedule, stream and API. An HTTP router on 127.0.0.1 turns requests into API
+Gateway proxy events for the function whose `Api` event matches, after checking the bearer
+token. Nothing is wired by hand: a function, event or custom resource added to the template runs
+here as it is.
 
 Ctrl-C (or SIGTERM) stops the router, asks every host to stop after the batch in hand, waits up
 to `grace` seconds for them, kills the rest (their jobs' leases expire, as when Lambda times a
@@ -42,7 +44,7 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from filejobs.infra.template import FunctionSpec, function_definitions, load_template
-from filejobs.local import moto_fixes, tokens
+from filejobs.local import emulator, moto_fixes, tokens
 from filejobs.local.events import api_event, custom_resource_event
 from filejobs.local.faults import (
     CRASH_EXIT_CODE,
@@ -50,7 +52,7 @@ from filejobs.local.faults import (
     FAULTS_VARIABLE,
     parse_faults,
 )
-from filejobs.local.host import VISIBILITY_VARIABLE
+from filejobs.local.host import SHORT_POLL_VARIABLE, VISIBILITY_VARIABLE
 from filejobs.local.metering import METER_LOG_VARIABLE
 from filejobs.local.mirror import DefinitionsMirror, build_local_databases
 from filejobs.local.resources import ACCOUNT, Resources, provision
@@ -125,6 +127,10 @@ class StackOptions:
     # The folder the definitions mirror serves; None: .filejobs/mirror, made with the local
     # databases (mirror.build_local_databases) when missing.
     definitions_mirror: Path | None = None
+    # The stack as it was before its throughput work, for bench/local_stack.py's baseline:
+    # every service in the stack's one moto server, moto's own request routing, hosts that
+    # short-poll. Otherwise DynamoDB and its streams run in a process of their own (emulator.py).
+    baseline: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,9 @@ class LocalStack:
         self.token_secret = secrets.token_urlsafe(32)  # signs tenant tokens (tokens.py)
         self.config_path = options.project_root / CONFIG_PATH
         self._moto: ThreadedMotoServer | None = None
+        self._emulator: subprocess.Popen[bytes] | None = None
+        # Services served apart from `endpoint_url` (the DynamoDB emulator's), by botocore name.
+        self.endpoints: dict[str, str] = {}
         self._router: ThreadingHTTPServer | None = None
         # Each host process with the arguments that started it (to start it again).
         self._hosts: list[subprocess.Popen[bytes]] = []
@@ -189,9 +198,13 @@ class LocalStack:
     # --- start -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        moto_fixes.apply()
+        moto_fixes.apply(speedups=not self.options.baseline)
         self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.options.emulator_port)
         self._moto.start()
+        if not self.options.baseline:
+            port = free_port()
+            self._emulator = emulator.start(port)
+            self.endpoints = dict.fromkeys(emulator.SERVICES, f"http://127.0.0.1:{port}")
         session = boto3.Session(
             aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
@@ -204,18 +217,42 @@ class LocalStack:
             self.template,
             self.options.stack_name,
             parameters={**mirrored, **self.options.parameters},
+            endpoints=self.endpoints,
         )
+        self._hide_received_messages()
         self._write_config()
         self._create_custom_resources()
         for name, spec in sorted(self.functions.items()):
             self._start_hosts(name, spec)
         self._start_router()
 
+    def _hide_received_messages(self) -> None:
+        """`visibility_seconds` as each queue's own VisibilityTimeout, as if the template said
+        so: what a queue reports of itself (the sweep reads it) is what its receives do."""
+        seconds = self.options.visibility_seconds
+        if seconds is None:
+            return
+        assert self.resources is not None
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=self.endpoint_url,
+            region_name=self.options.region,
+            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+        for attributes in self.resources.attributes.values():
+            if "QueueUrl" in attributes:
+                sqs.set_queue_attributes(
+                    QueueUrl=attributes["QueueUrl"],
+                    Attributes={"VisibilityTimeout": str(seconds)},
+                )
+
     def _write_config(self) -> None:
         assert self.resources is not None
         refs = self.resources.refs
         config = {
             "endpoint_url": self.endpoint_url,
+            "endpoints": self.endpoints,
             "region": self.options.region,
             "api_url": self.api_url,
             "api_token": self.api_token,
@@ -254,6 +291,7 @@ class LocalStack:
             "AWS_DEFAULT_REGION": self.options.region,
             "AWS_REGION": self.options.region,
             "AWS_ENDPOINT_URL": self.endpoint_url,
+            **{emulator.ENDPOINT_VARIABLES[name]: url for name, url in self.endpoints.items()},
             "AWS_LAMBDA_FUNCTION_NAME": f"{self.options.stack_name}-{name}",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory),
             # X-Ray has no daemon here: Powertools' Tracer stays off, as in `sam local`.
@@ -268,6 +306,8 @@ class LocalStack:
             knobs[FAULTS_VARIABLE] = self.options.faults
         if self.options.visibility_seconds is not None:
             knobs[VISIBILITY_VARIABLE] = str(self.options.visibility_seconds)
+        if self.options.baseline:
+            knobs[SHORT_POLL_VARIABLE] = "1"
         if self.options.fault_log is not None:
             knobs[FAULT_LOG_VARIABLE] = str(self.options.fault_log.resolve())
         if self.options.meter_log is not None:
@@ -522,6 +562,10 @@ class LocalStack:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.set())
         while not stop.wait(0.5):
+            if self._emulator is not None and self._emulator.poll() is not None:
+                code = self._emulator.returncode
+                log.error("the DynamoDB emulator exited with %s; stopping", code)
+                return False
             for process in [p for p in self._hosts if p.poll() is not None]:
                 if not self._restart(process):
                     return False
@@ -558,6 +602,13 @@ class LocalStack:
                 process.wait()
         if self._moto is not None:
             self._moto.stop()
+        if self._emulator is not None:
+            self._emulator.terminate()
+            try:
+                self._emulator.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._emulator.kill()
+                self._emulator.wait()
         if self._mirror is not None:
             self._mirror.stop()
         self.config_path.unlink(missing_ok=True)

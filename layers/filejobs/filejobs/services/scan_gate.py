@@ -6,9 +6,11 @@ verdict (services/virus_scan.py): it sends the file's waiting jobs when the file
 cancelled for want of a verdict (a rescan that gets through after the definitions were fixed);
 otherwise it cancels them with the reason (infected, unscannable under "hold"). A scan job that
 ends with no verdict (its retries spent, or cancelled) has them cancelled too: at once when its
-own worker fails it (`scan_ended`), else at their next delivery (`decide` looks at the scan job
-of a file still waiting), which the sweep's re-sending of pending jobs guarantees. Every step is
-idempotent, so a worker that dies in between leaves nothing that a retry does not finish.
+own worker fails it (`scan_ended`), else when the sweep next looks at them (`review`: the file's
+verdict and, while it has none, its scan job), which also sends a job whose verdict let it go
+but whose release was lost; a job still waiting for a verdict is left for the scan job's own
+next check, never sent. Every step is idempotent, so a worker that dies in between leaves
+nothing that a retry does not finish.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from filejobs.domain.scanning import (
     GATED_JOB_TYPES,
     SCANNER,
     Gate,
+    GateReview,
     UnscannablePolicy,
     gate,
     refusal_reason,
@@ -40,6 +43,13 @@ def scan_job_id(stored: StoredFile) -> str:
     return keys.job_id_for(
         stored.tenant, keys.ingest_idempotency_key(stored.id, JobType.VIRUS_SCAN)
     )
+
+
+def _verdict_time(stored: StoredFile | None) -> datetime | None:
+    """When the file's verdict was given: its scan sent the waiting jobs right after."""
+    if stored is None or stored.scan is None:
+        return None
+    return stored.scan.scanned_at
 
 
 class ScanGate:
@@ -74,6 +84,27 @@ class ScanGate:
             status = None if scan is None else scan.status
             decision = gate(message.job_type, stored, status, unscannable=self._unscannable)
         return decision, stored
+
+    def review(self, job: ProcessingJob) -> GateReview:
+        """For the sweep, of a gated job it found waiting: whether it waits for a verdict still
+        to come (not to be sent: its worker could only skip it), may run, or is refused (and
+        then cancelled here, as its worker would have)."""
+        if job.job_type not in GATED_JOB_TYPES:
+            return GateReview(Gate.RUN)
+        stored = self._files.get(job.file_id)
+        decision = gate(job.job_type, stored, unscannable=self._unscannable)
+        scan = None
+        if decision is Gate.WAIT and stored is not None:
+            # Waiting is only right while a verdict may still come: one read of the scan job.
+            scan = self._jobs.get(scan_job_id(stored), consistent=False)
+            status = None if scan is None else scan.status
+            decision = gate(job.job_type, stored, status, unscannable=self._unscannable)
+        if decision is Gate.WAIT:
+            return GateReview(Gate.WAIT, wait_until=None if scan is None else scan.sweep_at)
+        if decision is Gate.REFUSE:
+            self.refuse(JobMessage.for_job(job), stored)
+            return GateReview(Gate.REFUSE)
+        return GateReview(Gate.RUN, released_at=_verdict_time(stored))
 
     def names_its_file(self, message: JobMessage) -> bool:
         """Whether the message's file is its job's: a refusal cancels the job, so it must be

@@ -6,6 +6,13 @@ conditional write *before* any message is sent, so two overlapping sweeps never 
 - pending, never claimed    -> re-dispatched, with growing gaps; given up on after many tries
 - running, lease expired    -> a failed attempt: retried with backoff, or failed with a reason
 
+A waiting job (pending, or scheduled and due) is sent again only when its message is lost, never
+when it is queued: its queue's progress (domain/backlog.py) says whether the queue has got past
+the moment the job's message became visible. One that may still be queued, or whose gate has not
+opened (its file's virus scan has no verdict yet: its worker could only skip it), is put off to
+a later check, sending nothing and counting nothing. A run stops taking jobs when its time is
+nearly up; the rest are still due, for the next run.
+
 `DeadLetterReview`, run by the same schedule, reads the job types' dead-letter queues: a job
 whose message SQS gave up on (a poison message) is failed with that reason in one conditional
 write, and the letter deleted once its job carries the outcome. A letter naming no job it can
@@ -25,10 +32,18 @@ from typing import Protocol
 from filejobs.adapters.sqs import DeadLetter
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
+from filejobs.domain.backlog import QueueProgress, visible_at
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
-from filejobs.domain.messages import MAX_MESSAGE_DELAY, JobMessage, MalformedMessageError
+from filejobs.domain.messages import (
+    MAX_MESSAGE_DELAY,
+    JobMessage,
+    Lane,
+    MalformedMessageError,
+    lane_of,
+)
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy, TransientError
+from filejobs.domain.scanning import Gate, GateReview
 from filejobs.domain.time import utcnow
 
 logger = logging.getLogger(__name__)
@@ -43,6 +58,16 @@ class DeadLetters(Protocol):
 class Dispatcher(Protocol):
     def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
         """Send the job's message to its worker queue, visible after `delay`."""
+
+
+class QueueWatch(Protocol):
+    def progress(self, job_type: JobType, lane: Lane) -> QueueProgress:
+        """How far the job type's queue in that lane has got, now."""
+
+
+class HeldJobs(Protocol):
+    def review(self, job: ProcessingJob) -> GateReview:
+        """Whether a waiting job's gate lets it run, holds it, or refused it (cancelled)."""
 
 
 def dispatch_retry_if_soon(dispatcher: Dispatcher, job: ProcessingJob, now: datetime) -> None:
@@ -61,6 +86,12 @@ class SweepReport:
     actions: Counter[str] = field(default_factory=Counter)
     lost_races: int = 0
     errors: int = 0
+    # The run stopped taking jobs before the last due one (its time was nearly up).
+    cut_short: bool = False
+
+
+def _never() -> bool:
+    return False
 
 
 class SweepService:
@@ -69,6 +100,8 @@ class SweepService:
         jobs: JobRepository,
         dispatcher: Dispatcher,
         *,
+        queues: QueueWatch | None = None,
+        held: HeldJobs | None = None,
         clock: Callable[[], datetime] = utcnow,
         retry_policy: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen dataclass: immutable)
         dispatch_policy: DispatchPolicy = DispatchPolicy(),  # noqa: B008
@@ -76,29 +109,118 @@ class SweepService:
     ) -> None:
         self._jobs = jobs
         self._dispatcher = dispatcher
+        # Without a queue watch every waiting job past its check is taken for lost.
+        self._queues = queues
+        self._held = held
         self._clock = clock
         self._retry = retry_policy
         self._dispatch = dispatch_policy
         self._retention = retention
 
-    def run(self) -> SweepReport:
+    def run(self, *, should_stop: Callable[[], bool] = _never) -> SweepReport:
         now = self._clock()
         report = SweepReport()
+        progress: dict[tuple[JobType, Lane], QueueProgress | None] = {}
         for job in self._jobs.due_for_sweep(now):
+            if should_stop():
+                report.cut_short = True
+                break
             report.examined += 1
             try:
-                self._attend(job, now, report)
+                self._attend(job, now, report, progress)
             except Exception:
                 # One bad item must not stop the sweep; it stays due and is retried next run.
                 logger.exception("sweep could not attend job %s", job.id)
                 report.errors += 1
         return report
 
-    def _attend(self, job: ProcessingJob, now: datetime, report: SweepReport) -> None:
-        planned = self._plan(job, now)
-        if planned is None:
+    def _attend(
+        self,
+        job: ProcessingJob,
+        now: datetime,
+        report: SweepReport,
+        progress: dict[tuple[JobType, Lane], QueueProgress | None],
+    ) -> None:
+        if job.status is JobStatus.RUNNING:
+            lease_lost = TransientError("lease expired")
+            retry_at = self._retry.retry_at(job, lease_lost, now)
+            recover = transitions.recover_lease(
+                job, now=now, retry_at=retry_at, retention=self._retention
+            )
+            self._apply(job, "recovered", recover, now, report)
+        elif job.status in {JobStatus.PENDING, JobStatus.SCHEDULED}:
+            self._attend_waiting(job, now, report, progress)
+        # Any other status: the index lags the table, and this job already finished.
+
+    def _attend_waiting(
+        self,
+        job: ProcessingJob,
+        now: datetime,
+        report: SweepReport,
+        progress: dict[tuple[JobType, Lane], QueueProgress | None],
+    ) -> None:
+        released_at = None
+        if self._held is not None:
+            review = self._held.review(job)
+            if review.decision is Gate.REFUSE:
+                report.actions["refused"] += 1
+                return
+            if review.decision is Gate.WAIT:
+                later = max(now + self._dispatch.grace, review.wait_until or now)
+                self._put_off(job, "held", later, now, report)
+                return
+            released_at = review.released_at
+        since = visible_at(job, released_at)
+        if self._may_be_queued(job, since, progress):
+            self._put_off(job, "queued", self._dispatch.next_look(since, now), now, report)
             return
-        action, transition = planned
+        if job.status is JobStatus.SCHEDULED:
+            promote = transitions.requeue_scheduled(now=now, dispatch_grace=self._dispatch.grace)
+            self._apply(job, "promoted", promote, now, report)
+        elif self._dispatch.gives_up(job):
+            abandon = transitions.abandon_pending(job, now=now, retention=self._retention)
+            self._apply(job, "abandoned", abandon, now, report)
+        else:
+            next_check = self._dispatch.next_check(job, now)
+            requeue = transitions.requeue_pending(job, now=now, next_check=next_check)
+            self._apply(job, "redispatched", requeue, now, report)
+
+    def _may_be_queued(
+        self,
+        job: ProcessingJob,
+        since: datetime,
+        progress: dict[tuple[JobType, Lane], QueueProgress | None],
+    ) -> bool:
+        if self._queues is None:
+            return False
+        queue = (job.job_type, lane_of(job))
+        if queue not in progress:
+            try:
+                progress[queue] = self._queues.progress(*queue)
+            except Exception:
+                # Not knowing is no reason to send copies: the jobs wait for the next run.
+                logger.exception("could not read the progress of the %s queue", queue[0].value)
+                progress[queue] = None
+        known = progress[queue]
+        return known is None or known.may_hold(since)
+
+    def _put_off(
+        self, job: ProcessingJob, action: str, until: datetime, now: datetime, report: SweepReport
+    ) -> None:
+        put_off = transitions.put_off_check(job, now=now, next_check=until)
+        if isinstance(self._jobs.apply(job.id, job.job_type, put_off), Applied):
+            report.actions[action] += 1
+        else:
+            report.lost_races += 1  # claimed (or changed) meanwhile: nothing to put off
+
+    def _apply(
+        self,
+        job: ProcessingJob,
+        action: str,
+        transition: transitions.Transition,
+        now: datetime,
+        report: SweepReport,
+    ) -> None:
         result = self._jobs.apply(job.id, job.job_type, transition)
         if not isinstance(result, Applied):
             report.lost_races += 1  # a worker or another sweep moved it first: nothing to do
@@ -108,27 +230,6 @@ class SweepService:
             self._dispatcher.dispatch(result.job)
         else:
             dispatch_retry_if_soon(self._dispatcher, result.job, now)
-
-    def _plan(self, job: ProcessingJob, now: datetime) -> tuple[str, transitions.Transition] | None:
-        if job.status is JobStatus.SCHEDULED:
-            return "promoted", transitions.requeue_scheduled(
-                now=now, dispatch_grace=self._dispatch.grace
-            )
-        if job.status is JobStatus.PENDING:
-            if self._dispatch.gives_up(job):
-                return "abandoned", transitions.abandon_pending(
-                    job, now=now, retention=self._retention
-                )
-            return "redispatched", transitions.requeue_pending(
-                job, now=now, next_check=self._dispatch.next_check(job, now)
-            )
-        if job.status is not JobStatus.RUNNING:
-            return None  # the index lags the table: this job already finished
-        lease_lost = TransientError("lease expired")
-        retry_at = self._retry.retry_at(job, lease_lost, now)
-        return "recovered", transitions.recover_lease(
-            job, now=now, retry_at=retry_at, retention=self._retention
-        )
 
 
 class DeadLetterReview:

@@ -1,0 +1,75 @@
+"""Lost or queued: whether a waiting job's message may still be in its queue.
+
+A job that is pending (or scheduled and due) and unclaimed is in one of two states that look the
+same in the table: its message is still queued behind others (a backlog), or its message is gone
+(the sender died between its write and its send, or a copy was deleted unread). Sending again
+is right only for the second: under a backlog a copy doubles the queue's work exactly when it is
+busiest, and the worker that receives the original first leaves the copy to be skipped.
+
+The queue itself says which: every message that became visible before the queue's *reach* has
+been received by a worker (and is deleted, or is in a worker's hands). A job whose message
+became visible before the reach, and which is still unclaimed, lost its message. A job whose
+message became visible after it may simply be queued: it is left alone, and its next check put
+off, with no copy and no count against its dispatch budget.
+
+`QueueProgress.from_counts` works the reach out from what SQS's GetQueueAttributes gives:
+
+- no visible message: every message visible before `now - lag` has been received (SQS's counts
+  are eventually consistent: `lag` covers it);
+- messages in flight as well: one of them may be the job's, received by a worker that has not
+  claimed it yet (a batch runs its records one by one): the reach is a visibility timeout back;
+- visible messages: a backlog whose age SQS does not say; only messages older than the queue's
+  retention period are surely gone (SQS deleted them), so that is the reach. Under a backlog
+  that never clears, a lost message is found again after the retention period, never before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from filejobs.domain.job import JobStatus, ProcessingJob
+
+# SQS's approximate counts may lag the queue by about a minute (the GetQueueAttributes docs).
+COUNT_LAG = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    """How far a job queue has got: every message visible before `reach` has been received."""
+
+    reach: datetime
+
+    def may_hold(self, visible_at: datetime) -> bool:
+        """Whether a message that became visible at `visible_at` may still be queued."""
+        return visible_at >= self.reach
+
+    @classmethod
+    def from_counts(
+        cls,
+        *,
+        now: datetime,
+        visible: int,
+        in_flight: int,
+        visibility_timeout: timedelta,
+        retention: timedelta,
+        lag: timedelta = COUNT_LAG,
+    ) -> QueueProgress:
+        if visible > 0:
+            return cls(now - retention)
+        if in_flight > 0:
+            return cls(now - visibility_timeout - lag)
+        return cls(now - lag)
+
+
+def visible_at(job: ProcessingJob, released_at: datetime | None = None) -> datetime:
+    """When the job's latest message became (or was due to become) visible to its workers.
+
+    A scheduled job's retry message is delayed until its retry is due; any other job's was sent
+    at its last dispatch, or at its creation. `released_at` is when a gate let the job go (the
+    file's verdict, after which the scan sends the jobs that waited on it).
+    """
+    if job.status is JobStatus.SCHEDULED and job.scheduled_at is not None:
+        return job.scheduled_at
+    sent = job.dispatched_at or job.metadata.created_at
+    return sent if released_at is None else max(sent, released_at)
