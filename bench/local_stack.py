@@ -26,7 +26,11 @@ jobs released), but no processor runs. `real` runs the processors.
 
     files/s, jobs/s  : N / (last job finished - first upload returned), jobs likewise
     latency p50, p99 : per file, its last job's completed_at minus the moment its upload returned
-    peak MB          : the stack process's peak resident memory (moto server runs in it)
+    peak MB          : the emulator's peak resident memory (the stack process, where S3, SQS
+                       and EventBridge run, plus its DynamoDB process)
+    re-sent, skipped : jobs the sweep sent again (re-dispatched or promoted: its summaries in
+                       the stack's log), and messages a worker acknowledged without work (its
+                       MessagesSkipped metric), each as a share of the jobs
     vs 1 worker      : jobs/s over the 1-worker run's of the same processing mode
 
 and, for noop processing, the two ratios the local stack is held to:
@@ -80,7 +84,7 @@ UPLOAD_THREADS = 8
 POLL_SECONDS = 5.0
 HEADER = (
     "| processing | workers per function | files | jobs | files/s | jobs/s | p50 s | p99 s "
-    "| emulator peak MB | vs 1 worker |"
+    "| emulator peak MB | re-sent | skipped | vs 1 worker |"
 )
 
 
@@ -203,6 +207,8 @@ class Row:
     p50_s: float
     p99_s: float
     peak_mb: float
+    resent: int = 0
+    skipped: int = 0
     vs_1_worker: float | None = None
 
     def cells(self) -> list[str]:
@@ -218,11 +224,41 @@ class Row:
             f"{self.p50_s:.1f}",
             f"{self.p99_s:.1f}",
             f"{self.peak_mb:.0f}",
+            f"{self.resent} ({self.resent / self.jobs:.1%})",
+            f"{self.skipped} ({self.skipped / self.jobs:.1%})",
             ratio,
         ]
 
     def markdown(self) -> str:
         return markdown_row(self.cells())
+
+
+def amplification(log_path: Path) -> tuple[int, int]:
+    """From the stack's log: the jobs the sweep sent again, the messages workers skipped."""
+    resent = skipped = 0
+    for line in log_path.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("message") == "sweep finished":
+            actions = entry.get("actions") or {}
+            resent += int(actions.get("redispatched", 0)) + int(actions.get("promoted", 0))
+        skipped += int(sum(entry.get("MessagesSkipped") or [0]))
+    return resent, skipped
+
+
+def per_minute(items: list[dict[str, Any]], uploaded: dict[str, float]) -> list[int]:
+    """How many jobs reached their end in each minute after the first upload: a collapse
+    under load shows as a falling run of minutes."""
+    start = min(uploaded.values())
+    counts: Counter[int] = Counter()
+    for item in items:
+        done = datetime.fromisoformat(item["completed_at"]["S"]).timestamp()
+        counts[int((done - start) // 60)] += 1
+    return [counts[minute] for minute in range(max(counts) + 1)] if counts else []
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -254,9 +290,10 @@ def measure(
         uploaded = upload_all(stack, uploads)
         items = wait_until_terminal(stack, sum(u.jobs for u in uploads), timeout)
         peak_mb = stack.peak_memory_mb()
-    skipped = sum(1 for item in items if "noop" in item.get("result_data", {}).get("M", {}))
-    if skipped != (len(items) if processing == "noop" else 0):
-        raise RuntimeError(f"{processing} processing, yet {skipped} of {len(items)} jobs no-ops")
+    noops = sum(1 for item in items if "noop" in item.get("result_data", {}).get("M", {}))
+    if noops != (len(items) if processing == "noop" else 0):
+        raise RuntimeError(f"{processing} processing, yet {noops} of {len(items)} jobs no-ops")
+    resent, skipped = amplification(log_path)
     finished: dict[str, float] = {}  # key -> its last job's completed_at
     for item in items:
         key = item["input_data"]["M"]["key"]["S"]
@@ -264,6 +301,7 @@ def measure(
         finished[key] = max(finished.get(key, 0.0), done)
     latencies = [finished[key] - uploaded[key] for key in finished]
     span = max(finished.values()) - min(uploaded.values())
+    print(f"  jobs finished per minute from the first upload: {per_minute(items, uploaded)}")
     return Row(
         processing=f"{processing} (before)" if baseline else processing,
         workers=workers,
@@ -275,6 +313,8 @@ def measure(
         p50_s=statistics.median(latencies),
         p99_s=percentile(latencies, 0.99),
         peak_mb=peak_mb,
+        resent=resent,
+        skipped=skipped,
     )
 
 
