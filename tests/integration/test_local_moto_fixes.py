@@ -386,6 +386,18 @@ def queries_on_a_big_table(*, fixed: bool = True) -> dict[str, Any]:
             ExpressionAttributeValues={":h": {"S": "s2"}, ":t": {"S": "t0400"}},
             ScanIndexForward=False,
         )
+        # a write between two queries of one index: the second sees it
+        dynamodb.put_item(
+            TableName="big",
+            Item={"pk": {"S": "new"}, "sk": {"S": "9999"}, "at": {"S": "t0001"},
+                  "shard": {"S": "s2"}, "rank": {"N": "2"}},
+        )  # fmt: skip
+        answers["index after a write"] = keys(
+            IndexName="by_shard",
+            KeyConditionExpression="shard = :h AND #at <= :t",
+            ExpressionAttributeNames={"#at": "at"},
+            ExpressionAttributeValues={":h": {"S": "s2"}, ":t": {"S": "t0400"}},
+        )
         answers["numeric"] = keys(
             IndexName="by_rank",
             KeyConditionExpression="#r = :r",
@@ -412,6 +424,7 @@ def test_a_query_reads_its_partition_and_answers_as_moto_does() -> None:
     # then the answers are the same, item for item and in order
     assert fixed["answers"] == unfixed["answers"]
     assert len(fixed["answers"]["index"]) > 9  # paged
+    assert "9999" in fixed["answers"]["index after a write"]
     assert len(fixed["answers"]["numeric"]) == 600  # "1" and "1.0" are the same number
     # and the fixed server listed the whole table only for the numeric key, once per page
     assert unfixed["listings"] >= 20

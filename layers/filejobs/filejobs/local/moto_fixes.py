@@ -32,8 +32,9 @@ AWS does where the system depends on it:
   key condition: the cost of every query grew with the table (58% of the DynamoDB emulator's
   time at 1,050 jobs, py-spy 2026-12-01; the sweep's 256 queries a run slowed with every job
   ever made). A table query now starts from the items under its partition key, and an index
-  query from the items whose index key attributes hold the queried strings (one pass, no sort);
-  moto then applies its own conditions, order and paging to those, so the answer is the same.
+  query from the items whose index key attributes hold the queried strings (the table grouped
+  by them in one pass, kept until the next request that may change an item); moto then applies
+  its own conditions, order and paging to those, so the answer is the same.
   A key of another type (a number, whose "1" equals "1.0") is left to moto's own way.
 - S3 notifications name the version. moto's object-created records carry no `versionId` and no
   `sequencer`, so the ingest recorded no version and the virus scan's quarantine could only delete
@@ -125,12 +126,28 @@ class _CopyModule:
     copy = staticmethod(copy.copy)
 
 
+# DynamoDB's read-only operations; every other request may change items, and moves `_writes` on.
+_READS = frozenset(
+    {
+        "GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems", "DescribeTable",
+        "ListTables", "DescribeTimeToLive", "DescribeContinuousBackups", "ListTagsOfResource",
+        "DescribeStream", "GetRecords", "GetShardIterator", "ListStreams",
+    }
+)  # fmt: skip
+_writes = itertools.count()
+_changes = 0  # the count of requests that may have changed an item; read under _DYNAMODB
+
+
 def _serialised(handler: type[Any]) -> None:
     original: Callable[[Any], Any] = handler.call_action
 
     @functools.wraps(original)
     def call_action(self: Any) -> Any:
+        global _changes  # noqa: PLW0603 (one counter for the process, guarded by the lock)
+        operation = str(self.headers.get("X-Amz-Target", "")).rpartition(".")[2]
         with _DYNAMODB:
+            if operation not in _READS:
+                _changes = next(_writes)
             return original(self)
 
     handler.call_action = call_action
@@ -171,6 +188,27 @@ def _remembered(original: Callable[[Any, str | None], Any]) -> Callable[[Any, st
     return get_backend_for_host
 
 
+# (table, index key attributes) -> (the change count it was built at, key values -> items).
+_groups: dict[tuple[int, tuple[str, ...]], tuple[int, dict[tuple[str, ...], list[Any]]]] = {}
+
+
+def _grouped(table: Any, names: tuple[str, ...]) -> dict[tuple[str, ...], list[Any]]:
+    """The table's items by their string values of `names`, rebuilt only after a change: the
+    sweep's 256 shard queries in a row read the table once, not 256 times."""
+    key = (id(table), names)
+    built = _groups.get(key)
+    if built is not None and built[0] == _changes:
+        return built[1]
+    groups: dict[tuple[str, ...], list[Any]] = {}
+    for partition in table.items.values():
+        for item in partition.values() if table.range_key_attr else (partition,):
+            held = [item.attrs.get(name) for name in names]
+            if all(value is not None and value.type == "S" for value in held):
+                groups.setdefault(tuple(value.value for value in held), []).append(item)
+    _groups[key] = (_changes, groups)
+    return groups
+
+
 def _query_candidates(table: Any, arguments: dict[str, Any]) -> list[Any] | None:
     """The items a query can match (a superset of its answer), or None for moto's own list."""
     if arguments.get("index_name") is None:
@@ -184,19 +222,8 @@ def _query_candidates(table: Any, arguments: dict[str, Any]) -> list[Any] | None
     conditions = arguments.get("hash_key_conditions") or []
     if not conditions or any(value.type != "S" for _, value in conditions):
         return None
-    wanted = [(name, value.value) for name, value in conditions]
-    candidates = []
-    for partition in table.items.values():
-        for item in partition.values() if table.range_key_attr else (partition,):
-            attributes = item.attrs
-            if all(
-                (held := attributes.get(name)) is not None
-                and held.type == "S"
-                and held.value == value
-                for name, value in wanted
-            ):
-                candidates.append(item)
-    return candidates
+    names = tuple(name for name, _ in conditions)
+    return list(_grouped(table, names).get(tuple(value.value for _, value in conditions), []))
 
 
 def _from_candidates(original: Callable[..., Any]) -> Callable[..., Any]:
