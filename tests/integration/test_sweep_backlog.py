@@ -337,3 +337,29 @@ def test_a_run_whose_time_is_up_leaves_the_rest_due_for_the_next(
     assert following.examined == 2 * len(jobs) - 2
     assert {j.id for j in jobs} <= set(sent.sent)
     assert len(sent.sent) == len(set(sent.sent)) == 2 * len(jobs)
+
+
+def test_a_retry_too_far_off_for_a_delayed_message_is_promoted_when_due_even_in_a_backlog(
+    tables: dict[str, str], clock: FakeClock, sent: Recorder
+) -> None:
+    # Given a job whose attempt failed with its retry an hour away (SQS delays 15 minutes at
+    # most, so no message was sent: the sweep owes it one)
+    job = ingested(clock, "application/x-empty").jobs[0]
+    repo = JobRepository()
+    claimed = repo.apply(
+        job.id, job.job_type, transitions.claim(now=clock.now, lease=KEEP, worker="w")
+    )
+    assert isinstance(claimed, Applied)
+    retry_at = clock.now + timedelta(hours=1)
+    failing = transitions.fail(
+        claimed.job, error="busy", now=clock.now, retry_at=retry_at, retention=KEEP
+    )
+    assert isinstance(repo.apply(job.id, job.job_type, failing), Applied)
+    # When it is due while its queue has a backlog of unknown age
+    clock.now = retry_at + timedelta(seconds=1)
+    queues = HandMovedQueues(reach=clock.now - timedelta(days=4))
+    report = sweep(clock, sent, queues).run()
+    # Then it is promoted and sent, as nothing of it can be queued
+    assert report.actions["promoted"] == 1
+    assert job.id in sent.sent
+    assert stored(job).status is JobStatus.PENDING

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from filejobs.domain.backlog import COUNT_LAG, QueueProgress, visible_at
-from filejobs.domain.job import JobStatus, JobType
+from filejobs.domain.job import Attempt, AttemptOutcome, JobStatus, JobType
 from filejobs.domain.retry import DispatchPolicy
 from tests.factories import pending_job
 
@@ -70,6 +70,20 @@ def test_a_scheduled_retry_from_when_its_delayed_message_was_due() -> None:
     retry_at = NOW + timedelta(minutes=4)
     job = replace(pending_job(NOW), status=JobStatus.SCHEDULED, scheduled_at=retry_at)
     assert visible_at(job) == retry_at
+    failed_now = {1: Attempt(1, NOW, NOW, AttemptOutcome.RETRYING)}
+    assert visible_at(replace(job, attempt=1, attempts=failed_now)) == retry_at
+
+
+def test_a_retry_later_than_sqs_can_delay_has_no_message_out() -> None:
+    # its attempt failed at NOW, its retry an hour on: no delayed message was sent
+    job = replace(
+        pending_job(NOW),
+        status=JobStatus.SCHEDULED,
+        scheduled_at=NOW + timedelta(hours=1),
+        attempt=1,
+        attempts={1: Attempt(1, NOW - timedelta(seconds=5), NOW, AttemptOutcome.RETRYING)},
+    )
+    assert visible_at(job) is None
 
 
 def test_a_queued_job_is_looked_at_again_after_as_long_as_it_waited_within_bounds() -> None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.messages import MAX_MESSAGE_DELAY
 
 # SQS's approximate counts may lag the queue by about a minute (the GetQueueAttributes docs).
 COUNT_LAG = timedelta(minutes=1)
@@ -62,14 +63,18 @@ class QueueProgress:
         return cls(now - lag)
 
 
-def visible_at(job: ProcessingJob, released_at: datetime | None = None) -> datetime:
-    """When the job's latest message became (or was due to become) visible to its workers.
+def visible_at(job: ProcessingJob, released_at: datetime | None = None) -> datetime | None:
+    """When the job's latest message became (or was due to become) visible to its workers; None
+    when none is out (a retry due later than SQS can delay a message waits for the sweep).
 
     A scheduled job's retry message is delayed until its retry is due; any other job's was sent
     at its last dispatch, or at its creation. `released_at` is when a gate let the job go (the
     file's verdict, after which the scan sends the jobs that waited on it).
     """
     if job.status is JobStatus.SCHEDULED and job.scheduled_at is not None:
+        failed = job.attempts.get(job.attempt)
+        if failed is not None and job.scheduled_at - failed.ended_at > MAX_MESSAGE_DELAY:
+            return None
         return job.scheduled_at
     sent = job.dispatched_at or job.metadata.created_at
     return sent if released_at is None else max(sent, released_at)

@@ -171,7 +171,7 @@ class SweepService:
                 return
             released_at = review.released_at
         since = visible_at(job, released_at)
-        if self._may_be_queued(job, since, progress):
+        if since is not None and self._may_be_queued(job, since, progress):
             self._put_off(job, "queued", self._dispatch.next_look(since, now), now, report)
             return
         if job.status is JobStatus.SCHEDULED:
