@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import random
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -249,7 +250,13 @@ class JobRepository:
         return JobPage(self._full(entries), cursor)
 
     def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
-        """Active jobs whose sweep check is due: cost grows with them, not with the table."""
+        """Active jobs whose sweep check is due: cost grows with them, not with the table.
+
+        The shards are read 16 at a time as the caller takes their jobs, from a shard picked
+        at random round to it: a run that stops early (its time is up) has read little more
+        than it attended, and the next starts elsewhere, so under a backlog no shard waits
+        behind the others.
+        """
 
         def shard(partition: str) -> list[JobModel]:
             query = _J.by_sweep.query(
@@ -257,9 +264,12 @@ class JobRepository:
             )
             return list(query)
 
-        shards: list[list[JobModel]] = _parallel(shard, keys.sweep_partitions())
-        for models in shards:
-            yield from (job_from_model(m) for m in models)
+        partitions = keys.sweep_partitions()
+        start = random.randrange(len(partitions))  # noqa: S311 (where to start, not a secret)
+        ordered = partitions[start:] + partitions[:start]
+        for group in itertools.batched(ordered, _FAN_OUT, strict=False):
+            for models in _parallel(shard, group):
+                yield from (job_from_model(m) for m in models)
 
     def _full(self, projected: Iterable[JobModel]) -> list[ProcessingJob]:
         """The whole items behind INCLUDE-projected index entries, in the same order.
