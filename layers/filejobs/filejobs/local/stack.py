@@ -203,7 +203,10 @@ class LocalStack:
         self._moto.start()
         if not self.options.baseline:
             port = free_port()
-            self._emulator = emulator.start(port)
+            try:
+                self._emulator = emulator.start(port)
+            except emulator.EmulatorError as error:
+                raise StackStartError(str(error)) from None
             self.endpoints = dict.fromkeys(emulator.SERVICES, f"http://127.0.0.1:{port}")
         session = boto3.Session(
             aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
