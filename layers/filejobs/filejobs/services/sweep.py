@@ -166,7 +166,10 @@ class SweepService:
                 report.actions["refused"] += 1
                 return
             if review.decision is Gate.WAIT:
-                later = max(now + self._dispatch.grace, review.wait_until or now)
+                # The verdict sends it; a look is only for a release lost or a scan that ended
+                # without one: after the scan's own next check, less often the longer it waits.
+                backoff = self._dispatch.next_look(job.metadata.created_at, now)
+                later = max(backoff, review.wait_until or now)
                 self._put_off(job, "held", later, now, report)
                 return
             released_at = review.released_at
