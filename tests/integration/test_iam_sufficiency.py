@@ -201,6 +201,26 @@ def ingest_everything(stack: Stack) -> list[Call]:
     return recorder.calls
 
 
+def test_ingest_may_recognise_a_late_duplicate_of_an_upload_since_removed(stack: Stack) -> None:
+    # given an upload ingested, then its version removed (as the scan's quarantine does)
+    upload(stack, "gone.png", png())
+    stack.become("IngestFunction")
+    records = stack.queue_records("IngestQueue")
+    ingest.handler({"Records": records}, CONTEXT)
+    bucket = stack.refs["UploadsBucket"]
+    versions = boto3.client("s3").list_object_versions(Bucket=bucket, Prefix="uploads/acme/gone")
+    for version in versions.get("Versions", []):
+        boto3.client("s3").delete_object(
+            Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"]
+        )
+    # when its notification is delivered again, then the ingest may read whether it is recorded
+    with recording_calls() as recorder:
+        response = ingest.handler({"Records": records}, CONTEXT)
+    assert response["batchItemFailures"] == []
+    assert "GetItem" in {c.operation for c in recorder.calls}
+    assert stack.refused("IngestFunction", recorder.calls) == []
+
+
 def run_worker(stack: Stack, job_type: JobType) -> None:
     pascal = "".join(part.title() for part in job_type.value.split("_"))
     stack.become(f"{pascal}Worker")

@@ -170,3 +170,27 @@ def test_the_head_reader_reads_only_the_first_bytes(s3: S3Client) -> None:
     s3.put_object(Bucket=BUCKET, Key="uploads/acme/big.txt", Body=body)
     head = S3HeadReader(s3).read_head(BUCKET, "uploads/acme/big.txt", None, 4096)
     assert head == b"x" * 4096
+
+
+def test_a_late_duplicate_of_an_upload_since_quarantined_is_a_duplicate(
+    service: IngestService, s3: S3Client
+) -> None:
+    # Given an upload recorded, then moved out of the bucket (the scan quarantined it)
+    record = upload(s3, "uploads/acme/eicar.com", b"infected, say\n")
+    first = service.ingest(record)
+    assert isinstance(first, Ingested)
+    s3.delete_object(Bucket=BUCKET, Key=record.key, VersionId=record.version_id or "")
+    # When S3's duplicate notification of that upload arrives late
+    again = service.ingest(record)
+    # Then it is acknowledged as the duplicate it is, not failed on every delivery
+    assert again == AlreadyIngested(first.plan.file.id)
+
+
+def test_an_upload_deleted_before_its_ingest_is_refused_saying_so(
+    service: IngestService, s3: S3Client
+) -> None:
+    record = upload(s3, "uploads/acme/withdrawn.txt", b"gone before we looked\n")
+    s3.delete_object(Bucket=BUCKET, Key=record.key, VersionId=record.version_id or "")
+    with pytest.raises(InvalidUploadError, match="deleted before it could be ingested"):
+        service.ingest(record)
+    assert FileRepository().versions_of(BUCKET, record.key) == []

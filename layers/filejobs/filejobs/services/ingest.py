@@ -6,9 +6,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
-from filejobs.data.file_repository import FileRepository, IngestResult
+from filejobs.data.file_repository import AlreadyIngested, FileRepository, IngestResult
+from filejobs.domain import keys
 from filejobs.domain.content import SNIFF_BYTES, sniff_content_type
-from filejobs.domain.ingest import ObjectCreated, plan_ingest, tenant_of
+from filejobs.domain.ingest import InvalidUploadError, ObjectCreated, plan_ingest, tenant_of
+from filejobs.domain.retry import is_missing_object
 from filejobs.domain.time import utcnow
 
 
@@ -33,7 +35,23 @@ class IngestService:
         Raises `InvalidUploadError` for keys outside `uploads/{tenant}/`, before any I/O.
         """
         tenant_of(record.key)
-        head = self._heads.read_head(record.bucket, record.key, record.version_id, SNIFF_BYTES)
+        try:
+            head = self._heads.read_head(record.bucket, record.key, record.version_id, SNIFF_BYTES)
+        except Exception as error:
+            if not is_missing_object(error):
+                raise
+            return self._gone(record)
         content_type = sniff_content_type(head)
         plan = plan_ingest(record, content_type, now=self._clock())
         return self._files.record_ingest(plan)
+
+    def _gone(self, record: ObjectCreated) -> IngestResult:
+        """The version is no longer there. A late duplicate of a recorded upload (its file
+        since quarantined or deleted) is a duplicate like any other; an upload never recorded
+        was withdrawn before its ingest, and there is nothing to process."""
+        file_id = keys.file_id_for(record.bucket, record.key, record.version_marker)
+        if self._files.get(file_id) is not None:
+            return AlreadyIngested(file_id)
+        raise InvalidUploadError(
+            f"key {record.key!r}: the object was deleted before it could be ingested"
+        )
