@@ -32,7 +32,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
 from filejobs.adapters.definitions import BACKOFF_STATE, DefinitionsStore
-from filejobs.config import ConfigurationError
+from filejobs.config import ConfigurationError, endpoint_from
 from filejobs.domain.definitions import Backoff, format_time
 from filejobs.domain.time import utcnow
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
@@ -102,7 +102,7 @@ class UpdaterSettings:
             uses_clamav=engines == "clamav+yara",
             max_age=timedelta(hours=_number(env, "MAX_DEFINITIONS_AGE_HOURS", "48", minimum=1)),
             keep=int(_number(env, "DEFINITIONS_KEEP", "3", minimum=1)),
-            endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
+            endpoint_url=endpoint_from(env),
         )
 
 

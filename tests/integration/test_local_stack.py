@@ -8,6 +8,8 @@ process per function event source), and is driven only through its public faces:
 from __future__ import annotations
 
 import io
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,7 +18,22 @@ from collections.abc import Iterator
 import pytest
 from PIL import Image
 
+from filejobs.infra.template import function_definitions, load_template
 from tests.localstack import ROOT, RunningStack, running_stack
+
+# What `sam local invoke` runs in its container: the function's handler, called once on an event.
+SAM_LIKE_INVOKE = """
+import importlib, json, sys, types
+module, _, name = sys.argv[1].rpartition(".")
+handler = getattr(importlib.import_module(module), name)
+event = json.load(sys.stdin)
+context = types.SimpleNamespace(
+    function_name="ApiFunction", memory_limit_in_mb=512, aws_request_id="sam-local",
+    invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:ApiFunction",
+    get_remaining_time_in_millis=lambda: 30000,
+)
+print(json.dumps(handler(event, context)))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +133,42 @@ def test_ctrl_c_stops_everything_cleanly(stack: RunningStack) -> None:
     # then it exits 0 within its grace period and takes its local.json with it
     assert stack.process.wait(timeout=40) == 0
     assert not (stack.root / ".filejobs" / "local.json").exists()
+
+
+def test_sam_local_gets_an_env_vars_file_that_points_every_function_at_the_stack(
+    stack: RunningStack,
+) -> None:
+    document = json.loads((stack.root / ".filejobs" / "sam-env.json").read_text())
+    functions = function_definitions(load_template(ROOT / "template.yaml"))
+    # SAM overrides only the variables a function declares: the file sets exactly those
+    assert set(document) == set(functions)
+    for name, variables in document.items():
+        assert set(variables) == set(functions[name].environment), name
+        assert variables["FILEJOBS_ENDPOINT_URL"] == stack.config["endpoint_url"]
+        assert variables["JOBS_TABLE_NAME"] == stack.config["table_name"]
+    # and a handler that sees those variables alone, as in SAM's container, serves the stack
+    key = "uploads/acme/sam-local.png"
+    stack.client("s3").put_object(Bucket=stack.config["uploads_bucket"], Key=key, Body=png())
+    job = next(job for job in stack.settled(key)["jobs"] if job["job_type"] == "virus_scan")
+    event = json.loads((ROOT / "events" / "api_get_job.json").read_text())
+    event["path"] = event["requestContext"]["path"] = f"/jobs/{job['id']}"
+    event["pathParameters"] = {"job_id": job["id"]}
+    container = {
+        "PATH": os.environ["PATH"],
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_DEFAULT_REGION": stack.config["region"],
+        "AWS_REGION": stack.config["region"],
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        **document["ApiFunction"],
+    }
+    api = functions["ApiFunction"]
+    answered = subprocess.run(
+        [sys.executable, "-c", SAM_LIKE_INVOKE, api.handler], input=json.dumps(event),
+        env=container, cwd=stack.root / api.code_uri, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert answered.returncode == 0, answered.stderr
+    response = json.loads(answered.stdout.strip().splitlines()[-1])
+    assert response["statusCode"] == 200, response
+    assert json.loads(response["body"])["status"] == "completed"

@@ -77,10 +77,8 @@ class Settings:
                 _choice(env, "UNSCANNABLE_FILES", tuple(p.value for p in UnscannablePolicy))
             ),
             event_bus=env.get("EVENT_BUS_NAME"),
-            endpoint_url=env.get("AWS_ENDPOINT_URL"),
-            dynamodb_endpoint_url=(
-                env.get("AWS_ENDPOINT_URL_DYNAMODB") or env.get("AWS_ENDPOINT_URL")
-            ),
+            endpoint_url=endpoint_from(env),
+            dynamodb_endpoint_url=endpoint_from(env, "dynamodb"),
         )
 
     @property
@@ -101,6 +99,21 @@ class Settings:
         if not self.event_bus:
             raise ConfigurationError("environment variable EVENT_BUS_NAME is not set")
         return self.event_bus
+
+
+def endpoint_from(env: Mapping[str, str], service: str | None = None) -> str | None:
+    """Where the functions' clients send their requests: AWS's own endpoints (None) unless the
+    environment points them elsewhere, `service`'s own endpoint first.
+
+    The template declares `FILEJOBS_ENDPOINT_URL` and `FILEJOBS_ENDPOINT_URL_DYNAMODB`, empty on
+    AWS, so that `sam local` can set them (it overrides only variables the template declares):
+    botocore's own `AWS_ENDPOINT_URL` cannot be declared, as an empty one is not "unset" to it.
+    """
+    names = ["FILEJOBS_ENDPOINT_URL", "AWS_ENDPOINT_URL"]
+    if service is not None:
+        suffix = service.upper()
+        names[:0] = [f"FILEJOBS_ENDPOINT_URL_{suffix}", f"AWS_ENDPOINT_URL_{suffix}"]
+    return next((url for name in names if (url := env.get(name))), None)
 
 
 def dead_letter_url_variable(job_type: JobType) -> str:

@@ -60,6 +60,8 @@ from filejobs.local.resources import ACCOUNT, Resources, provision
 log = logging.getLogger("filejobs.local")
 RESTART_LIMIT = 5  # host restarts within a minute before the stack gives up
 CONFIG_PATH = Path(".filejobs") / "local.json"
+# `sam local invoke --env-vars` for those with Docker: each function's variables, on this stack.
+SAM_ENV_PATH = Path(".filejobs") / "sam-env.json"
 # Credentials for the emulator only: moto accepts any; real ones must never be sent to it.
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 # The definitions mirror's folder when `--definitions-mirror` names none (created on first use).
@@ -90,6 +92,15 @@ def on_this_machine(value: str) -> str:
         return value
     folders = os.pathsep.join([os.environ.get("PATH", os.defpath), *PROGRAM_FOLDERS])
     return shutil.which(program, path=folders) or value
+
+
+def _write_private(path: Path, document: object) -> None:
+    """`document` as JSON at `path`, readable by this user alone, whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(document, indent=2) + "\n")
+    temporary.chmod(0o600)
+    temporary.replace(path)
 
 
 def service_function(resource: dict[str, Any]) -> str | None:
@@ -182,6 +193,7 @@ class LocalStack:
         self.api_token = secrets.token_urlsafe(24)
         self.token_secret = secrets.token_urlsafe(32)  # signs tenant tokens (tokens.py)
         self.config_path = options.project_root / CONFIG_PATH
+        self.sam_env_path = options.project_root / SAM_ENV_PATH
         self._moto: ThreadedMotoServer | None = None
         self._emulator: subprocess.Popen[bytes] | None = None
         # Services served apart from `endpoint_url` (the DynamoDB emulator's), by botocore name.
@@ -272,11 +284,31 @@ class LocalStack:
             "definitions_mirror_dir": None if self._mirror is None else str(self._mirror.directory),
             "resources": self.resources.to_json(),
         }
-        self.config_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.config_path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(config, indent=2) + "\n")
-        temporary.chmod(0o600)  # it holds the API token
-        temporary.replace(self.config_path)
+        _write_private(self.config_path, config)  # it holds the API token
+        _write_private(self.sam_env_path, self.sam_environment())
+
+    def sam_environment(self) -> dict[str, dict[str, str]]:
+        """`sam local`'s `--env-vars` document: per function, every variable the template
+        declares for it (SAM overrides no other), resolved on this stack. Layer paths stay as
+        they are: in SAM's container the layers are in /opt, as on Lambda."""
+        assert self.resources is not None
+        return {
+            name: {
+                **{
+                    key: str(self.resources.resolve(value))
+                    for key, value in spec.environment.items()
+                },
+                **self._endpoint_variables(),
+            }
+            for name, spec in sorted(self.functions.items())
+        }
+
+    def _endpoint_variables(self) -> dict[str, str]:
+        """The template's endpoint variables (config.endpoint_from), on this stack."""
+        return {
+            "FILEJOBS_ENDPOINT_URL": self.endpoint_url,
+            "FILEJOBS_ENDPOINT_URL_DYNAMODB": self.endpoints.get("dynamodb", self.endpoint_url),
+        }
 
     def function_environment(self, name: str) -> dict[str, str]:
         """What the function's process sees: its template environment, resolved, on the emulator."""
@@ -301,6 +333,7 @@ class LocalStack:
             "POWERTOOLS_TRACE_DISABLED": "true",
             **self._local_knobs(),
             **resolved,
+            **self._endpoint_variables(),
         }
 
     def _local_knobs(self) -> dict[str, str]:
@@ -615,6 +648,7 @@ class LocalStack:
         if self._mirror is not None:
             self._mirror.stop()
         self.config_path.unlink(missing_ok=True)
+        self.sam_env_path.unlink(missing_ok=True)
 
 
 class ResponseReceiver:
