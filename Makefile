@@ -15,7 +15,7 @@ CHECKOV := $(CHECKOV_VENV)/bin/checkov
 ST_VENV := .tools/schemathesis
 ST := $(ST_VENV)/bin/st
 
-.PHONY: install system-deps bench-deps test lint typecheck unit template security api-fuzz chaos chaos-full bench demo dev clean
+.PHONY: install system-deps bench-deps test lint typecheck unit template security api-fuzz chaos chaos-full soak bench demo dev clean
 
 $(BIN)/python:
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)" >&2; exit 1; }
@@ -99,6 +99,17 @@ chaos: install
 
 chaos-full: install
 	$(BIN)/python tools/chaos.py --mode full
+
+# Files at a steady rate under chaos's faults for an hour (SOAK_MINUTES), every process's memory
+# and the latency recorded over time, then chaos's audit; a plot in .filejobs/soak.png
+# (tools/soak.py; docs/RELIABILITY.md). Exits 1 on a violation, memory growth or latency drift.
+SOAK_MINUTES ?= 60
+$(VENV)/.soak-installed: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[dev,media,soak]'
+	@touch $@
+
+soak: $(VENV)/.soak-installed
+	$(BIN)/python tools/soak.py --minutes $(SOAK_MINUTES)
 
 test: lint typecheck template security unit api-fuzz chaos
 
