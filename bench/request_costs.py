@@ -28,16 +28,18 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from filejobs.infra.template import function_definitions, load_template
 from filejobs.local.costs import (
+    DERIVED_DAYS,
     MONTH_SECONDS,
     SERVICES,
     Prices,
@@ -70,6 +72,7 @@ SLOW_SECONDS = 20
 CANCELLED_TYPES = ("document_preview", "compression")
 SETTLE_SECONDS = 8  # for the outcome events to be published after the last job ends
 TARGET_REQUESTS, TARGET_READS = 2.0, 0.0
+TARGET_OVER_FLOOR = 1.2
 
 
 @dataclass
@@ -81,6 +84,7 @@ class Phase:
     jobs: Counter[str]  # by type
     outcomes: Counter[str]
     cancels: int = 0
+    queries: int = 0  # status queries answered 200 (the happy path's API requests)
 
     @property
     def total_jobs(self) -> int:
@@ -178,11 +182,25 @@ def canceller(stack: LaunchedStack, prefix: str, counted: list[int]) -> Iterator
         thread.join()
 
 
+def query_status(stack: LaunchedStack, files: list[tuple[str, bytes]]) -> int:
+    """What a client asks of each finished file, as the CLI does: its id by key, then the file
+    with its jobs. Returns the queries answered 200."""
+    answered = 0
+    for key, _ in files:
+        status, versions = stack.api(f"/files?key={urllib.parse.quote(key)}")
+        answered += status == 200
+        if status == 200 and versions.get("files"):
+            status, _ = stack.api(f"/files/{versions['files'][0]['id']}")
+            answered += status == 200
+    return answered
+
+
 def run_phase(
     stack: LaunchedStack, name: str, files: list[tuple[str, bytes]], timeout: float
 ) -> Phase:
     started = time.time()
     cancels = [0]
+    queries = 0
     if name == "cancel":
         with canceller(stack, name, cancels):
             upload(stack, files)
@@ -190,6 +208,8 @@ def run_phase(
     else:
         upload(stack, files)
         jobs = wait_until_done(stack, name, len(files), timeout)
+        if name == "happy":
+            queries = query_status(stack, files)
     time.sleep(SETTLE_SECONDS)
     return Phase(
         name,
@@ -199,6 +219,7 @@ def run_phase(
         Counter(j["job_type"]["S"] for j in jobs),
         Counter(j["status"]["S"] for j in jobs),
         cancels[0],
+        queries,
     )
 
 
@@ -207,18 +228,20 @@ def run_phase(
 
 def per_unit(phase: Phase, group: str) -> int:
     """What a group's figures are divided by: jobs of its type, files, all jobs, or cancels."""
-    if group == "ingest":
+    if group in ("ingest", "upload"):
         return phase.files
     if group == "events":
         return phase.total_jobs
     if group == "api":
-        return max(phase.cancels, 1)
+        return max(phase.cancels or phase.queries, 1)
     if group == "sweep":
         return 1
     return max(phase.jobs.get(group, 0), 1)
 
 
 UNIT_NAMES = {"ingest": "file", "events": "job", "api": "cancel", "sweep": "window"}
+# The happy path's API requests are status queries; the cancel path's, cancels.
+HAPPY_UNIT_NAMES = {**UNIT_NAMES, "api": "status query"}
 COLUMNS = (
     "group", "per", "DynamoDB reads", "DynamoDB writes", "read units", "write units (index)",
     "SQS requests", "S3 PUT-class", "S3 GET-class", "events", "invocations", "GB-s",
@@ -241,31 +264,54 @@ def group_rows(phase: Phase, usage: dict[str, Usage]) -> list[list[str]]:
 
 
 def _group_order(group: str) -> tuple[int, str]:
-    order = {"ingest": 0, "virus_scan": 1, "events": 8, "api": 9, "sweep": 10}
+    order = {"upload": -1, "ingest": 0, "virus_scan": 1, "events": 8, "api": 9, "sweep": 10}
     return order.get(group, 5), group
+
+
+PLURALS = {"file": "files", "job": "jobs", "status query": "status queries"}
+
+
+@dataclass
+class Totals:
+    """A million files of the happy path's mix, and what goes with them."""
+
+    per_million_files: float = 0.0
+    xray_per_million_files: float = 0.0  # of which X-Ray (FunctionTracing=Active)
+    per_million_queries: float = 0.0
+    over_floor: dict[str, float] = field(default_factory=dict)  # job type -> cost / floor
 
 
 def cost_rows(
     phase: Phase, usage: dict[str, Usage], prices: Prices
-) -> tuple[list[list[str]], float]:
-    """$ per million of each group's unit (jobs of a type, files), by service, and against the
-    floor; then the whole of a million files of this mix."""
-    rows, per_file_total = [], 0.0
-    for group in sorted(usage, key=_group_order):
-        if group in ("api", "sweep"):
+) -> tuple[list[list[str]], Totals]:
+    """$ per million of each group's unit (jobs of a type, files, status queries), by service,
+    and against the floor; then the whole of a million files of this mix. The upload's own PUT
+    (the client's, billed to the bucket's owner) is a row of its own."""
+    rows, totals = [], Totals()
+    measured = {"upload": Usage(s3_put_class=phase.files), **usage}
+    for group in sorted(measured, key=_group_order):
+        if group == "sweep" or (group == "api" and not phase.queries):
             continue
-        u, n = usage[group], per_unit(phase, group)
+        u, n = measured[group], per_unit(phase, group)
         scale = 1e6 / n
         costs = dollars(u, prices, scale)
-        per_file_total += sum(dollars(u, prices, 1e6 / phase.files).values())
-        floor = (
-            "" if group in UNIT_NAMES else f"{sum(floor_dollars(u, n, prices, scale).values()):.2f}"
-        )
+        if group == "api":
+            totals.per_million_queries = sum(costs.values())
+        else:
+            share = dollars(u, prices, 1e6 / phase.files)
+            totals.per_million_files += sum(share.values())
+            totals.xray_per_million_files += share["xray"]
+        floor, ratio = "", ""
+        if group not in HAPPY_UNIT_NAMES and group != "upload":
+            least = sum(floor_dollars(u, n, prices, scale).values())
+            totals.over_floor[group] = sum(costs.values()) / least
+            floor, ratio = f"{least:.2f}", f"{totals.over_floor[group]:.2f}x"
+        unit = HAPPY_UNIT_NAMES.get(group, "job")
         rows.append([
-            group, f"1M {UNIT_NAMES.get(group, 'job')}s",
-            *(f"{costs[s]:.2f}" for s in SERVICES), f"**{sum(costs.values()):.2f}**", floor,
+            group, f"1M {PLURALS.get(unit, unit)}",
+            *(f"{costs[s]:.2f}" for s in SERVICES), f"**{sum(costs.values()):.2f}**", floor, ratio,
         ])  # fmt: skip
-    return rows, per_file_total
+    return rows, totals
 
 
 def markdown_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[str]:
@@ -376,12 +422,16 @@ def report(
         markdown += [f"### {title[0].upper()}{title[1:]}", "", *table, "", summary, ""]
     happy = phases[0]
     usage = tally(lines, since=happy.started, until=happy.ended)
-    rows, per_million_files = cost_rows(happy, usage, prices)
-    header = ["group", "per", *(f"$ {s}" for s in SERVICES), "$ total", "$ floor"]
+    rows, totals = cost_rows(happy, usage, prices)
+    per_million_files = totals.per_million_files
+    header = ["group", "per", *(f"$ {s}" for s in SERVICES), "$ total", "$ floor", "x floor"]
     costs = markdown_table(header, rows)
     print(f"\ncost at {prices.region} list prices of {prices.as_of}, happy path")
     print("\n".join(costs))
     print(f"$ per 1M files of this mix: {per_million_files:.2f}")
+    untraced = per_million_files - totals.xray_per_million_files
+    print(f"$ per 1M files with FunctionTracing=PassThrough: {untraced:.2f}")
+    print(f"$ per 1M status queries: {totals.per_million_queries:.2f}")
     requests, reads, own = figures["happy"].values()
     scheduled, polling = idle_month(lines, prices)
     runs = ", ".join(f"{group} ${cost:,.2f}" for group, cost in scheduled.items())
@@ -400,6 +450,9 @@ def report(
          "value": round(reads, 2), "met": reads <= TARGET_READS},
         {"name": "the jobs' own transitions per job, happy path (claim, complete)",
          "target": "<= 2", "value": round(own, 2), "met": own <= TARGET_REQUESTS},
+        *({"name": f"{group}: cost over the design's floor, happy path", "target": "<= 1.2",
+           "value": round(ratio, 2), "met": ratio <= TARGET_OVER_FLOOR}
+          for group, ratio in sorted(totals.over_floor.items())),
     ]  # fmt: skip
     markdown += [
         f"### Cost of the happy path at list prices ({prices.region}, {prices.as_of})",
@@ -407,7 +460,11 @@ def report(
         *costs,
         "",
         f"A million files of this mix (a quarter each of photos, 2-second videos, 2-page PDFs"
-        f" and text files): **${per_million_files:,.2f}**. {idle}",
+        f" and text files): **${per_million_files:,.2f}**, the upload's PUT, the derived"
+        f" files' storage for {DERIVED_DAYS} days and X-Ray's traces included"
+        f" (**${untraced:,.2f}** with `FunctionTracing=PassThrough`). A status query"
+        f" (`GET /files?key=`, then `GET /files/{{id}}`, each counted) costs"
+        f" ${totals.per_million_queries:,.2f} per million. {idle}",
         "",
     ]
     write_section(
@@ -418,6 +475,9 @@ def report(
             "figures": {
                 **figures,
                 "dollars_per_million_files": per_million_files,
+                "dollars_per_million_files_untraced": untraced,
+                "dollars_per_million_status_queries": totals.per_million_queries,
+                "cost_over_floor": totals.over_floor,
                 "idle_dollars_per_month": {**scheduled, "sqs_polling": polling},
             },
             "markdown": markdown,

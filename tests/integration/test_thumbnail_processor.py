@@ -18,10 +18,12 @@ import av
 import pytest
 from PIL import Image
 
+from filejobs.config import ConfigurationError
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import PermanentError
+from filejobs.processors import registry
 from filejobs.processors.base import StopRequested
-from filejobs.processors.thumbnail import ThumbnailProcessor, render_thumbnails
+from filejobs.processors.thumbnail import ThumbnailProcessor, render_thumbnails, sizes_setting
 from tests.processing import MediaBench
 
 RED, GREEN, BLUE, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)
@@ -416,6 +418,30 @@ def test_declared_dimensions_over_the_limit_are_refused_before_decoding(
     assert fails(media, "huge.png", data) == (
         "the image declares 8000x8000 pixels (64.0 MP), above the 50 MP this job accepts"
     )
+
+
+def test_the_deployment_picks_the_sizes_of_a_job_that_names_none(
+    media: MediaBench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a worker deployed with ThumbnailSizes=512 (the template's THUMBNAIL_SIZES)
+    monkeypatch.setenv("THUMBNAIL_SIZES", "512")
+    processor = registry.processor_for(JobType.THUMBNAIL_GENERATION, media.s3, None)
+    data = encoded(scene((1200, 800)), "JPEG")
+    # when a job names no sizes, then one thumbnail is written, at the deployment's size
+    work = media.work_for(JobType.THUMBNAIL_GENERATION, "one.jpg", data)
+    assert [t["size"] for t in processor(work)["thumbnails"]] == [512]
+    # and a job that names its own still gets those
+    work = media.work_for(JobType.THUMBNAIL_GENERATION, "two.jpg", data, input_data={"sizes": [64]})
+    assert [t["size"] for t in processor(work)["thumbnails"]] == [64]
+
+
+@pytest.mark.parametrize("setting", ["", "abc", "128,,512", "8", "128,99999", "1,2,3,4,5,6,7,8,9"])
+def test_a_deployment_s_sizes_that_cannot_be_used_are_refused_saying_why(setting: str) -> None:
+    if not setting:  # unset or empty: the documented default
+        assert sizes_setting(setting) == (512, 256, 128)
+        return
+    with pytest.raises(ConfigurationError, match=r"^THUMBNAIL_SIZES must be pixel sizes"):
+        sizes_setting(setting)
 
 
 def test_the_pixel_limit_is_configurable(media: MediaBench) -> None:

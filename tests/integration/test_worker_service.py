@@ -209,6 +209,62 @@ def test_a_cancel_during_processing_stops_the_worker_and_discards_its_result(
     assert final.result_data is None
 
 
+def test_a_cancel_reaches_a_running_attempt_long_before_its_next_heartbeat(
+    job: ProcessingJob,
+) -> None:
+    # given a 5-minute lease (a heartbeat every 100 s) and a job that would run 20 s
+    started = threading.Event()
+    ran = []
+
+    def cooperative(work: Work) -> dict[str, Any]:
+        started.set()
+        began = time.monotonic()
+        while time.monotonic() - began < 20:
+            if work.should_stop():
+                ran.append(time.monotonic() - began)
+                raise StopRequested
+            time.sleep(0.02)
+        return {"finished": True}
+
+    service = WorkerService(
+        JobRepository(), Recorder(), cooperative, JobType.VIRUS_SCAN, lease=timedelta(minutes=5),
+        retention=KEEP, worker_id="test-worker", cancel_look_every=timedelta(seconds=0.2),
+    )  # fmt: skip
+    canceller = threading.Thread(target=lambda: _cancel_when(started, job))
+    canceller.start()
+    # when it is cancelled as it starts
+    result = service.handle(JobMessage.for_job(job))
+    canceller.join()
+    # then the attempt stopped within a look or two, with no heartbeat written meanwhile
+    assert (result.outcome, result.detail) == (Outcome.ABANDONED, "cancelled")
+    assert ran and ran[0] < 2
+    assert stored(job).status is JobStatus.CANCELLED
+
+
+def test_a_look_that_reads_the_job_as_it_was_before_the_claim_does_not_stop_it(
+    job: ProcessingJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given reads that always return the job as it was before this worker claimed it
+    before_claim = stored(job)
+    monkeypatch.setattr(JobRepository, "get", lambda self, job_id, consistent=True: before_claim)
+
+    def half_a_second(work: Work) -> dict[str, Any]:
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            if work.should_stop():
+                raise StopRequested
+            time.sleep(0.02)
+        return {"done": True}
+
+    service = WorkerService(
+        JobRepository(), Recorder(), half_a_second, JobType.VIRUS_SCAN,
+        lease=timedelta(minutes=5), retention=KEEP, worker_id="test-worker",
+        cancel_look_every=timedelta(seconds=0.05),
+    )  # fmt: skip
+    # then the stale replica (an earlier attempt, pending) never stops the attempt
+    assert service.handle(JobMessage.for_job(job)).outcome is Outcome.COMPLETED
+
+
 def _cancel_when(started: threading.Event, job: ProcessingJob) -> None:
     started.wait(5)
     cancel = transitions.cancel(now=utcnow(), by="alice", reason="stop", retention=KEEP)

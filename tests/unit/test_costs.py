@@ -151,3 +151,28 @@ def test_requests_are_also_counted_by_the_table_they_touch() -> None:
         "files:UpdateItem": 2,
     }
     assert state_machine_writes_per_job({"virus_scan": usage, "ingest": usage}, 2, "jobs") == 1
+
+
+def test_derived_files_are_stored_30_days_and_an_api_request_pays_api_gateway(
+    prices: Prices,
+) -> None:
+    # given a worker that wrote a 1 MiB thumbnail (a PUT) and 3 MiB in the parts of an upload,
+    # and copied an infected object to quarantine (a move: nothing new is stored)
+    mib = 1024 * 1024
+    lines = [
+        {**request("W", "PutObject", jt="thumbnail_generation", bytes=mib), "svc": "s3"},
+        {**request("W", "UploadPart", jt="thumbnail_generation", bytes=3 * mib), "svc": "s3"},
+        {**request("W", "CopyObject", jt="thumbnail_generation", bytes=0), "svc": "s3"},
+        {"kind": "invoke", "t": 1.0, "fn": "ApiFunction", "ms": 10.0, "memory_mb": 256},
+    ]
+    usage = tally(lines)
+    assert usage["thumbnail_generation"].stored_bytes == 4 * mib
+    # then a million such jobs keep 4 million MiB for 30 days, at S3 Standard's GB-month price
+    costs = dollars(usage["thumbnail_generation"], prices, scale=1e6)
+    assert costs["storage"] == pytest.approx(1e6 * 4 / 1024 * 0.023)
+    # and a million API requests pay API Gateway's $3.50, beside the function's own cost
+    assert usage["api"].api_requests == 1
+    assert dollars(usage["api"], prices, scale=1e6)["api_gateway"] == pytest.approx(3.5)
+    # and the floor stores what the job wrote: storage is no overhead of the machinery
+    floor = floor_dollars(usage["thumbnail_generation"], per=1, prices=prices, scale=1e6)
+    assert floor["storage"] == pytest.approx(costs["storage"])

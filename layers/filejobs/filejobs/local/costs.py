@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 MONTH_SECONDS = 30 * 24 * 3600
+# How long the model keeps a job's derived files (thumbnails, previews, compressed copies).
+DERIVED_DAYS = 30
+GIB = 1024**3  # S3 bills storage per GB of 2**30 bytes
 GROUPS_OF_FUNCTIONS = {
     "IngestFunction": "ingest",
     "EventsFunction": "events",
@@ -37,6 +40,8 @@ S3_PUT_CLASS = {
     "ListObjectVersions", "ListMultipartUploads", "ListParts", "PutObjectTagging",
 }  # fmt: skip
 S3_FREE = {"DeleteObject", "DeleteObjects", "AbortMultipartUpload"}
+# The requests that store bytes a job derived (a copy into quarantine moves, stores nothing new).
+S3_STORES = {"PutObject", "UploadPart"}
 
 
 @dataclass
@@ -57,6 +62,8 @@ class Usage:
     idle_receives: int = 0
     s3_put_class: int = 0
     s3_get_class: int = 0
+    stored_bytes: int = 0  # written by PutObject and UploadPart: kept DERIVED_DAYS
+    api_requests: int = 0  # API Gateway's, one per invocation of the API function
     events: int = 0
     operations: Counter[str] = field(default_factory=Counter)
     # DynamoDB's requests by "table:operation" (a transaction counts to each table it writes)
@@ -82,6 +89,7 @@ class Usage:
 
     def _invoked(self, line: Mapping[str, Any]) -> None:
         self.invocations += 1
+        self.api_requests += int(line.get("fn") == "ApiFunction")
         self.gb_seconds += _gb_seconds(line["ms"], line["memory_mb"])
         self.log_bytes += int(line.get("log_bytes", 0))
 
@@ -102,6 +110,8 @@ class Usage:
                 self.s3_put_class += 1
             else:
                 self.s3_get_class += 1
+            if operation in S3_STORES:
+                self.stored_bytes += int(line.get("bytes", 0))
         elif service == "events" and operation == "PutEvents":
             self.events += int(line.get("entries", 1))
 
@@ -178,6 +188,8 @@ class Prices:
     sqs_chunk_bytes: int
     s3_put_class: float
     s3_get_class: float
+    s3_storage_gb_month: float
+    api_gateway_request: float
     eventbridge_event: float
     logs_ingested_gb: float
     xray_trace: float
@@ -198,6 +210,8 @@ class Prices:
             sqs_chunk_bytes=int(table["sqs"]["chunk_bytes"]),
             s3_put_class=table["s3"]["put_copy_post_list"],
             s3_get_class=table["s3"]["get_and_others"],
+            s3_storage_gb_month=table["s3"]["storage_gb_month"],
+            api_gateway_request=table["api_gateway"]["rest_request"],
             eventbridge_event=table["eventbridge"]["event"],
             logs_ingested_gb=table["cloudwatch_logs"]["ingested_gb"],
             xray_trace=table["xray"]["trace_recorded"],
@@ -215,7 +229,9 @@ class Prices:
         return (self.xray_reservoir_per_second + self.xray_fixed_rate * extra) / per_second
 
 
-SERVICES = ("lambda", "dynamodb", "sqs", "s3", "eventbridge", "logs", "xray")
+SERVICES = (
+    "lambda", "dynamodb", "sqs", "s3", "storage", "api_gateway", "eventbridge", "logs", "xray",
+)  # fmt: skip
 
 
 def dollars(usage: Usage, prices: Prices, scale: float) -> dict[str, float]:
@@ -230,6 +246,13 @@ def dollars(usage: Usage, prices: Prices, scale: float) -> dict[str, float]:
         "sqs": scale * usage.sqs_requests * prices.sqs_request,
         "s3": scale
         * (usage.s3_put_class * prices.s3_put_class + usage.s3_get_class * prices.s3_get_class),
+        "storage": scale
+        * usage.stored_bytes
+        / GIB
+        * prices.s3_storage_gb_month
+        * DERIVED_DAYS
+        / 30,
+        "api_gateway": scale * usage.api_requests * prices.api_gateway_request,
         "eventbridge": scale * usage.events * prices.eventbridge_event,
         "logs": scale * usage.log_bytes / 1e9 * prices.logs_ingested_gb,
         "xray": invocations * prices.sampled_share(invocations) * prices.xray_trace,
@@ -240,7 +263,8 @@ def floor_dollars(usage: Usage, per: int, prices: Prices, scale: float) -> dict[
     """The least a job of this group can cost in this design, `scale` times: one invocation that
     lasts only as long as its processor; two conditional writes (the claim and the completion,
     each the size measured for this group's updates), no read; one message sent, received and
-    deleted; the processor's own S3 requests. No logs, traces or outcome events."""
+    deleted; the processor's own S3 requests and the storage of what it wrote. No logs, traces
+    or outcome events."""
     jobs = max(per, 1)
     update_units = usage.update_write_units / max(usage.update_writes, 1)
     floor = Usage(
@@ -251,6 +275,7 @@ def floor_dollars(usage: Usage, per: int, prices: Prices, scale: float) -> dict[
         sqs_requests=3.0 * jobs,
         s3_put_class=usage.s3_put_class,
         s3_get_class=usage.s3_get_class,
+        stored_bytes=usage.stored_bytes,
     )
     costs = dollars(floor, prices, scale)
     costs["xray"] = costs["logs"] = 0.0

@@ -178,7 +178,7 @@ class Meter:
         if service == "events" and operation == "PutEvents":
             return {"entries": len(params.get("Entries", ()))}
         if service == "s3":
-            return {"bytes": int(params.get("ContentLength") or 0)}
+            return {"bytes": int(params.get("ContentLength") or _body_size(params.get("Body")))}
         return {}
 
     def _dynamodb(
@@ -421,3 +421,16 @@ def timed_processor(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
                     )
 
     return timed
+
+
+def _body_size(body: object) -> int:
+    """Bytes an S3 request uploads: of a bytes body, or of an open file by its size on disk."""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return len(body)
+    fileno = getattr(body, "fileno", None)
+    if callable(fileno):
+        try:
+            return os.fstat(fileno()).st_size
+        except (OSError, ValueError):
+            return 0
+    return 0

@@ -39,9 +39,10 @@ class ScanSettings:
 
 def processor_for(job_type: JobType, s3: S3Client, scan: ScanSettings | None) -> Processor:
     if job_type is JobType.THUMBNAIL_GENERATION:
-        from filejobs.processors.thumbnail import ThumbnailProcessor
+        from filejobs.processors.thumbnail import ThumbnailProcessor, sizes_setting
 
-        return ThumbnailProcessor(s3)
+        sizes = sizes_setting(os.environ.get("THUMBNAIL_SIZES"))
+        return ThumbnailProcessor(s3, default_sizes=sizes)
     if job_type is JobType.VIDEO_THUMBNAIL:
         from filejobs.processors.video import VideoPosterProcessor
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
+from filejobs.config import ConfigurationError
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.source import ObjectSource
@@ -71,23 +72,44 @@ class Options:
     format: str  # a key of FORMATS
 
     @classmethod
-    def of(cls, input_data: Mapping[str, Any] | None) -> Options:
-        """The job's sizes and format, validated (PermanentError: a retry cannot fix them)."""
+    def of(
+        cls, input_data: Mapping[str, Any] | None, default_sizes: tuple[int, ...] = DEFAULT_SIZES
+    ) -> Options:
+        """The job's sizes (else the deployment's) and format, validated (PermanentError: a
+        retry cannot fix them)."""
         data = input_data or {}
-        raw_sizes = data.get("sizes", DEFAULT_SIZES)
-        if not isinstance(raw_sizes, (list, tuple)) or not raw_sizes:
-            raise PermanentError("sizes must be a non-empty list of pixel sizes")
-        if len(raw_sizes) > MAX_SIZE_COUNT:
-            raise PermanentError(f"at most {MAX_SIZE_COUNT} sizes, got {len(raw_sizes)}")
-        for size in raw_sizes:
-            if isinstance(size, bool) or not isinstance(size, int):
-                raise PermanentError(f"size {size!r} is not a whole number of pixels")
-            if not MIN_SIZE <= size <= MAX_SIZE:
-                raise PermanentError(f"size {size} is outside {MIN_SIZE}..{MAX_SIZE} pixels")
+        sizes = checked_sizes(data.get("sizes", default_sizes))
         fmt = data.get("format", DEFAULT_FORMAT)
         if not isinstance(fmt, str) or fmt.lower() not in FORMATS:
             raise PermanentError(f"format {fmt!r} is not one of {', '.join(sorted(FORMATS))}")
-        return cls(tuple(sorted(set(raw_sizes), reverse=True)), fmt.lower())
+        return cls(sizes, fmt.lower())
+
+
+def checked_sizes(raw_sizes: object) -> tuple[int, ...]:
+    """Thumbnail sizes, largest first, each once; PermanentError saying what is wrong."""
+    if not isinstance(raw_sizes, (list, tuple)) or not raw_sizes:
+        raise PermanentError("sizes must be a non-empty list of pixel sizes")
+    if len(raw_sizes) > MAX_SIZE_COUNT:
+        raise PermanentError(f"at most {MAX_SIZE_COUNT} sizes, got {len(raw_sizes)}")
+    for size in raw_sizes:
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise PermanentError(f"size {size!r} is not a whole number of pixels")
+        if not MIN_SIZE <= size <= MAX_SIZE:
+            raise PermanentError(f"size {size} is outside {MIN_SIZE}..{MAX_SIZE} pixels")
+    return tuple(sorted(set(raw_sizes), reverse=True))
+
+
+def sizes_setting(value: str | None) -> tuple[int, ...]:
+    """The deployment's default sizes (the template's ThumbnailSizes, `THUMBNAIL_SIZES`): each
+    size costs a PUT and its storage per image, so a deployment picks how many it writes."""
+    if value is None or not value.strip():
+        return checked_sizes(DEFAULT_SIZES)
+    try:
+        return checked_sizes([int(part) for part in value.split(",")])
+    except (ValueError, PermanentError) as error:
+        raise ConfigurationError(
+            f"THUMBNAIL_SIZES must be pixel sizes separated by commas, like 128,512: {error}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -280,15 +302,21 @@ def _unidentified(path: Path) -> str:
 
 class ThumbnailProcessor:
     def __init__(
-        self, s3: S3Client, *, max_pixels: int = MAX_PIXELS, max_bytes: int = MAX_BYTES
+        self,
+        s3: S3Client,
+        *,
+        default_sizes: tuple[int, ...] = DEFAULT_SIZES,
+        max_pixels: int = MAX_PIXELS,
+        max_bytes: int = MAX_BYTES,
     ) -> None:
         self._source = ObjectSource(s3)
+        self._default_sizes = default_sizes
         self._max_pixels = max_pixels
         self._max_bytes = max_bytes
 
     def __call__(self, work: Work) -> dict[str, Any]:
         started = time.perf_counter()
-        options = Options.of(work.job.input_data)
+        options = Options.of(work.job.input_data, self._default_sizes)
         path = self._source.download(
             work.job, work.workspace / "source", work.should_stop, max_bytes=self._max_bytes
         )

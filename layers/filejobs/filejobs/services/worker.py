@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     from filejobs.services.scan_gate import ScanGate
 
 logger = logging.getLogger(__name__)
+
+# How soon a cancel reaches a running attempt: between heartbeats (a third of the lease) the
+# lease keeper reads the job this often, eventually consistent (half a read unit, $0.0625 a
+# million). An attempt shorter than this reads nothing.
+CANCEL_LOOK_EVERY = timedelta(seconds=5)
 
 
 class Outcome(StrEnum):
@@ -73,6 +79,7 @@ class WorkerService:
         gate: ScanGate | None = None,
         retry_policy: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen dataclass: immutable)
         clock: Callable[[], datetime] = utcnow,
+        cancel_look_every: timedelta = CANCEL_LOOK_EVERY,
     ) -> None:
         self._jobs = jobs
         self._dispatcher = dispatcher
@@ -86,6 +93,7 @@ class WorkerService:
         self._gate = gate
         self._retry = retry_policy
         self._clock = clock
+        self._look_every = cancel_look_every
 
     def handle(self, message: JobMessage) -> WorkResult:
         if message.job_type is not self._job_type:
@@ -106,7 +114,9 @@ class WorkerService:
 
     def _run(self, job: ProcessingJob) -> WorkResult:
         """The claimed job's attempt: its processor under a kept lease, in a fresh workspace."""
-        keeper = LeaseKeeper(self._jobs, job, self._lease, self._worker, self._clock)
+        keeper = LeaseKeeper(
+            self._jobs, job, self._lease, self._worker, self._clock, look_every=self._look_every
+        )
         with keeper, self._scratch.for_job(job.id) as workspace:
             work = Work(job, keeper.should_stop, workspace, self._outputs(job))
             try:
@@ -181,11 +191,14 @@ class WorkerService:
 
 
 class LeaseKeeper:
-    """Heartbeats a running job from a background thread, every third of its lease.
+    """Heartbeats a running job from a background thread, every third of its lease, and looks
+    at it every `look_every` in between.
 
-    If a heartbeat loses (the job was cancelled, or the sweep gave it to another worker),
-    `should_stop()` turns true so the processor can stop early; its result would be refused
-    anyway by the completion's condition.
+    If a heartbeat loses, or a look finds that it would (the job was cancelled, or the sweep
+    gave it to another worker), `should_stop()` turns true so the processor can stop early; its
+    result would be refused anyway by the completion's condition. A look is an eventually
+    consistent read, judged by the heartbeat's own guard; a read older than the claim (an
+    earlier attempt) says nothing and is ignored.
     """
 
     def __init__(
@@ -195,9 +208,13 @@ class LeaseKeeper:
         lease: timedelta,
         worker: str,
         clock: Callable[[], datetime],
+        *,
+        look_every: timedelta = CANCEL_LOOK_EVERY,
     ) -> None:
         self._jobs, self._job, self._lease = jobs, job, lease
         self._worker, self._clock = worker, clock
+        self._beat_every = max(lease.total_seconds() / 3, 0.05)
+        self._look_every = min(max(look_every.total_seconds(), 0.05), self._beat_every)
         self._done = threading.Event()
         self._stop = threading.Event()
         self.reason = ""
@@ -215,21 +232,43 @@ class LeaseKeeper:
         return self._stop.is_set()
 
     def _run(self) -> None:
-        interval = max(self._lease.total_seconds() / 3, 0.05)
-        while not self._done.wait(interval):
-            beat = transitions.heartbeat(
-                self._job, now=self._clock(), lease=self._lease, worker=self._worker
-            )
-            try:
-                result = self._jobs.apply(self._job.id, self._job.job_type, beat)
-            except Exception:  # a missed beat is retried: the lease has slack
-                logger.exception("heartbeat of job %s failed", self._job.id)
-                continue
-            if isinstance(result, Applied):
-                continue
-            self.reason = str(result.conflict)
-            self._stop.set()
-            return
+        last_beat = time.monotonic()
+        while not self._done.wait(self._look_every):
+            # A beat is due when the next look would come after it.
+            if time.monotonic() + self._look_every - last_beat > self._beat_every:
+                last_beat = time.monotonic()
+                refused = self._beat()
+            else:
+                refused = self._look()
+            if refused is not None:
+                self.reason = str(refused)
+                self._stop.set()
+                return
+
+    def _heartbeat(self) -> transitions.Transition:
+        return transitions.heartbeat(
+            self._job, now=self._clock(), lease=self._lease, worker=self._worker
+        )
+
+    def _beat(self) -> transitions.Conflict | None:
+        try:
+            result = self._jobs.apply(self._job.id, self._job.job_type, self._heartbeat())
+        except Exception:  # a missed beat is retried: the lease has slack
+            logger.exception("heartbeat of job %s failed", self._job.id)
+            return None
+        return None if isinstance(result, Applied) else result.conflict
+
+    def _look(self) -> transitions.Conflict | None:
+        try:
+            current = self._jobs.get(self._job.id, consistent=False)
+        except Exception:  # the next look or beat tells
+            logger.exception("looking at job %s failed", self._job.id)
+            return None
+        if current is None:
+            return transitions.Conflict.NOT_FOUND
+        if current.attempt < self._job.attempt:
+            return None  # a replica from before the claim
+        return self._heartbeat().guard.refusal(current)
 
 
 class _NoOutputs:
