@@ -241,7 +241,7 @@ def per_unit(phase: Phase, group: str) -> int:
 
 UNIT_NAMES = {"ingest": "file", "events": "job", "api": "cancel", "sweep": "window"}
 # The happy path's API requests are status queries; the cancel path's, cancels.
-HAPPY_UNIT_NAMES = {**UNIT_NAMES, "api": "status query"}
+HAPPY_UNIT_NAMES = {**UNIT_NAMES, "upload": "file", "api": "status query"}
 COLUMNS = (
     "group", "per", "DynamoDB reads", "DynamoDB writes", "read units", "write units (index)",
     "SQS requests", "S3 PUT-class", "S3 GET-class", "events", "invocations", "GB-s",
@@ -252,8 +252,9 @@ def group_rows(phase: Phase, usage: dict[str, Usage]) -> list[list[str]]:
     rows = []
     for group in sorted(usage, key=_group_order):
         u, n = usage[group], per_unit(phase, group)
+        names = HAPPY_UNIT_NAMES if phase.queries else UNIT_NAMES
         rows.append([
-            group, UNIT_NAMES.get(group, "job"),
+            group, names.get(group, "job"),
             f"{u.dynamodb_reads / n:.2f}", f"{u.dynamodb_writes / n:.2f}",
             f"{u.read_units / n:.2f}",
             f"{u.write_units / n:.1f} ({u.index_write_units / n:.1f})",
@@ -279,6 +280,8 @@ class Totals:
     xray_per_million_files: float = 0.0  # of which X-Ray (FunctionTracing=Active)
     per_million_queries: float = 0.0
     over_floor: dict[str, float] = field(default_factory=dict)  # job type -> cost / floor
+    # job type -> service -> $ a million jobs above the floor
+    above_floor: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def cost_rows(
@@ -303,8 +306,10 @@ def cost_rows(
             totals.xray_per_million_files += share["xray"]
         floor, ratio = "", ""
         if group not in HAPPY_UNIT_NAMES and group != "upload":
-            least = sum(floor_dollars(u, n, prices, scale).values())
+            floors = floor_dollars(u, n, prices, scale)
+            least = sum(floors.values())
             totals.over_floor[group] = sum(costs.values()) / least
+            totals.above_floor[group] = {s: costs[s] - floors[s] for s in SERVICES}
             floor, ratio = f"{least:.2f}", f"{totals.over_floor[group]:.2f}x"
         unit = HAPPY_UNIT_NAMES.get(group, "job")
         rows.append([
@@ -432,6 +437,15 @@ def report(
     untraced = per_million_files - totals.xray_per_million_files
     print(f"$ per 1M files with FunctionTracing=PassThrough: {untraced:.2f}")
     print(f"$ per 1M status queries: {totals.per_million_queries:.2f}")
+    above = markdown_table(
+        ["job type", *(f"$ {s}" for s in SERVICES), "$ above the floor"],
+        [
+            [group, *(f"{gap[s]:.2f}" for s in SERVICES), f"**{sum(gap.values()):.2f}**"]
+            for group, gap in sorted(totals.above_floor.items())
+        ],
+    )
+    print("\nabove the floor, a million jobs of each type, by service")
+    print("\n".join(above))
     requests, reads, own = figures["happy"].values()
     scheduled, polling = idle_month(lines, prices)
     runs = ", ".join(f"{group} ${cost:,.2f}" for group, cost in scheduled.items())
@@ -466,6 +480,10 @@ def report(
         f" (`GET /files?key=`, then `GET /files/{{id}}`, each counted) costs"
         f" ${totals.per_million_queries:,.2f} per million. {idle}",
         "",
+        "What each job type pays above its floor, a million jobs, by service:",
+        "",
+        *above,
+        "",
     ]
     write_section(
         out,
@@ -478,6 +496,7 @@ def report(
                 "dollars_per_million_files_untraced": untraced,
                 "dollars_per_million_status_queries": totals.per_million_queries,
                 "cost_over_floor": totals.over_floor,
+                "dollars_above_floor": totals.above_floor,
                 "idle_dollars_per_month": {**scheduled, "sqs_polling": polling},
             },
             "markdown": markdown,

@@ -153,6 +153,27 @@ def test_messages_are_counted_and_the_platforms_requests_marked(tmp_path: Path, 
     )  # fmt: skip
 
 
+def test_what_a_put_stores_is_counted_whether_its_body_is_bytes_or_a_file(
+    tmp_path: Path, aws: None
+) -> None:
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="metered-outputs")
+    meter = Meter(MeterLog(str(tmp_path / "m.jsonl"), "W", None), boto3.client("dynamodb"))
+    meter.instrument(s3)
+    on_disk = tmp_path / "preview.webp"
+    on_disk.write_bytes(b"w" * 5000)
+
+    s3.put_object(Bucket="metered-outputs", Key="a", Body=b"x" * 1234)
+    with on_disk.open("rb") as body:
+        s3.put_object(Bucket="metered-outputs", Key="b", Body=body)
+    s3.get_object(Bucket="metered-outputs", Key="a")["Body"].read()
+
+    lines = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [(line["op"], line["bytes"]) for line in lines] == [
+        ("PutObject", 1234), ("PutObject", 5000), ("GetObject", 0),
+    ]  # fmt: skip
+
+
 class BrokenImages:
     def get_item(self, **_: Any) -> Any:
         raise RuntimeError("the meter's own read failed")

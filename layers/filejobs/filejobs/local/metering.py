@@ -424,13 +424,17 @@ def timed_processor(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _body_size(body: object) -> int:
-    """Bytes an S3 request uploads: of a bytes body, or of an open file by its size on disk."""
+    """Bytes an S3 request uploads: of a bytes body, or of a stream (botocore turns bytes into
+    one before the request is sent) by its end, its position left as it was."""
     if isinstance(body, (bytes, bytearray, memoryview)):
         return len(body)
-    fileno = getattr(body, "fileno", None)
-    if callable(fileno):
+    seek, tell = getattr(body, "seek", None), getattr(body, "tell", None)
+    if callable(seek) and callable(tell):
         try:
-            return os.fstat(fileno()).st_size
+            position = tell()
+            end = seek(0, os.SEEK_END)
+            seek(position)
+            return int(end)
         except (OSError, ValueError):
             return 0
     return 0
