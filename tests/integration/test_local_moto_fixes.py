@@ -10,7 +10,9 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
@@ -50,6 +52,25 @@ def _emulator() -> tuple[Any, Any, Any]:
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
     return server, dynamodb, session.client("dynamodbstreams", endpoint_url=url)
+
+
+@contextmanager
+def _served() -> Iterator[Callable[[str], Any]]:
+    """moto server, with what this process patched so far, on loopback; a client maker."""
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    session = boto3.Session(
+        aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+    )
+    try:
+        yield lambda service: session.client(service, endpoint_url=f"http://127.0.0.1:{port}")  # type: ignore[call-overload]
+    finally:
+        server.stop()
 
 
 def _put(key: str, *, new_only: bool = True) -> dict[str, Any]:
@@ -166,23 +187,12 @@ def notifications_of_two_writes(*, fixed: bool = True) -> dict[str, Any]:
     the versions S3 made, and what the notifications said of them."""
     import json  # noqa: PLC0415
 
-    from moto.server import ThreadedMotoServer  # noqa: PLC0415
-
     from filejobs.local import moto_fixes  # noqa: PLC0415
 
     if fixed:
         moto_fixes.apply()
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        session = boto3.Session(
-            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        )
-        url = f"http://127.0.0.1:{port}"
-        s3, sqs = session.client("s3", endpoint_url=url), session.client("sqs", endpoint_url=url)
+    with _served() as client:
+        s3, sqs = client("s3"), client("sqs")
         queue = sqs.create_queue(QueueName="uploads")["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
         s3.create_bucket(Bucket="uploads-bucket")
@@ -210,8 +220,6 @@ def notifications_of_two_writes(*, fixed: bool = True) -> dict[str, Any]:
             if len(objects) >= len(written):
                 break
         return {"written": written, "objects": objects}
-    finally:
-        server.stop()
 
 
 def unfixed_notifications_of_two_writes() -> dict[str, Any]:
@@ -239,7 +247,6 @@ def folder_listings_per_request(*, fixed: bool = True) -> dict[str, int]:
     """How often moto server lists its package folder (to find a request's service) while it
     answers 40 requests of three services."""
     from moto import backends  # noqa: PLC0415
-    from moto.server import ThreadedMotoServer  # noqa: PLC0415
 
     from filejobs.local import moto_fixes  # noqa: PLC0415
 
@@ -254,18 +261,9 @@ def folder_listings_per_request(*, fixed: bool = True) -> dict[str, int]:
         return original()
 
     backends.list_of_moto_modules = counted
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        session = boto3.Session(
-            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        )
-        url = f"http://127.0.0.1:{port}"
-        sqs, s3 = session.client("sqs", endpoint_url=url), session.client("s3", endpoint_url=url)
-        dynamodb = session.client("dynamodb", endpoint_url=url)
+    with _served() as client:
+        sqs, s3 = client("sqs"), client("s3")
+        dynamodb = client("dynamodb")
         queue = sqs.create_queue(QueueName="q")["QueueUrl"]
         s3.create_bucket(Bucket="listing-bucket")
         answers = 0
@@ -274,8 +272,6 @@ def folder_listings_per_request(*, fixed: bool = True) -> dict[str, int]:
             s3.put_object(Bucket="listing-bucket", Key=f"k{n}", Body=b"x")
             answers += len(dynamodb.list_tables()["TableNames"]) == 0
         return {"requests": 2 + 3 * 12, "listings": listings, "answers": answers}
-    finally:
-        server.stop()
 
 
 def unfixed_folder_listings_per_request() -> dict[str, int]:
@@ -300,7 +296,6 @@ def queries_on_a_big_table(*, fixed: bool = True) -> dict[str, Any]:
     """Table and index queries (conditions, order, paging, a numeric index) over 600 items, and
     how often moto listed the whole table to answer them."""
     from moto.dynamodb.models.table import Table  # noqa: PLC0415
-    from moto.server import ThreadedMotoServer  # noqa: PLC0415
 
     from filejobs.local import moto_fixes  # noqa: PLC0415
 
@@ -315,16 +310,8 @@ def queries_on_a_big_table(*, fixed: bool = True) -> dict[str, Any]:
         return original(self)
 
     Table.all_items = counted  # type: ignore[method-assign]
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        session = boto3.Session(
-            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        )
-        dynamodb = session.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}")
+    with _served() as client:
+        dynamodb = client("dynamodb")
         indexes = [
             ("by_shard", "shard", "S", "at", "S"),
             ("by_rank", "rank", "N", "at", "S"),
@@ -408,8 +395,6 @@ def queries_on_a_big_table(*, fixed: bool = True) -> dict[str, Any]:
             KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p999"}}
         )
         return {"answers": answers, "listings": listings}
-    finally:
-        server.stop()
 
 
 def unfixed_queries_on_a_big_table() -> dict[str, Any]:
@@ -456,7 +441,6 @@ def responses_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
     import json  # noqa: PLC0415
 
     from moto.core import serialize  # noqa: PLC0415
-    from moto.server import ThreadedMotoServer  # noqa: PLC0415
 
     from filejobs.local import moto_fixes  # noqa: PLC0415
 
@@ -470,21 +454,12 @@ def responses_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
         return original(self, context)
 
     serialize.XFormedAttributePicker.__call__ = counted  # type: ignore[method-assign]
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
     bodies: list[Any] = []
-    try:
-        session = boto3.Session(
-            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        )
-        url = f"http://127.0.0.1:{port}"
-        dynamodb = session.client("dynamodb", endpoint_url=url)
-        streams = session.client("dynamodbstreams", endpoint_url=url)
-        for client in (dynamodb, streams):
-            client.meta.events.register(
+    with _served() as client:
+        dynamodb = client("dynamodb")
+        streams = client("dynamodbstreams")
+        for each in (dynamodb, streams):
+            each.meta.events.register(
                 "before-parse.*.*",
                 lambda response_dict, **_: bodies.append(json.loads(response_dict["body"])),
             )
@@ -566,8 +541,6 @@ def responses_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
         )["ShardIterator"]
         streams.get_records(ShardIterator=iterator)
         return {"bodies": _steady(bodies), "asked": asked}
-    finally:
-        server.stop()
 
 
 def unfixed_responses_of_every_kind() -> dict[str, Any]:
@@ -591,7 +564,6 @@ def test_responses_are_read_from_their_dicts_and_are_byte_for_byte_moto_s() -> N
 def receives_from_a_backlog(*, fixed: bool = True) -> dict[str, Any]:
     """Receives from a queue of 300 messages, one of them past its retention period: what came
     back, and how often moto built the queue's attributes meanwhile."""
-    from moto.server import ThreadedMotoServer  # noqa: PLC0415
     from moto.sqs import models  # noqa: PLC0415
 
     from filejobs.local import moto_fixes  # noqa: PLC0415
@@ -606,15 +578,8 @@ def receives_from_a_backlog(*, fixed: bool = True) -> dict[str, Any]:
         return original(queue)
 
     models.Queue.attributes = property(counted)  # type: ignore[method-assign,assignment]
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        sqs = boto3.Session(
-            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name="us-east-1",
-        ).client("sqs", endpoint_url=f"http://127.0.0.1:{port}")
+    with _served() as client:
+        sqs = client("sqs")
         url = sqs.create_queue(QueueName="backlog", Attributes={"MessageRetentionPeriod": "600"})
         queue_url = url["QueueUrl"]
         for start in range(0, 300, 10):
@@ -632,8 +597,6 @@ def receives_from_a_backlog(*, fixed: bool = True) -> dict[str, Any]:
             page = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
             received += [message["Body"] for message in page.get("Messages", [])]
         return {"received": sorted(received), "built": built}
-    finally:
-        server.stop()
 
 
 def unfixed_receives_from_a_backlog() -> dict[str, Any]:

@@ -171,3 +171,16 @@ def test_a_poison_message_ends_in_the_dlq_and_the_sweep_fails_its_job_with_a_rea
     # and the file's other jobs were not held up
     stored = stack.settled(key)
     assert job_of(stored, "thumbnail_generation")["status"] == "completed"
+
+
+def test_a_queue_reports_the_visibility_timeout_its_receives_use(stack: RunningStack) -> None:
+    # given a stack started with --visibility-seconds 2: the sweep reads a queue's own attribute
+    # to judge how far back a message in flight may hide, so the queue must report what it does
+    sqs = stack.client("sqs")
+    for logical_id, attributes in stack.config["resources"]["attributes"].items():
+        if "QueueUrl" not in attributes:
+            continue
+        reported = sqs.get_queue_attributes(
+            QueueUrl=attributes["QueueUrl"], AttributeNames=["VisibilityTimeout"]
+        )["Attributes"]["VisibilityTimeout"]
+        assert reported == "2", logical_id

@@ -109,10 +109,13 @@ def provision(
     *,
     parameters: dict[str, str] | None = None,
     endpoints: dict[str, str] | None = None,
+    visibility_seconds: int | None = None,
 ) -> Resources:
     """Creates every table, queue, bucket and event bus of the template on the emulator (a
     service named in `endpoints` on its own); a parameter takes its value from `parameters`,
-    else its default."""
+    else its default. `visibility_seconds` becomes every queue's own VisibilityTimeout, as if
+    the template said so: what a queue reports of itself (the sweep reads it) is then what its
+    receives do."""
     region = session.region_name or "us-east-1"
     resources = Resources(
         stack_name, region, parameters={**_parameter_defaults(template), **(parameters or {})}
@@ -138,6 +141,11 @@ def provision(
         lid: f"{stack_name}-{lid}" for lid in resources_of_type(template, "AWS::SQS::Queue")
     }
     urls = create_queues(sqs, queue_names, template)
+    if visibility_seconds is not None:
+        for url in urls.values():
+            sqs.set_queue_attributes(
+                QueueUrl=url, Attributes={"VisibilityTimeout": str(visibility_seconds)}
+            )
     arns = queue_arns(sqs, urls)
     for logical_id, url in urls.items():
         resources.refs[logical_id] = url  # a queue's Ref is its URL

@@ -233,34 +233,13 @@ class LocalStack:
             self.options.stack_name,
             parameters={**mirrored, **self.options.parameters},
             endpoints=self.endpoints,
+            visibility_seconds=self.options.visibility_seconds,
         )
-        self._hide_received_messages()
         self._write_config()
         self._create_custom_resources()
         for name, spec in sorted(self.functions.items()):
             self._start_hosts(name, spec)
         self._start_router()
-
-    def _hide_received_messages(self) -> None:
-        """`visibility_seconds` as each queue's own VisibilityTimeout, as if the template said
-        so: what a queue reports of itself (the sweep reads it) is what its receives do."""
-        seconds = self.options.visibility_seconds
-        if seconds is None:
-            return
-        assert self.resources is not None
-        sqs = boto3.client(
-            "sqs",
-            endpoint_url=self.endpoint_url,
-            region_name=self.options.region,
-            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        )
-        for attributes in self.resources.attributes.values():
-            if "QueueUrl" in attributes:
-                sqs.set_queue_attributes(
-                    QueueUrl=attributes["QueueUrl"],
-                    Attributes={"VisibilityTimeout": str(seconds)},
-                )
 
     def _write_config(self) -> None:
         assert self.resources is not None

@@ -77,12 +77,7 @@ class ScanGate:
             job = self._jobs.get(message.job_id, consistent=False)
             file_id = None if job is None else job.file_id
         stored = None if file_id is None else self._files.get(file_id)
-        decision = gate(message.job_type, stored, unscannable=self._unscannable)
-        if decision is Gate.WAIT and stored is not None:
-            # Waiting is only right while a verdict may still come: one read of the scan job.
-            scan = self._jobs.get(scan_job_id(stored), consistent=False)
-            status = None if scan is None else scan.status
-            decision = gate(message.job_type, stored, status, unscannable=self._unscannable)
+        decision, _ = self._decision(message.job_type, stored)
         return decision, stored
 
     def review(self, job: ProcessingJob) -> GateReview:
@@ -92,19 +87,25 @@ class ScanGate:
         if job.job_type not in GATED_JOB_TYPES:
             return GateReview(Gate.RUN)
         stored = self._files.get(job.file_id)
-        decision = gate(job.job_type, stored, unscannable=self._unscannable)
-        scan = None
-        if decision is Gate.WAIT and stored is not None:
-            # Waiting is only right while a verdict may still come: one read of the scan job.
-            scan = self._jobs.get(scan_job_id(stored), consistent=False)
-            status = None if scan is None else scan.status
-            decision = gate(job.job_type, stored, status, unscannable=self._unscannable)
+        decision, scan = self._decision(job.job_type, stored)
         if decision is Gate.WAIT:
             return GateReview(Gate.WAIT, wait_until=None if scan is None else scan.sweep_at)
         if decision is Gate.REFUSE:
             self.refuse(JobMessage.for_job(job), stored)
             return GateReview(Gate.REFUSE)
         return GateReview(Gate.RUN, released_at=_verdict_time(stored))
+
+    def _decision(
+        self, job_type: JobType, stored: StoredFile | None
+    ) -> tuple[Gate, ProcessingJob | None]:
+        """The gate's decision on the file, and the scan job read to make it (if one was)."""
+        decision = gate(job_type, stored, unscannable=self._unscannable)
+        if decision is not Gate.WAIT or stored is None:
+            return decision, None
+        # Waiting is only right while a verdict may still come: one read of the scan job.
+        scan = self._jobs.get(scan_job_id(stored), consistent=False)
+        status = None if scan is None else scan.status
+        return gate(job_type, stored, status, unscannable=self._unscannable), scan
 
     def names_its_file(self, message: JobMessage) -> bool:
         """Whether the message's file is its job's: a refusal cancels the job, so it must be

@@ -118,121 +118,105 @@ class SweepService:
         self._retention = retention
 
     def run(self, *, should_stop: Callable[[], bool] = _never) -> SweepReport:
-        now = self._clock()
-        report = SweepReport()
-        progress: dict[tuple[JobType, Lane], QueueProgress | None] = {}
-        for job in self._jobs.due_for_sweep(now):
+        run = _Run(self._clock(), SweepReport())
+        for job in self._jobs.due_for_sweep(run.now):
             if should_stop():
-                report.cut_short = True
+                run.report.cut_short = True
                 break
-            report.examined += 1
+            run.report.examined += 1
             try:
-                self._attend(job, now, report, progress)
+                self._attend(job, run)
             except Exception:
                 # One bad item must not stop the sweep; it stays due and is retried next run.
                 logger.exception("sweep could not attend job %s", job.id)
-                report.errors += 1
-        return report
+                run.report.errors += 1
+        return run.report
 
-    def _attend(
-        self,
-        job: ProcessingJob,
-        now: datetime,
-        report: SweepReport,
-        progress: dict[tuple[JobType, Lane], QueueProgress | None],
-    ) -> None:
+    def _attend(self, job: ProcessingJob, run: _Run) -> None:
         if job.status is JobStatus.RUNNING:
             lease_lost = TransientError("lease expired")
-            retry_at = self._retry.retry_at(job, lease_lost, now)
+            retry_at = self._retry.retry_at(job, lease_lost, run.now)
             recover = transitions.recover_lease(
-                job, now=now, retry_at=retry_at, retention=self._retention
+                job, now=run.now, retry_at=retry_at, retention=self._retention
             )
-            self._apply(job, "recovered", recover, now, report)
+            self._apply(job, "recovered", recover, run)
         elif job.status in {JobStatus.PENDING, JobStatus.SCHEDULED}:
-            self._attend_waiting(job, now, report, progress)
+            self._attend_waiting(job, run)
         # Any other status: the index lags the table, and this job already finished.
 
-    def _attend_waiting(
-        self,
-        job: ProcessingJob,
-        now: datetime,
-        report: SweepReport,
-        progress: dict[tuple[JobType, Lane], QueueProgress | None],
-    ) -> None:
+    def _attend_waiting(self, job: ProcessingJob, run: _Run) -> None:
+        now = run.now
         released_at = None
         if self._held is not None:
             review = self._held.review(job)
             if review.decision is Gate.REFUSE:
-                report.actions["refused"] += 1
+                run.report.actions["refused"] += 1
                 return
             if review.decision is Gate.WAIT:
                 # The verdict sends it; a look is only for a release lost or a scan that ended
                 # without one: after the scan's own next check, less often the longer it waits.
                 backoff = self._dispatch.next_look(job.metadata.created_at, now)
-                later = max(backoff, review.wait_until or now)
-                self._put_off(job, "held", later, now, report)
+                self._put_off(job, "held", max(backoff, review.wait_until or now), run)
                 return
             released_at = review.released_at
         since = visible_at(job, released_at)
-        if since is not None and self._may_be_queued(job, since, progress):
-            self._put_off(job, "queued", self._dispatch.next_look(since, now), now, report)
+        if since is not None and self._may_be_queued(job, since, run):
+            self._put_off(job, "queued", self._dispatch.next_look(since, now), run)
             return
         if job.status is JobStatus.SCHEDULED:
             promote = transitions.requeue_scheduled(now=now, dispatch_grace=self._dispatch.grace)
-            self._apply(job, "promoted", promote, now, report)
+            self._apply(job, "promoted", promote, run)
         elif self._dispatch.gives_up(job):
             abandon = transitions.abandon_pending(job, now=now, retention=self._retention)
-            self._apply(job, "abandoned", abandon, now, report)
+            self._apply(job, "abandoned", abandon, run)
         else:
             next_check = self._dispatch.next_check(job, now)
             requeue = transitions.requeue_pending(job, now=now, next_check=next_check)
-            self._apply(job, "redispatched", requeue, now, report)
+            self._apply(job, "redispatched", requeue, run)
 
-    def _may_be_queued(
-        self,
-        job: ProcessingJob,
-        since: datetime,
-        progress: dict[tuple[JobType, Lane], QueueProgress | None],
-    ) -> bool:
+    def _may_be_queued(self, job: ProcessingJob, since: datetime, run: _Run) -> bool:
         if self._queues is None:
             return False
         queue = (job.job_type, lane_of(job))
-        if queue not in progress:
+        if queue not in run.progress:
             try:
-                progress[queue] = self._queues.progress(*queue)
+                run.progress[queue] = self._queues.progress(*queue)
             except Exception:
                 # Not knowing is no reason to send copies: the jobs wait for the next run.
                 logger.exception("could not read the progress of the %s queue", queue[0].value)
-                progress[queue] = None
-        known = progress[queue]
+                run.progress[queue] = None
+        known = run.progress[queue]
         return known is None or known.may_hold(since)
 
-    def _put_off(
-        self, job: ProcessingJob, action: str, until: datetime, now: datetime, report: SweepReport
-    ) -> None:
-        put_off = transitions.put_off_check(job, now=now, next_check=until)
+    def _put_off(self, job: ProcessingJob, action: str, until: datetime, run: _Run) -> None:
+        put_off = transitions.put_off_check(job, now=run.now, next_check=until)
         if isinstance(self._jobs.apply(job.id, job.job_type, put_off), Applied):
-            report.actions[action] += 1
+            run.report.actions[action] += 1
         else:
-            report.lost_races += 1  # claimed (or changed) meanwhile: nothing to put off
+            run.report.lost_races += 1  # claimed (or changed) meanwhile: nothing to put off
 
     def _apply(
-        self,
-        job: ProcessingJob,
-        action: str,
-        transition: transitions.Transition,
-        now: datetime,
-        report: SweepReport,
+        self, job: ProcessingJob, action: str, transition: transitions.Transition, run: _Run
     ) -> None:
         result = self._jobs.apply(job.id, job.job_type, transition)
         if not isinstance(result, Applied):
-            report.lost_races += 1  # a worker or another sweep moved it first: nothing to do
+            run.report.lost_races += 1  # a worker or another sweep moved it first: nothing to do
             return
-        report.actions[action] += 1
+        run.report.actions[action] += 1
         if result.job.status is JobStatus.PENDING:
             self._dispatcher.dispatch(result.job)
         else:
-            dispatch_retry_if_soon(self._dispatcher, result.job, now)
+            dispatch_retry_if_soon(self._dispatcher, result.job, run.now)
+
+
+@dataclass
+class _Run:
+    """One sweep run: its instant, its report, and what it learnt of each queue's progress
+    (each queue asked once, when a job of it is first found due)."""
+
+    now: datetime
+    report: SweepReport
+    progress: dict[tuple[JobType, Lane], QueueProgress | None] = field(default_factory=dict)
 
 
 class DeadLetterReview:
