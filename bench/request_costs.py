@@ -73,6 +73,7 @@ CANCELLED_TYPES = ("document_preview", "compression")
 SETTLE_SECONDS = 8  # for the outcome events to be published after the last job ends
 TARGET_REQUESTS, TARGET_READS = 2.0, 0.0
 TARGET_OVER_FLOOR = 1.2
+CENTS_WORTH_NAMING = 0.1  # $ a million: a smaller difference is left out of a type's note
 
 
 @dataclass
@@ -270,6 +271,22 @@ def _group_order(group: str) -> tuple[int, str]:
 
 
 PLURALS = {"file": "files", "job": "jobs", "status query": "status queries"}
+# What a job type's cost above its floor buys, service by service (the floor: one invocation
+# as long as the processor, a claim and a completion, one message, the processor's own S3).
+WHAT_IT_BUYS = {
+    "lambda": "the handler around the processor: the claim and completion round trips, the "
+    "lease keeper, client setup (timed here against the local emulator, an upper bound)",
+    "dynamodb": "writes and reads beyond the claim and the completion",
+    "xray": "a trace of nearly every invocation (FunctionTracing=Active; PassThrough drops it)",
+    "logs": "the handler's JSON log lines",
+    "sqs": "requests beyond one send, receive and delete (negative: batched below that)",
+}
+DYNAMODB_BUYS = {
+    "virus_scan": "the verdict recorded on the file before it is acted on (fail-closed "
+    "evidence), and the query of the file's jobs that releases its parsing jobs",
+    "deduplication_check": "the content index claimed by one conditional put, and the "
+    "duplicate recorded on the file: the check's own result",
+}
 
 
 @dataclass
@@ -280,6 +297,7 @@ class Totals:
     xray_per_million_files: float = 0.0  # of which X-Ray (FunctionTracing=Active)
     per_million_queries: float = 0.0
     over_floor: dict[str, float] = field(default_factory=dict)  # job type -> cost / floor
+    floor_of: dict[str, float] = field(default_factory=dict)  # job type -> $ a million at floor
     # job type -> service -> $ a million jobs above the floor
     above_floor: dict[str, dict[str, float]] = field(default_factory=dict)
 
@@ -309,6 +327,7 @@ def cost_rows(
             floors = floor_dollars(u, n, prices, scale)
             least = sum(floors.values())
             totals.over_floor[group] = sum(costs.values()) / least
+            totals.floor_of[group] = least
             totals.above_floor[group] = {s: costs[s] - floors[s] for s in SERVICES}
             floor, ratio = f"{least:.2f}", f"{totals.over_floor[group]:.2f}x"
         unit = HAPPY_UNIT_NAMES.get(group, "job")
@@ -317,6 +336,29 @@ def cost_rows(
             *(f"{costs[s]:.2f}" for s in SERVICES), f"**{sum(costs.values()):.2f}**", floor, ratio,
         ])  # fmt: skip
     return rows, totals
+
+
+def above_floor_notes(totals: Totals) -> list[str]:
+    """Per job type over the target: what its difference from the floor buys, with figures."""
+    notes = []
+    for group, ratio in sorted(totals.over_floor.items()):
+        if ratio <= TARGET_OVER_FLOOR:
+            continue
+        gap = totals.above_floor[group]
+        bought = {**WHAT_IT_BUYS, "dynamodb": DYNAMODB_BUYS.get(group, WHAT_IT_BUYS["dynamodb"])}
+        parts = [
+            f"{'-' if gap[service] < 0 else ''}${abs(gap[service]):.2f} {what}"
+            for service, what in bought.items()
+            if abs(gap[service]) >= CENTS_WORTH_NAMING
+        ]
+        floor = totals.floor_of[group]
+        untraced = (floor + sum(gap.values()) - gap["xray"]) / floor
+        notes.append(
+            f"- **{group}** ({ratio:.2f}x the floor; {untraced:.2f}x without X-Ray): "
+            + "; ".join(parts)
+            + "."
+        )
+    return notes
 
 
 def markdown_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[str]:
@@ -483,6 +525,8 @@ def report(
         "What each job type pays above its floor, a million jobs, by service:",
         "",
         *above,
+        "",
+        *above_floor_notes(totals),
         "",
     ]
     write_section(
