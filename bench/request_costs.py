@@ -276,7 +276,7 @@ PLURALS = {"file": "files", "job": "jobs", "status query": "status queries"}
 WHAT_IT_BUYS = {
     "lambda": "the handler around the processor: the claim and completion round trips, the "
     "lease keeper, client setup (timed here against the local emulator, an upper bound)",
-    "dynamodb": "writes and reads beyond the claim and the completion",
+    "dynamodb": "the file's verdict, read as the job's message arrives (scan before parse)",
     "xray": "a trace of nearly every invocation (FunctionTracing=Active; PassThrough drops it)",
     "logs": "the handler's JSON log lines",
     "sqs": "requests beyond one send, receive and delete (negative: batched below that)",

@@ -314,7 +314,7 @@ def check_memory(samples: list[MemorySample], report: Report, warm_up: float) ->
         bound = max(MEMORY_GROWTH_MB, MEMORY_GROWTH_SHARE * start)
         if role in EMULATORS:
             bound += EMULATOR_KB_PER_ITEM * max(0.0, gained) / 1024
-        figures[f"RSS {role} MB (after warm-up -> end)"] = end
+        figures[f"RSS {role} MB at the end"] = end
         figures[f"RSS {role} growth MB (bound {bound:.0f})"] = end - start
         if end - start > bound:
             problems.append(f"{role}: {start:.0f} -> {end:.0f} MB (bound +{bound:.0f})")
