@@ -127,14 +127,6 @@ def test_invoke_runs_one_function_on_an_event_file_against_the_stack(
     assert "no function 'NoSuchFunction'" in unknown.stderr
 
 
-def test_ctrl_c_stops_everything_cleanly(stack: RunningStack) -> None:
-    # when the stack is interrupted (last: the other tests share it)
-    stack.process.send_signal(signal.SIGINT)
-    # then it exits 0 within its grace period and takes its local.json with it
-    assert stack.process.wait(timeout=40) == 0
-    assert not (stack.root / ".filejobs" / "local.json").exists()
-
-
 def test_sam_local_gets_an_env_vars_file_that_points_every_function_at_the_stack(
     stack: RunningStack,
 ) -> None:
@@ -172,3 +164,12 @@ def test_sam_local_gets_an_env_vars_file_that_points_every_function_at_the_stack
     response = json.loads(answered.stdout.strip().splitlines()[-1])
     assert response["statusCode"] == 200, response
     assert json.loads(response["body"])["status"] == "completed"
+
+
+def test_ctrl_c_stops_everything_cleanly(stack: RunningStack) -> None:
+    # when the stack is interrupted (last: the other tests share it)
+    stack.process.send_signal(signal.SIGINT)
+    # then it exits 0 within its grace period and takes local.json and sam-env.json with it
+    assert stack.process.wait(timeout=40) == 0
+    assert not (stack.root / ".filejobs" / "local.json").exists()
+    assert not (stack.root / ".filejobs" / "sam-env.json").exists()
