@@ -402,19 +402,25 @@ SCHEDULED = {
 }
 
 
-def idle_month(lines: list[dict[str, Any]], prices: Prices) -> tuple[dict[str, float], float]:
+def idle_month(
+    lines: list[dict[str, Any]], prices: Prices
+) -> tuple[dict[str, float | None], float]:
     """$ a month with no traffic at all: each scheduled function at its template rate, each run
     priced as its runs were measured here, and Lambda's pollers long-polling every SQS source
     (five per source, a 20-second poll each: AWS's documented starting concurrency), which SQS
     bills as requests. The definitions updater's runs here fetch the local mirror's few
-    signatures: on AWS each also reads the official database from S3 (minutes of GB-s a day)."""
+    signatures: on AWS each also reads the official database from S3 (minutes of GB-s a day).
+    A scheduled function that did not run while the paths ran is None: not measured."""
     usage = tally(lines)
     template = load_template(ROOT / "template.yaml")
     functions = function_definitions(template)
     parameters = {k: str(v.get("Default", "")) for k, v in template.get("Parameters", {}).items()}
-    scheduled = {}
+    scheduled: dict[str, float | None] = {}
     for function, group in SCHEDULED.items():
         measured = usage.get(group, Usage())
+        if not measured.invocations:
+            scheduled[group] = None
+            continue
         per_run = sum(dollars(measured, prices, 1 / max(measured.invocations, 1)).values())
         rate = next(
             rate_seconds(_parameter(properties["ScheduleExpression"], parameters))
@@ -490,9 +496,13 @@ def report(
     print("\n".join(above))
     requests, reads, own = figures["happy"].values()
     scheduled, polling = idle_month(lines, prices)
-    runs = ", ".join(f"{group} ${cost:,.2f}" for group, cost in scheduled.items())
+    runs = ", ".join(
+        f"{group} ${cost:,.2f}" if cost is not None else f"{group} not measured: no run here"
+        for group, cost in scheduled.items()
+    )
     idle = (
-        f"With no traffic at all, a month costs ${sum(scheduled.values()) + polling:,.2f}: the"
+        f"With no traffic at all, a month costs"
+        f" ${sum(c for c in scheduled.values() if c is not None) + polling:,.2f}: the"
         f" scheduled runs ({runs}), Lambda's SQS pollers ${polling:,.2f}."
     )
     print(idle)
