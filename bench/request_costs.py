@@ -17,7 +17,7 @@ read and write units (the index writes among them), SQS requests as billed, S3 r
 EventBridge events, invocations and GB-seconds; then the happy path's cost per million files at
 the list prices of bench/prices/aws-us-east-1.toml, by job type, against the design's floor.
 
-    .venv/bin/python bench/request_costs.py [--files 3] [--json PATH]
+    .venv/bin/python bench/request_costs.py [--files 12] [--json PATH]
 """
 
 from __future__ import annotations
@@ -367,7 +367,7 @@ def markdown_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=3, help="happy-path files of each kind")
+    parser.add_argument("--files", type=int, default=12, help="happy-path files of each kind")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--json", type=Path)
     arguments = parser.parse_args()
