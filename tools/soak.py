@@ -36,7 +36,6 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,7 +46,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from filejobs.infra.template import function_definitions, load_template
 from filejobs.local.chaos_audit import Report, Upload
-from filejobs.local.launch import LaunchedStack, launched, project_copy
+from filejobs.local.launch import LaunchedStack, launched, processes, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))  # run as a script or through runpy alike
@@ -76,19 +75,6 @@ class MemorySample:
     items: int  # items in the two tables when it was taken
 
 
-def _processes() -> Iterator[tuple[int, int, bytes]]:
-    """(pid, parent pid, command line) of every process readable here."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            command = (proc / "cmdline").read_bytes()
-            parent = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile
-        yield int(proc.name), parent, command
-
-
 def _rss_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -115,10 +101,10 @@ def role_of(command: bytes, *, is_stack: bool) -> str:
 
 def memory_by_role(stack_pid: int) -> dict[str, float]:
     """Resident MB of the stack's process and of every process under it, by role."""
-    processes = list(_processes())
+    every = list(processes())
     children: dict[int, list[int]] = defaultdict(list)
     commands = {}
-    for pid, parent, command in processes:
+    for pid, parent, command in every:
         children[parent].append(pid)
         commands[pid] = command
     by_role: dict[str, float] = defaultdict(float)

@@ -22,9 +22,9 @@ from botocore.exceptions import ClientError
 from filejobs.local.stack import LOCAL_CREDENTIALS, free_port
 
 
-def _in_fresh_process(scenario: Any) -> Any:
+def _in_fresh_process(scenario: Any, **keywords: Any) -> Any:
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(scenario)
+        return pool.apply(scenario, kwds=keywords)
 
 
 def _emulator() -> tuple[Any, Any, Any]:
@@ -222,10 +222,6 @@ def notifications_of_two_writes(*, fixed: bool = True) -> dict[str, Any]:
         return {"written": written, "objects": objects}
 
 
-def unfixed_notifications_of_two_writes() -> dict[str, Any]:
-    return notifications_of_two_writes(fixed=False)
-
-
 def test_an_object_created_notification_names_the_version_it_announces() -> None:
     # given a versioned bucket notifying a queue, when one key is written twice
     result = _in_fresh_process(notifications_of_two_writes)
@@ -238,7 +234,7 @@ def test_an_object_created_notification_names_the_version_it_announces() -> None
 
 def test_moto_as_released_names_no_version_in_its_notifications() -> None:
     # the gap the fix closes (this fails once moto names versions itself: drop the fix then)
-    result = _in_fresh_process(unfixed_notifications_of_two_writes)
+    result = _in_fresh_process(notifications_of_two_writes, fixed=False)
     assert len(result["objects"]) == 2
     assert all("versionId" not in o for o in result["objects"])
 
@@ -274,10 +270,6 @@ def folder_listings_per_request(*, fixed: bool = True) -> dict[str, int]:
         return {"requests": 2 + 3 * 12, "listings": listings, "answers": answers}
 
 
-def unfixed_folder_listings_per_request() -> dict[str, int]:
-    return folder_listings_per_request(fixed=False)
-
-
 def test_the_emulator_finds_each_service_once_not_once_per_request() -> None:
     # given moto server with the fixes, when it answers 38 requests of three services
     result = _in_fresh_process(folder_listings_per_request)
@@ -288,7 +280,7 @@ def test_the_emulator_finds_each_service_once_not_once_per_request() -> None:
 
 def test_moto_as_released_lists_its_folder_for_every_request() -> None:
     # the cost the fix removes (this fails once moto remembers it itself: drop the fix then)
-    result = _in_fresh_process(unfixed_folder_listings_per_request)
+    result = _in_fresh_process(folder_listings_per_request, fixed=False)
     assert result["listings"] >= result["requests"]
 
 
@@ -397,15 +389,11 @@ def queries_on_a_big_table(*, fixed: bool = True) -> dict[str, Any]:
         return {"answers": answers, "listings": listings}
 
 
-def unfixed_queries_on_a_big_table() -> dict[str, Any]:
-    return queries_on_a_big_table(fixed=False)
-
-
 def test_a_query_reads_its_partition_and_answers_as_moto_does() -> None:
     # given 600 items, and table, sparse index and numeric index queries with conditions,
     # descending order and paging, when moto server with the fixes and without answers them
     fixed = _in_fresh_process(queries_on_a_big_table)
-    unfixed = _in_fresh_process(unfixed_queries_on_a_big_table)
+    unfixed = _in_fresh_process(queries_on_a_big_table, fixed=False)
     # then the answers are the same, item for item and in order
     assert fixed["answers"] == unfixed["answers"]
     assert len(fixed["answers"]["index"]) > 9  # paged
@@ -543,15 +531,11 @@ def responses_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
         return {"bodies": _steady(bodies), "asked": asked}
 
 
-def unfixed_responses_of_every_kind() -> dict[str, Any]:
-    return responses_of_every_kind(fixed=False)
-
-
 def test_responses_are_read_from_their_dicts_and_are_byte_for_byte_moto_s() -> None:
     # given items holding every attribute type (and keys that are also shape and member names),
     # when moto server with the fixes and without answers every item operation and a few more
     fixed = _in_fresh_process(responses_of_every_kind)
-    unfixed = _in_fresh_process(unfixed_responses_of_every_kind)
+    unfixed = _in_fresh_process(responses_of_every_kind, fixed=False)
     # then every answer is the same
     assert len(fixed["bodies"]) == len(unfixed["bodies"]) == 23
     for answered, expected in zip(fixed["bodies"], unfixed["bodies"], strict=True):
@@ -599,14 +583,10 @@ def receives_from_a_backlog(*, fixed: bool = True) -> dict[str, Any]:
         return {"received": sorted(received), "built": built}
 
 
-def unfixed_receives_from_a_backlog() -> dict[str, Any]:
-    return receives_from_a_backlog(fixed=False)
-
-
 def test_receives_read_the_retention_period_without_building_every_attribute() -> None:
     # given 300 messages in a queue, one past its retention period, when all are received
     fixed = _in_fresh_process(receives_from_a_backlog)
-    unfixed = _in_fresh_process(unfixed_receives_from_a_backlog)
+    unfixed = _in_fresh_process(receives_from_a_backlog, fixed=False)
     # then the same messages came back, and never the expired one
     assert fixed["received"] == unfixed["received"]
     assert len(fixed["received"]) == 299

@@ -24,7 +24,7 @@ from filejobs.domain.retry import PermanentError, RetryPolicy, TransientError
 from filejobs.domain.time import utcnow
 from filejobs.infra.template import create_buckets, load_template
 from filejobs.processors.base import OutputWriter, Processor, StopRequested, Work
-from filejobs.services.worker import Outcome, WorkerService
+from filejobs.services.worker import CANCEL_LOOK_EVERY, Outcome, WorkerService
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 
@@ -53,6 +53,7 @@ def worker(
     lease: timedelta = timedelta(minutes=5),
     scratch: Scratch | None = None,
     outputs: Callable[[ProcessingJob], OutputWriter] | None = None,
+    cancel_look_every: timedelta = CANCEL_LOOK_EVERY,
 ) -> WorkerService:
     return WorkerService(
         JobRepository(),
@@ -66,6 +67,7 @@ def worker(
         scratch=scratch,
         retry_policy=RetryPolicy(base=timedelta(seconds=4), cap=timedelta(minutes=1)),
         clock=clock or utcnow,
+        cancel_look_every=cancel_look_every,
     )
 
 
@@ -226,10 +228,7 @@ def test_a_cancel_reaches_a_running_attempt_long_before_its_next_heartbeat(
             time.sleep(0.02)
         return {"finished": True}
 
-    service = WorkerService(
-        JobRepository(), Recorder(), cooperative, JobType.VIRUS_SCAN, lease=timedelta(minutes=5),
-        retention=KEEP, worker_id="test-worker", cancel_look_every=timedelta(seconds=0.2),
-    )  # fmt: skip
+    service = worker(cooperative, Recorder(), cancel_look_every=timedelta(seconds=0.2))
     canceller = threading.Thread(target=lambda: _cancel_when(started, job))
     canceller.start()
     # when it is cancelled as it starts
@@ -256,11 +255,7 @@ def test_a_look_that_reads_the_job_as_it_was_before_the_claim_does_not_stop_it(
             time.sleep(0.02)
         return {"done": True}
 
-    service = WorkerService(
-        JobRepository(), Recorder(), half_a_second, JobType.VIRUS_SCAN,
-        lease=timedelta(minutes=5), retention=KEEP, worker_id="test-worker",
-        cancel_look_every=timedelta(seconds=0.05),
-    )  # fmt: skip
+    service = worker(half_a_second, Recorder(), cancel_look_every=timedelta(seconds=0.05))
     # then the stale replica (an earlier attempt, pending) never stops the attempt
     assert service.handle(JobMessage.for_job(job)).outcome is Outcome.COMPLETED
 

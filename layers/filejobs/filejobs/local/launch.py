@@ -98,18 +98,11 @@ class LaunchedStack:
 
     def emulator_pids(self) -> list[int]:
         """The stack's emulator processes (emulator.py), by their command line."""
-        found = []
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                command = (proc / "cmdline").read_bytes()
-                parent = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue  # gone meanwhile
-            if parent == self.process.pid and b"filejobs.local.emulator" in command:
-                found.append(int(proc.name))
-        return found
+        return [
+            pid
+            for pid, parent, command in processes()
+            if parent == self.process.pid and b"filejobs.local.emulator" in command
+        ]
 
     def api(
         self, path: str, *, method: str = "GET", body: Any = None, token: str | None = None
@@ -149,6 +142,19 @@ class LaunchedStack:
                 return stored
             time.sleep(0.3)
         raise TimeoutError(f"{key}: jobs not terminal after {seconds} s")
+
+
+def processes() -> Iterator[tuple[int, int, bytes]]:
+    """(pid, parent pid, command line) of every process readable here, from /proc."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes()
+            parent = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        yield int(proc.name), parent, command
 
 
 @contextmanager
