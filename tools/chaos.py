@@ -22,7 +22,8 @@ on any violation.
 
     .venv/bin/python tools/chaos.py [--mode quick|full] [--files N] [--seed N]
 
-quick (CI, `make test`): 60 files; full (`make chaos-full`): 2,000 files.
+quick (CI, `make test`): 60 files, one poller per function; full (`make chaos-full`): 2,000
+files, two pollers per function.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from filejobs.data.models import FileModel, JobModel
 from filejobs.domain.job import JobType
 from filejobs.infra.template import function_definitions, load_template
 from filejobs.local.chaos_audit import Evidence, Report, StreamRecord, Upload, audit
-from filejobs.local.launch import TERMINAL, LaunchedStack, launched, project_copy
+from filejobs.local.launch import LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))  # run as a script or through runpy alike
@@ -56,6 +57,9 @@ sys.path.insert(0, str(ROOT / "tools"))  # run as a script or through runpy alik
 from samples import EICAR, PARSING_JOBS, pdf, photo, video  # noqa: E402
 
 MODES = {"quick": 60, "full": 2000}
+# Pollers per SQS-triggered function: one in CI's quick run (its processes' start-up weighs most
+# on 60 files), two in the full run, where every function's work races another's copy of it.
+WORKERS = {"quick": 1, "full": 2}
 TENANTS = ("acme", "globex")
 LEASE_SECONDS = 20
 SWEEP_EVERY_SECONDS = 2
@@ -231,26 +235,34 @@ def queue_depths(stack: LaunchedStack) -> dict[str, int]:
     return depths
 
 
+# Seconds between looks at the queues (cheap), and at most between counts of the tables (each a
+# scan of every item: under load the emulator's time, so made when the queues are empty or
+# this long since the last).
+QUIET_LOOK_SECONDS = 5
+COUNT_EVERY_SECONDS = 30
+
+
 def wait_until_quiet(stack: LaunchedStack, uploads: int, seconds: float) -> float:
     """Seconds until every upload is recorded, every job terminal and every queue empty
     (dead-letter queues aside: what is left there is the audit's to judge)."""
     started, deadline = time.monotonic(), time.monotonic() + seconds
-    tables = (stack.config["files_table"], stack.config["table_name"])
-    projection = {"ProjectionExpression": "#s", "ExpressionAttributeNames": {"#s": "status"}}
+    counted = 0.0
     while time.monotonic() < deadline:
-        time.sleep(5)
-        files = [i for i in stack.scan(tables[0], **projection) if "status" in i]
-        statuses = [i["status"]["S"] for i in stack.scan(tables[1], **projection)]
+        time.sleep(QUIET_LOOK_SECONDS)
         busy = {
             queue: n for queue, n in queue_depths(stack).items() if n and "DeadLetter" not in queue
         }
-        active = sum(1 for s in statuses if s not in TERMINAL)
+        if busy and time.monotonic() - counted < COUNT_EVERY_SECONDS:
+            continue
+        counted = time.monotonic()
+        progress = stack.progress()
         print(
-            f"  {time.monotonic() - started:6.0f} s: {len(files)}/{uploads} files,"
-            f" {len(statuses)} jobs, {active} active, {sum(busy.values())} messages queued",
+            f"  {time.monotonic() - started:6.0f} s: {progress.files}/{uploads} files,"
+            f" {progress.jobs} jobs, {progress.active} active,"
+            f" {sum(busy.values())} messages queued",
             flush=True,
         )
-        if len(files) >= uploads and statuses and not active and not busy:
+        if progress.files >= uploads and progress.jobs and not progress.active and not busy:
             return time.monotonic() - started
     raise TimeoutError(f"the system was not quiet after {seconds:.0f} s")
 
@@ -347,7 +359,7 @@ def run(arguments: argparse.Namespace, scratch: Path) -> tuple[Report, dict[str,
     log_path = ROOT / ".filejobs" / f"chaos-{arguments.mode}.log"
     log_path.parent.mkdir(exist_ok=True)
     options = [
-        "--workers", str(arguments.workers),
+        "--workers", str(arguments.workers or WORKERS[arguments.mode]),
         "--faults", str(faults),
         "--fault-log", str(fault_log),
         "--parameter", f"JobLeaseSeconds={LEASE_SECONDS}",
@@ -397,7 +409,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=sorted(MODES), default="quick")
     parser.add_argument("--files", type=int, help="instead of the mode's count")
-    parser.add_argument("--workers", type=int, default=1, help="pollers per SQS function")
+    parser.add_argument("--workers", type=int, help="pollers per SQS function (quick: 1, full: 2)")
     parser.add_argument("--seed", type=int, default=20261130)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to quiescence")
     parser.add_argument("--audit", type=Path, help="audit a finished run's evidence file again")

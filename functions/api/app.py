@@ -63,6 +63,7 @@ def service() -> StatusApi:
         uploads_bucket=os.environ.get("UPLOADS_BUCKET"),
         outputs_bucket=settings.outputs_bucket,
         s3=runtime.s3,
+        scan_ended=lambda scan: runtime.scan_gate().scan_ended(scan),
     )
 
 

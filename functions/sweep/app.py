@@ -8,10 +8,8 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
-from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
-from filejobs.services.scan_gate import ScanGate
 from filejobs.services.sweep import DeadLetterReview, SweepService
 
 if TYPE_CHECKING:
@@ -48,13 +46,7 @@ class SweptJobs(JobRepository):
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = runtime.settings()  # binds the models to the environment's tables
     dispatcher = runtime.dispatcher()
-    held = ScanGate(
-        FileRepository(),
-        runtime.jobs(),
-        dispatcher,
-        retention=settings.retention,
-        unscannable=settings.unscannable,
-    )
+    held = runtime.scan_gate()
     sweep = SweepService(
         SweptJobs(),
         dispatcher,
@@ -66,7 +58,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = sweep.run(
         should_stop=lambda: context.get_remaining_time_in_millis() < total_ms * SWEEP_TIME_SHARE
     )
-    letters = DeadLetterReview(SweptJobs(), runtime.dead_letters(), retention=settings.retention)
+    letters = DeadLetterReview(
+        SweptJobs(), runtime.dead_letters(), held=held, retention=settings.retention
+    )
     reviewed = letters.run()
     summary = {
         "examined": report.examined,

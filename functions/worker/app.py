@@ -21,7 +21,6 @@ from filejobs.domain.messages import JobMessage
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.registry import ScanSettings, processor_for
-from filejobs.services.scan_gate import ScanGate
 from filejobs.services.worker import Outcome, WorkerService, WorkResult
 
 if TYPE_CHECKING:
@@ -69,17 +68,6 @@ def handle_record(record: SQSRecord) -> None:
         handle(message, record.message_id)
 
 
-def scan_gate() -> ScanGate:
-    settings = runtime.settings()
-    return ScanGate(
-        FileRepository(),
-        runtime.jobs(),
-        runtime.dispatcher(),
-        retention=settings.retention,
-        unscannable=settings.unscannable,
-    )
-
-
 def build_processor() -> Processor:
     """This worker's processor; the virus scan's is the whole use case (verdict recorded, then
     acted on: services/virus_scan.py), imported only by the virus scan's worker (it needs YARA,
@@ -100,7 +88,7 @@ def build_processor() -> Processor:
     )
     marks = S3VerdictStore(runtime.s3(), scan.quarantine_bucket, settings.outputs_bucket)
     scanner = counting_refusals(processor_for(kind, runtime.s3(), scan))
-    return VirusScan(scanner, FileRepository(), marks, scan_gate())
+    return VirusScan(scanner, FileRepository(), marks, runtime.scan_gate())
 
 
 def counting_refusals(scan: Processor) -> Processor:
@@ -130,7 +118,7 @@ def handle(message: JobMessage, message_id: str) -> None:
         retention=settings.retention,
         worker_id=runtime.worker_id(message_id),
         outputs=S3Outputs(runtime.s3(), settings.require_outputs_bucket()).for_job,
-        gate=scan_gate(),
+        gate=runtime.scan_gate(),
     )
     result = service.handle(message)
     job = result.job

@@ -504,6 +504,20 @@ def test_cancel_cancels_once_then_409(stack: Api) -> None:
     assert (status, error_code(body)) == (409, "conflict")
 
 
+def test_cancelling_a_scan_cancels_the_jobs_waiting_on_its_verdict_at_once(stack: Api) -> None:
+    # given an image of acme whose thumbnail waits on the virus scan
+    plan = ingested("acme", "a.png")
+    scan = next(j for j in plan.jobs if j.job_type is JobType.VIRUS_SCAN)
+    thumbnail = next(j for j in plan.jobs if j.job_type is JobType.THUMBNAIL_GENERATION)
+    # when acme cancels the scan
+    status, _ = stack.call("POST", f"/jobs/{scan.id}/cancel", who=ACME)
+    # then the thumbnail, which no verdict will release now, is cancelled with it, saying why
+    assert status == 200
+    waiting = JobRepository().get(thumbnail.id)
+    assert waiting is not None and waiting.status is JobStatus.CANCELLED
+    assert "virus scan" in (waiting.cancel_reason or "")
+
+
 def test_cancel_of_a_finished_job_is_409(stack: Api) -> None:
     # given a job that ran and failed for good
     job = ingested("acme", "a.png").jobs[0]

@@ -31,9 +31,10 @@ from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.file import ScanRecord, ScanStatus
-from filejobs.domain.job import JobType
+from filejobs.domain.job import JobStatus, JobType
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
+from filejobs.domain.scanning import GATED_JOB_TYPES
 from filejobs.domain.time import utcnow
 from filejobs.infra.template import (
     FunctionSpec,
@@ -391,6 +392,11 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
         claimed_done.job, result={"key": output}, now=utcnow(), retention=timedelta(days=1)
     )
     jobs.apply(done.id, done.job_type, complete)
+    # and a file whose virus scan a caller cancels (its waiting thumbnail is settled at once)
+    unscanned = ingest_plan(utcnow(), "image/png", name="unscanned.png")
+    FileRepository().record_ingest(unscanned)
+    scan = unscanned.jobs[0]
+    assert scan.job_type is JobType.VIRUS_SCAN
     file = plan.file
     job_request = json.dumps({"job_type": "thumbnail_generation", "priority": 1})
     requests = [
@@ -401,6 +407,7 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
         api_request("GET", "/files", {"key": file.key, "bucket": file.bucket}),
         api_request("GET", f"/files/{file.id}/jobs", {"status": "pending"}),
         api_request("POST", f"/jobs/{other.id}/cancel"),
+        api_request("POST", f"/jobs/{scan.id}/cancel"),
         api_request("POST", f"/jobs/{failed.id}/retry"),
         api_request("DELETE", f"/jobs/{other.id}"),
         api_request("GET", f"/jobs/{done.id}"),
@@ -425,7 +432,9 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
         responses = [api.handler(event, CONTEXT) for event in requests]
     # then each answered (the job request made a job, its repeat answered it again)
     statuses = [r["statusCode"] for r in responses]
-    assert statuses == [200] * 8 + [204, 200, 201, 200, 200, 200, 201, 200]
+    assert statuses == [200] * 9 + [204, 200, 201, 200, 200, 200, 201, 200]
+    waiting = [j for j in jobs.jobs_of_file(scan.file_id) if j.job_type in GATED_JOB_TYPES]
+    assert waiting and all(j.status is JobStatus.CANCELLED for j in waiting)
     # and every call made, and every request an output URL stands for, is granted
     operations = {c.operation for c in recorder.calls}
     assert operations >= {
@@ -436,7 +445,7 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
         "PutItem",
         "SendMessage",
     }
-    urls = presigned_requests(json.loads(responses[9]["body"]))
+    urls = presigned_requests(json.loads(responses[10]["body"]))
     assert [c.params["Key"] for c in urls] == [output]
     assert urls[0].params["Bucket"] == stack.refs["OutputsBucket"]
     assert stack.refused("ApiFunction", recorder.calls + urls) == []

@@ -1,5 +1,6 @@
 """The local stack's fixes to moto server (filejobs/local/moto_fixes.py): what DynamoDB promises
-and the system relies on, kept by the emulator under load.
+and the system relies on, kept by the emulator under load; and its speed-ups
+(filejobs/local/moto_speedups.py): moto's own answers, with less work.
 
 Each scenario runs in a fresh interpreter (multiprocessing's spawn), as the fixes patch moto's
 classes for the whole process and the rest of the suite runs moto as released.
@@ -13,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -404,6 +406,333 @@ def test_a_query_reads_its_partition_and_answers_as_moto_does() -> None:
     assert fixed["listings"] == len(fixed["answers"]["numeric"]) // 9 + 1
 
 
+def index_queries_between_writes(*, fixed: bool = True) -> dict[str, Any]:
+    """An index queried after every kind of write (put, update moving an item between groups or
+    out of the sparse index, delete, batch, transaction committed and rolled back), and how many
+    times moto or the fixes went over every item of the table to answer."""
+    from collections import defaultdict  # noqa: PLC0415
+
+    from moto.dynamodb.models import dynamodb_backends  # noqa: PLC0415
+
+    from filejobs.local import moto_fixes  # noqa: PLC0415
+
+    moto_fixes.apply(speedups=fixed)
+    passes = 0
+
+    class CountedItems(defaultdict[Any, Any]):
+        def values(self) -> Any:
+            nonlocal passes
+            passes += 1
+            return super().values()
+
+        def items(self) -> Any:
+            nonlocal passes
+            passes += 1
+            return super().items()
+
+    with _served() as client:
+        dynamodb = client("dynamodb")
+        dynamodb.create_table(
+            TableName="jobs",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[
+                {"AttributeName": "id", "AttributeType": "S"},
+                {"AttributeName": "shard", "AttributeType": "S"},
+                {"AttributeName": "due", "AttributeType": "S"},
+            ],
+            GlobalSecondaryIndexes=[{
+                "IndexName": "by_shard",
+                "KeySchema": [
+                    {"AttributeName": "shard", "KeyType": "HASH"},
+                    {"AttributeName": "due", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }],
+            BillingMode="PAY_PER_REQUEST",
+        )  # fmt: skip
+        table = dynamodb_backends["123456789012"]["us-east-1"].tables["jobs"]
+        table.items = CountedItems(dict, table.items)
+        for n in range(300):
+            item = {"id": {"S": f"j{n:03d}"}, "due": {"S": f"t{n % 50:02d}"}}
+            item["shard"] = {"S": f"s{n % 4}"}
+            dynamodb.put_item(TableName="jobs", Item=item)
+
+        def shard(name: str) -> list[str]:
+            pages = dynamodb.get_paginator("query").paginate(
+                TableName="jobs",
+                IndexName="by_shard",
+                KeyConditionExpression="#shard = :s AND due <= :d",
+                ExpressionAttributeNames={"#shard": "shard"},
+                ExpressionAttributeValues={":s": {"S": name}, ":d": {"S": "t40"}},
+                PaginationConfig={"PageSize": 7},
+            )
+            return [i["id"]["S"] for page in pages for i in page["Items"]]
+
+        def moved(job: str, to: str) -> dict[str, Any]:
+            return {
+                "TableName": "jobs",
+                "Key": {"id": {"S": job}},
+                "UpdateExpression": "SET #shard = :to",
+                "ExpressionAttributeNames": {"#shard": "shard"},
+                "ExpressionAttributeValues": {":to": {"S": to}},
+            }
+
+        def everything() -> dict[str, list[str]]:
+            return {name: shard(name) for name in ("s0", "s1", "s2", "s3", "s9")}
+
+        answers = {"start": everything()}
+        passes = 0  # the groups' first build aside
+        dynamodb.update_item(**moved("j000", "s9"))  # from one group to another
+        answers["moved"] = everything()
+        dynamodb.update_item(
+            TableName="jobs",
+            Key={"id": {"S": "j001"}},
+            UpdateExpression="REMOVE #shard",
+            ExpressionAttributeNames={"#shard": "shard"},
+        )  # out of the index
+        answers["removed"] = everything()
+        dynamodb.delete_item(TableName="jobs", Key={"id": {"S": "j002"}})
+        dynamodb.put_item(
+            TableName="jobs", Item={"id": {"S": "j003"}, "due": {"S": "t00"}, "shard": {"S": "s9"}}
+        )  # replaced
+        dynamodb.put_item(
+            TableName="jobs", Item={"id": {"S": "new"}, "due": {"S": "t01"}, "shard": {"S": "s1"}}
+        )
+        answers["put and deleted"] = everything()
+        dynamodb.batch_write_item(
+            RequestItems={
+                "jobs": [
+                    {"DeleteRequest": {"Key": {"id": {"S": "j004"}}}},
+                    {
+                        "PutRequest": {
+                            "Item": {"id": {"S": "j005"}, "due": {"S": "t02"}, "shard": {"S": "s2"}}
+                        }
+                    },
+                ]
+            }
+        )
+        answers["batch"] = everything()
+        dynamodb.transact_write_items(TransactItems=[{"Update": moved("j006", "s9")}])
+        with pytest.raises(ClientError, match="TransactionCanceledException"):
+            dynamodb.transact_write_items(
+                TransactItems=[
+                    {"Update": moved("j007", "s9")},
+                    {
+                        "Put": {
+                            "TableName": "jobs",
+                            "Item": {"id": {"S": "j008"}},
+                            "ConditionExpression": "attribute_not_exists(id)",
+                        }
+                    },
+                ]
+            )
+        answers["transactions"] = everything()
+        passes_through_writes = passes
+        return {"answers": answers, "passes": passes_through_writes}
+
+
+def test_index_groups_follow_each_write_without_going_over_the_table() -> None:
+    # given 300 items in a sparse index of 4 shards, each shard queried in pages after every
+    # kind of write, by moto server with the fixes and without
+    fixed = _in_fresh_process(index_queries_between_writes)
+    unfixed = _in_fresh_process(index_queries_between_writes, fixed=False)
+    # then every answer is moto's own, item for item and in order
+    assert fixed["answers"] == unfixed["answers"]
+    assert "j000" in fixed["answers"]["moved"]["s9"]
+    assert "j007" not in fixed["answers"]["transactions"]["s9"]  # rolled back
+    # and after their first build the groups followed 8 writes without one pass over the
+    # table, where moto went over it for every page of every query
+    assert fixed["passes"] == 0
+    assert unfixed["passes"] > 100
+
+
+def scans_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
+    """Scans (filtered, counted, projected, paged, segmented, of an index) of 400 items, the
+    items still as stored afterwards, and how many items moto copied to answer them."""
+    from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
+
+    from filejobs.local import moto_fixes  # noqa: PLC0415
+
+    moto_fixes.apply(speedups=fixed)
+    copies = 0
+    original = Item.__deepcopy__
+
+    def counted(self: Any, memo: Any) -> Any:
+        nonlocal copies
+        copies += 1
+        return original(self, memo)
+
+    Item.__deepcopy__ = counted  # type: ignore[method-assign]
+    with _served() as client:
+        dynamodb = client("dynamodb")
+        dynamodb.create_table(
+            TableName="jobs",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[
+                {"AttributeName": "id", "AttributeType": "S"},
+                {"AttributeName": "kind", "AttributeType": "S"},
+            ],
+            GlobalSecondaryIndexes=[{
+                "IndexName": "by_kind",
+                "KeySchema": [{"AttributeName": "kind", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["status"]},
+            }],
+            BillingMode="PAY_PER_REQUEST",
+        )  # fmt: skip
+        for n in range(400):
+            item = {
+                "id": {"S": f"j{n:03d}"},
+                "status": {"S": "running" if n % 10 == 0 else "completed"},
+                "result": {"M": {"pages": {"N": str(n)}, "tags": {"SS": ["a", f"t{n}"]}}},
+            }
+            if n % 2:
+                item["kind"] = {"S": f"k{n % 3}"}
+            dynamodb.put_item(TableName="jobs", Item=item)
+        active = {
+            "FilterExpression": "#s = :running",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {":running": {"S": "running"}},
+        }
+
+        def scan(**parameters: Any) -> dict[str, Any]:
+            pages = dynamodb.get_paginator("scan").paginate(TableName="jobs", **parameters)
+            answered: dict[str, Any] = {"items": [], "count": 0, "scanned": 0}
+            for page in pages:
+                answered["items"] += page.get("Items", [])
+                answered["count"] += page["Count"]
+                answered["scanned"] += page["ScannedCount"]
+            return answered
+
+        copies = 0
+        answers = {
+            "filtered": scan(**active),
+            "counted": scan(Select="COUNT", **active),
+            "projected": scan(
+                ProjectionExpression="id, #s, #r.pages",
+                ExpressionAttributeNames={"#s": "status", "#r": "result"},
+            ),
+            "paged": scan(PaginationConfig={"PageSize": 33}),
+            "segment": scan(Segment=1, TotalSegments=3, **active),
+        }
+        table_copies = copies
+        answers["index"] = scan(IndexName="by_kind")
+        answers["stored"] = scan()
+        return {"answers": answers, "copies": table_copies}
+
+
+def test_a_scan_copies_only_what_it_answers_with() -> None:
+    # given 400 items, when moto server with the fixes and without answers table scans that
+    # filter, count, project, page and segment, and an index scan
+    fixed = _in_fresh_process(scans_of_every_kind)
+    unfixed = _in_fresh_process(scans_of_every_kind, fixed=False)
+    # then every answer is moto's own, and the items are stored as they were
+    assert fixed["answers"] == unfixed["answers"]
+    assert fixed["answers"]["counted"] == {"items": [], "count": 40, "scanned": 400}
+    assert len(fixed["answers"]["stored"]["items"]) == 400
+    # and the fixed server copied the items it answered with unprojected (40 filtered, 400
+    # paged, those of the segment), not every item each scan read
+    assert fixed["copies"] == 40 + 400 + len(fixed["answers"]["segment"]["items"])
+    assert unfixed["copies"] >= 4 * 400  # every item read, by each of the four whole scans
+
+
+def transitions_of_many_jobs(*, fixed: bool = True) -> dict[str, Any]:
+    """A job's transitions (conditional updates with the same expressions and new values) on
+    50 items, a lost race, bad expressions; the answers, and how much moto parsed and listed."""
+    import inspect  # noqa: PLC0415
+
+    from moto.core import utils  # noqa: PLC0415
+    from moto.dynamodb.comparisons import ConditionExpressionParser  # noqa: PLC0415
+    from moto.dynamodb.parsing.tokens import ExpressionTokenizer  # noqa: PLC0415
+
+    from filejobs.local import moto_fixes  # noqa: PLC0415
+
+    moto_fixes.apply(speedups=fixed)
+    counts = {"update parses": 0, "condition parses": 0, "method listings": 0}
+
+    def counting(owner: Any, name: str, counter: str, *, static: bool = False) -> None:
+        original = getattr(owner, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counts[counter] += 1
+            return original(*args, **kwargs)
+
+        setattr(owner, name, staticmethod(counted) if static else counted)
+
+    counting(ExpressionTokenizer, "make_list", "update parses", static=True)
+    counting(ConditionExpressionParser, "_lex_condition_expression", "condition parses")
+    getmembers = inspect.getmembers
+
+    def listed(*args: Any, **kwargs: Any) -> Any:
+        counts["method listings"] += 1
+        return getmembers(*args, **kwargs)
+
+    utils.inspect = SimpleNamespace(getmembers=listed, isfunction=inspect.isfunction)  # type: ignore[attr-defined,assignment]
+    with _served() as client:
+        dynamodb = client("dynamodb")
+        dynamodb.create_table(
+            TableName="jobs",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        answers: list[Any] = []
+
+        def transition(job: str, status: str, before: str, worker: str) -> None:
+            try:
+                answer = dynamodb.update_item(
+                    TableName="jobs",
+                    Key={"id": {"S": job}},
+                    UpdateExpression="SET #s = :to, worker = :w, history ="
+                    " list_append(if_not_exists(history, :none), :entry) ADD attempts :one",
+                    ConditionExpression="attribute_not_exists(id) OR #s = :from",
+                    ExpressionAttributeNames={"#s": "status"},
+                    ExpressionAttributeValues={
+                        ":to": {"S": status}, ":from": {"S": before},
+                        ":w": {"S": worker}, ":one": {"N": "1"}, ":none": {"L": []},
+                        ":entry": {"L": [{"M": {"to": {"S": status}, "by": {"S": worker}}}]},
+                    },
+                    ReturnValues="ALL_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )  # fmt: skip
+                answers.append(answer["Attributes"])
+            except ClientError as error:
+                answers.append([error.response["Error"]["Code"], error.response.get("Item")])
+
+        for n in range(50):
+            transition(f"j{n}", "running", "pending", f"w{n}")
+            transition(f"j{n}", "completed", "running", f"w{n}")
+        transition("j0", "running", "pending", "late")  # a lost race: the old item comes back
+        for bad in ("SET #s = ", "SET #s = :missing"):
+            try:
+                dynamodb.update_item(
+                    TableName="jobs", Key={"id": {"S": "j1"}}, UpdateExpression=bad,
+                    ExpressionAttributeNames={"#s": "status"},
+                )  # fmt: skip
+            except ClientError as error:
+                answers.append(error.response["Error"])
+        answers.append(dynamodb.scan(TableName="jobs")["Items"])
+        return {"answers": answers, "counts": counts}
+
+
+def test_expressions_are_parsed_once_and_handlers_listed_once() -> None:
+    # given 101 conditional transitions with the same expressions and values of their own,
+    # and two bad expressions, answered by moto server with the fixes and without
+    fixed = _in_fresh_process(transitions_of_many_jobs)
+    unfixed = _in_fresh_process(transitions_of_many_jobs, fixed=False)
+    # then every answer is moto's own: the new items, the lost race's old item, the errors
+    assert fixed["answers"] == unfixed["answers"]
+    assert fixed["answers"][100][0] == "ConditionalCheckFailedException"
+    # and where moto parsed each update twice and each condition twice, and listed the
+    # handler's methods for every request, the fixed server parsed the update expression once
+    # (and each bad one, which is never kept), each condition once, and listed once per class
+    assert unfixed["counts"]["update parses"] >= 2 * 101
+    assert fixed["counts"]["update parses"] <= 1 + 2 * 2
+    assert unfixed["counts"]["condition parses"] >= 2 * 101
+    assert fixed["counts"]["condition parses"] <= 101 + 2
+    assert unfixed["counts"]["method listings"] >= 105
+    assert fixed["counts"]["method listings"] <= 2
+
+
 # Keys whose values differ from one server to the next (times, random ids, ARNs made of times;
 # a stream record's size counts the digits of its time).
 _VOLATILE = {
@@ -432,16 +761,23 @@ def responses_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
 
     from filejobs.local import moto_fixes  # noqa: PLC0415
 
-    moto_fixes.apply(speedups=fixed)
-    asked = 0
+    asked = members = 0
     original = serialize.XFormedAttributePicker.__call__
+    member = serialize.ResponseSerializer._serialize_structure_member
 
     def counted(self: Any, context: Any) -> Any:
         nonlocal asked
         asked += 1
         return original(self, context)
 
+    def counted_member(self: Any, *args: Any) -> Any:
+        nonlocal members
+        members += 1
+        return member(self, *args)
+
     serialize.XFormedAttributePicker.__call__ = counted  # type: ignore[method-assign]
+    serialize.ResponseSerializer._serialize_structure_member = counted_member  # type: ignore[method-assign,assignment]
+    moto_fixes.apply(speedups=fixed)
     bodies: list[Any] = []
     with _served() as client:
         dynamodb = client("dynamodb")
@@ -528,7 +864,7 @@ def responses_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
             StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
         )["ShardIterator"]
         streams.get_records(ShardIterator=iterator)
-        return {"bodies": _steady(bodies), "asked": asked}
+        return {"bodies": _steady(bodies), "asked": asked, "members": members}
 
 
 def test_responses_are_read_from_their_dicts_and_are_byte_for_byte_moto_s() -> None:
@@ -540,9 +876,12 @@ def test_responses_are_read_from_their_dicts_and_are_byte_for_byte_moto_s() -> N
     assert len(fixed["bodies"]) == len(unfixed["bodies"]) == 23
     for answered, expected in zip(fixed["bodies"], unfixed["bodies"], strict=True):
         assert answered == expected
-    # and moto's alias chain was asked far less: the items' members were read from their dicts
+    # and moto's alias chain was asked far less: the items' members were read from their dicts,
+    # each structure's in one loop
     assert unfixed["asked"] > 1000
     assert fixed["asked"] < unfixed["asked"] / 5
+    assert unfixed["members"] > 1000
+    assert fixed["members"] < unfixed["members"] / 20
 
 
 def receives_from_a_backlog(*, fixed: bool = True) -> dict[str, Any]:

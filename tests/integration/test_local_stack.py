@@ -19,6 +19,7 @@ import pytest
 from PIL import Image
 
 from filejobs.infra.template import function_definitions, load_template
+from filejobs.local.launch import processes
 from tests.localstack import ROOT, RunningStack, running_stack
 
 # What `sam local invoke` runs in its container: the function's handler, called once on an event.
@@ -166,6 +167,25 @@ def test_sam_local_gets_an_env_vars_file_that_points_every_function_at_the_stack
     assert json.loads(response["body"])["status"] == "completed"
 
 
+def test_the_stack_answers_once_every_function_host_serves(stack: RunningStack) -> None:
+    # given the stack's function hosts (one-off invocations aside)
+    hosts = [
+        pid
+        for pid, parent, command in processes()
+        if parent == stack.process.pid
+        and b"filejobs.local.host" in command
+        and b"invoke" not in command.split(b"\0")
+    ]
+    assert len(hosts) >= len(function_definitions(load_template(ROOT / "template.yaml")))
+    # then each had imported its handler and marked itself ready before the API first answered
+    # (on a small machine a host takes seconds to import: uploads made meanwhile would wait)
+    ready = stack.root / ".filejobs" / "hosts-ready"
+    for pid in hosts:
+        marker = ready / str(pid)
+        assert marker.exists(), pid
+        assert marker.stat().st_mtime <= stack.up_at, pid
+
+
 def test_ctrl_c_stops_everything_cleanly(stack: RunningStack) -> None:
     # when the stack is interrupted (last: the other tests share it)
     stack.process.send_signal(signal.SIGINT)
@@ -173,3 +193,4 @@ def test_ctrl_c_stops_everything_cleanly(stack: RunningStack) -> None:
     assert stack.process.wait(timeout=40) == 0
     assert not (stack.root / ".filejobs" / "local.json").exists()
     assert not (stack.root / ".filejobs" / "sam-env.json").exists()
+    assert not (stack.root / ".filejobs" / "hosts-ready").exists()

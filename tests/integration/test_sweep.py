@@ -15,10 +15,11 @@ from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import JobModel
 from filejobs.domain import transitions
-from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy
+from filejobs.services.scan_gate import ScanGate
 from filejobs.services.sweep import DeadLetterReview, SweepService
 from tests.aws_requests import counting_requests
 from tests.conftest import FakeClock
@@ -293,6 +294,26 @@ def test_a_pending_job_whose_message_was_dead_lettered_is_failed_with_the_reason
     assert letters_in(dead_letter_queue) == 0
     # and a second review finds nothing to do
     assert review_of(repo, dead_letter_queue, job, clock).run() == {}
+
+
+def test_a_dead_lettered_scan_settles_the_jobs_waiting_on_its_verdict(
+    repo: JobRepository, clock: FakeClock, dead_letter_queue: str, dispatcher: RecordingDispatcher
+) -> None:
+    # Given an image whose scan message its queue gave up on, the thumbnail waiting on it
+    plan = ingest_plan(clock.now, "image/png")
+    FileRepository().record_ingest(plan)
+    scan = next(j for j in plan.jobs if j.job_type is JobType.VIRUS_SCAN)
+    thumbnail = next(j for j in plan.jobs if j.job_type is JobType.THUMBNAIL_GENERATION)
+    dead_letter(dead_letter_queue, JobMessage.for_job(scan).to_json())
+    gate = ScanGate(FileRepository(), repo, dispatcher, retention=KEEP, clock=clock)
+    letters = SqsDeadLetters(boto3.client("sqs"), {JobType.VIRUS_SCAN: dead_letter_queue})
+    # When the sweep reviews the dead letters
+    review = DeadLetterReview(repo, letters, held=gate, clock=clock, retention=KEEP)
+    assert review.run() == {"dead_lettered_jobs_failed": 1}
+    # Then the scan failed and the thumbnail, which no verdict will release, was cancelled
+    assert stored(repo, scan).status is JobStatus.FAILED
+    assert stored(repo, thumbnail).status is JobStatus.CANCELLED
+    assert dispatcher.sent == []
 
 
 def test_a_dead_letter_of_a_running_job_is_left(

@@ -305,6 +305,33 @@ def test_a_held_job_whose_scan_ended_without_a_verdict_is_cancelled_by_the_sweep
     assert thumbnail.id not in sent.sent
 
 
+def test_a_scan_the_sweep_fails_settles_the_jobs_waiting_on_it_in_the_same_run(
+    tables: dict[str, str], clock: FakeClock, sent: Recorder
+) -> None:
+    # Given an image whose scan worker crashes on every attempt, the thumbnail held meanwhile
+    # (and put off, as the scan ran, until long after: the sweep looks less often the longer a
+    # job waits)
+    plan = ingested(clock, "image/png")
+    scan, thumbnail = job_of(plan, JobType.VIRUS_SCAN), job_of(plan, JobType.THUMBNAIL_GENERATION)
+    queues = HandMovedQueues(reach=clock.now + timedelta(days=1))  # every queue drained
+    clock.advance(timedelta(hours=2))
+    report = None
+    for _ in range(scan.max_retries + 1):
+        lease = transitions.claim(now=clock.now, lease=timedelta(minutes=5), worker="crashes")
+        assert isinstance(JobRepository().apply(scan.id, scan.job_type, lease), Applied)
+        clock.advance(timedelta(minutes=6))
+        report = sweep(clock, sent, queues, held=gate(sent, clock)).run()
+        clock.advance(RETRY.cap)
+    # When the sweep takes back the last attempt's lease, the scan fails for good
+    assert report is not None and report.actions["recovered"] == 1
+    assert stored(scan).status is JobStatus.FAILED
+    # Then the thumbnail was cancelled in that run, saying why, not at its own next look
+    after = stored(thumbnail)
+    assert after.status is JobStatus.CANCELLED
+    assert "virus scan" in (after.error_message or after.cancel_reason or "")
+    assert thumbnail.id not in sent.sent
+
+
 def test_a_queue_whose_progress_cannot_be_read_gets_no_copies(
     tables: dict[str, str], clock: FakeClock, sent: Recorder
 ) -> None:

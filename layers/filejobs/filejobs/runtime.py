@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sqs import SQSClient
 
+    from filejobs.services.scan_gate import ScanGate
+
 
 @cache
 def settings() -> Settings:
@@ -78,6 +80,22 @@ def queue_watch() -> SqsQueueWatch:
 
 def dead_letters() -> SqsDeadLetters:
     return SqsDeadLetters(sqs(), settings().dead_letter_urls)
+
+
+def scan_gate() -> ScanGate:
+    """The virus scan's gate (services/scan_gate.py), for the handlers that hold, release or
+    settle the jobs waiting on a verdict: the workers, the sweep and the API."""
+    from filejobs.data.file_repository import FileRepository  # noqa: PLC0415 (not every handler)
+    from filejobs.services.scan_gate import ScanGate  # noqa: PLC0415
+
+    loaded = settings()
+    return ScanGate(
+        FileRepository(),
+        jobs(),
+        dispatcher(),
+        retention=loaded.retention,
+        unscannable=loaded.unscannable,
+    )
 
 
 def worker_id(context_request_id: str | None = None) -> str:

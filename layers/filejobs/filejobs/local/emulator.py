@@ -14,7 +14,6 @@ through the endpoint environment variables botocore reads (`AWS_ENDPOINT_URL_DYN
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import socket
@@ -65,14 +64,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="moto server with the local stack's fixes.")
     parser.add_argument("--port", type=int, required=True)
     arguments = parser.parse_args()
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
-    from moto.server import ThreadedMotoServer  # noqa: PLC0415 (the local stack's alone)
-
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs.local import moto_fixes  # noqa: PLC0415 (the local stack's alone)
+    from filejobs.local.front import moto_front  # noqa: PLC0415
 
     moto_fixes.apply()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=arguments.port)
-    server.start()
+    server = moto_front("127.0.0.1", arguments.port)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -466,6 +466,17 @@ class StreamSource:
             self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
 
 
+def ready_folder(config: Path) -> Path:
+    """Where hosts mark themselves ready, beside the stack's local.json."""
+    return config.parent / "hosts-ready"
+
+
+def ready_marker(config: Path, pid: int) -> Path:
+    """The file a host makes once its handler is imported and it starts serving: the stack
+    waits for every host's before it says it is up."""
+    return ready_folder(config) / str(pid)
+
+
 def _stop_when_orphaned(host: Host) -> None:
     """A host whose stack died without stopping it (SIGKILL) stops too: nothing to talk to."""
     parent = os.getppid()
@@ -543,6 +554,9 @@ def main() -> int:
         else:
             print(answer)
         return 0
+    marker = ready_marker(arguments.config, os.getpid())
+    marker.parent.mkdir(exist_ok=True)
+    marker.touch()
     runners: dict[str, Callable[[], None]] = {
         "sqs": host.run_sqs,
         "schedule": lambda: host.run_schedule(arguments.every),

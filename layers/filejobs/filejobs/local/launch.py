@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +59,44 @@ class LaunchError(RuntimeError):
     """The stack did not come up."""
 
 
+def _retried[T](read: Callable[[], T]) -> T:
+    """`read`, tried again from the start when the emulator, busy serving every function host,
+    drops its connection now and then."""
+    for attempt in range(1, 6):
+        try:
+            return read()
+        except (ConnectionClosedError, EndpointConnectionError, ReadTimeoutError):
+            if attempt == 5:
+                raise
+            time.sleep(2 * attempt)
+    raise AssertionError("unreachable")
+
+
+# A job not yet at its end; a file item (the files table holds other records besides).
+_ACTIVE = {
+    "FilterExpression": "NOT #status IN (:completed, :failed, :cancelled)",
+    "ExpressionAttributeNames": {"#status": "status"},
+    "ExpressionAttributeValues": {f":{status}": {"S": status} for status in sorted(TERMINAL)},
+}
+_HAS_STATUS = {
+    "FilterExpression": "attribute_exists(#status)",
+    "ExpressionAttributeNames": {"#status": "status"},
+}
+
+
+@dataclass(frozen=True)
+class Progress:
+    files: int  # recorded
+    jobs: int  # made
+    active: int  # not terminal
+
+
 @dataclass
 class LaunchedStack:
     process: subprocess.Popen[bytes]
     config: dict[str, Any]
     root: Path
+    up_at: float = 0.0  # epoch seconds its API first answered
 
     def client(self, service: str) -> Any:
         return boto3.client(  # type: ignore[call-overload]
@@ -75,21 +108,45 @@ class LaunchedStack:
         )
 
     def scan(self, table: str, **parameters: Any) -> list[dict[str, Any]]:
-        """Every item of `table`, as DynamoDB's JSON. The emulator, busy serving every function
-        host, now and then drops a connection mid-scan: the whole scan is retried then."""
+        """Every item of `table`, as DynamoDB's JSON."""
+
+        def every_page() -> list[dict[str, Any]]:
+            pages = (
+                self.client("dynamodb")
+                .get_paginator("scan")
+                .paginate(TableName=table, **parameters)
+            )
+            return [item for page in pages for item in page["Items"]]
+
+        return _retried(every_page)
+
+    def count(self, table: str, **parameters: Any) -> int:
+        """How many items of `table` a scan with `parameters` (a filter) matches. Only the count
+        is answered, which the emulator works out without copying an item (moto_speedups.py): a
+        tool that asks every few seconds while the stack works adds little to its load."""
+
+        def counted() -> int:
+            pages = (
+                self.client("dynamodb")
+                .get_paginator("scan")
+                .paginate(TableName=table, Select="COUNT", **parameters)
+            )
+            return sum(page["Count"] for page in pages)
+
+        return _retried(counted)
+
+    def progress(self) -> Progress:
+        """Files recorded, jobs made and jobs still active. The totals are the tables' item
+        counts, which moto works out as it is asked (DynamoDB refreshes them every few hours:
+        this reads the local stack only)."""
         dynamodb = self.client("dynamodb")
-        for attempt in range(1, 6):
-            try:
-                items: list[dict[str, Any]] = []
-                pages = dynamodb.get_paginator("scan").paginate(TableName=table, **parameters)
-                for page in pages:
-                    items.extend(page["Items"])
-                return items
-            except (ConnectionClosedError, EndpointConnectionError, ReadTimeoutError):
-                if attempt == 5:
-                    raise
-                time.sleep(2 * attempt)
-        raise AssertionError("unreachable")
+        jobs_table, files_table = self.config["table_name"], self.config["files_table"]
+        made = _retried(lambda: dynamodb.describe_table(TableName=jobs_table))
+        return Progress(
+            files=self.count(files_table, **_HAS_STATUS),
+            jobs=int(made["Table"].get("ItemCount", 0)),
+            active=self.count(jobs_table, **_ACTIVE),
+        )
 
     def peak_memory_mb(self) -> float:
         """The emulator's peak resident memory (VmHWM): the stack process's (S3, SQS and
@@ -162,7 +219,7 @@ def launched(
     root: Path,
     *options: str,
     output: IO[bytes] | None = None,
-    start_seconds: float = 90,
+    start_seconds: float = 180,
 ) -> Iterator[LaunchedStack]:
     """`filejobs dev` for the project at `root`, on free loopback ports; stopped on exit if it is
     still running, as Ctrl-C stops it: its function hosts are stopped and waited for (killed
@@ -204,6 +261,7 @@ def _ready(process: subprocess.Popen[bytes], root: Path, seconds: float) -> Laun
     while True:
         try:
             if stack.api("/health")[0] == 200:
+                stack.up_at = time.time()
                 return stack
         except OSError:
             pass  # the router is not listening yet

@@ -52,7 +52,13 @@ from filejobs.local.faults import (
     FAULTS_VARIABLE,
     parse_faults,
 )
-from filejobs.local.host import SHORT_POLL_VARIABLE, VISIBILITY_VARIABLE
+from filejobs.local.front import Front, moto_front
+from filejobs.local.host import (
+    SHORT_POLL_VARIABLE,
+    VISIBILITY_VARIABLE,
+    ready_folder,
+    ready_marker,
+)
 from filejobs.local.metering import METER_LOG_VARIABLE
 from filejobs.local.mirror import DefinitionsMirror, build_local_databases
 from filejobs.local.resources import ACCOUNT, Resources, provision
@@ -62,6 +68,8 @@ RESTART_LIMIT = 5  # host restarts within a minute before the stack gives up
 CONFIG_PATH = Path(".filejobs") / "local.json"
 # `sam local invoke --env-vars` for those with Docker: each function's variables, on this stack.
 SAM_ENV_PATH = Path(".filejobs") / "sam-env.json"
+# How long the stack waits for its function hosts to import their handlers and serve.
+HOSTS_READY_SECONDS = 120
 # Credentials for the emulator only: moto accepts any; real ones must never be sent to it.
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 # The definitions mirror's folder when `--definitions-mirror` names none (created on first use).
@@ -194,7 +202,7 @@ class LocalStack:
         self.token_secret = secrets.token_urlsafe(32)  # signs tenant tokens (tokens.py)
         self.config_path = options.project_root / CONFIG_PATH
         self.sam_env_path = options.project_root / SAM_ENV_PATH
-        self._moto: ThreadedMotoServer | None = None
+        self._moto: ThreadedMotoServer | Front | None = None
         self._emulator: subprocess.Popen[bytes] | None = None
         # Services served apart from `endpoint_url` (the DynamoDB emulator's), by botocore name.
         self.endpoints: dict[str, str] = {}
@@ -211,9 +219,11 @@ class LocalStack:
 
     def start(self) -> None:
         moto_fixes.apply(speedups=not self.options.baseline)
-        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.options.emulator_port)
-        self._moto.start()
-        if not self.options.baseline:
+        if self.options.baseline:
+            self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.options.emulator_port)
+            self._moto.start()
+        else:
+            self._moto = moto_front("127.0.0.1", self.options.emulator_port)
             port = free_port()
             try:
                 self._emulator = emulator.start(port)
@@ -237,8 +247,10 @@ class LocalStack:
         )
         self._write_config()
         self._create_custom_resources()
+        shutil.rmtree(ready_folder(self.config_path), ignore_errors=True)
         for name, spec in sorted(self.functions.items()):
             self._start_hosts(name, spec)
+        self._wait_for_hosts()
         self._start_router()
 
     def _write_config(self) -> None:
@@ -444,6 +456,25 @@ class LocalStack:
             self._api_ports[name] = port
             self._spawn(name, "api", "--port", str(port))
 
+    def _wait_for_hosts(self) -> None:
+        """Until every host has imported its handler and serves (its ready marker), so that
+        the stack is up when its functions are, not while they still import (seconds each on
+        a small machine): what is uploaded then is handled at once. A host still not ready
+        after HOSTS_READY_SECONDS is named and the stack starts without it; one that exited is
+        started again by `wait`, as any host that exits."""
+        deadline = time.monotonic() + HOSTS_READY_SECONDS
+        waiting = list(self._hosts)
+        while waiting and time.monotonic() < deadline:
+            waiting = [
+                p
+                for p in waiting
+                if p.poll() is None and not ready_marker(self.config_path, p.pid).exists()
+            ]
+            time.sleep(0.1)
+        for process in waiting:
+            name, source, _ = self._host_args.get(process.pid, ("?", "?", ()))
+            log.warning("%s (%s) was not ready in %d s", name, source, HOSTS_READY_SECONDS)
+
     def _spawn(self, name: str, source: str, *extra: str) -> None:
         command = [
             sys.executable, "-m", "filejobs.local.host",
@@ -628,6 +659,7 @@ class LocalStack:
             self._mirror.stop()
         self.config_path.unlink(missing_ok=True)
         self.sam_env_path.unlink(missing_ok=True)
+        shutil.rmtree(ready_folder(self.config_path), ignore_errors=True)
 
 
 class ResponseReceiver:

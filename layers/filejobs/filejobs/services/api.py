@@ -137,6 +137,9 @@ class StatusApi:
     s3: Callable[[], S3Client] | None = None  # presigns output URLs (no request is made)
     clock: Callable[[], datetime] = utcnow
     dispatch_policy: DispatchPolicy = field(default_factory=DispatchPolicy)
+    # Told of a scan job a caller cancelled: the jobs that wait on its verdict are settled
+    # (services/scan_gate.py `scan_ended`), not left to their next look by the sweep.
+    scan_ended: Callable[[ProcessingJob], None] | None = None
 
     # --- files --------------------------------------------------------------------------------
 
@@ -353,7 +356,14 @@ class StatusApi:
         transition = transitions.cancel(
             now=self.clock(), by=caller.name, reason=reason, retention=self.retention
         )
-        return job_view(self._apply(job, transition))
+        cancelled = self._apply(job, transition)
+        if cancelled.job_type is JobType.VIRUS_SCAN and self.scan_ended is not None:
+            try:
+                self.scan_ended(cancelled)
+            except Exception:
+                # The cancel stands; the sweep settles the waiting jobs at their next look.
+                logger.exception("the jobs waiting on scan %s were not settled", cancelled.id)
+        return job_view(cancelled)
 
     def retry(self, caller: Caller, job_id: str) -> dict[str, Any]:
         job = self._visible_job(caller, job_id)

@@ -69,6 +69,10 @@ class HeldJobs(Protocol):
     def review(self, job: ProcessingJob) -> GateReview:
         """Whether a waiting job's gate lets it run, holds it, or refused it (cancelled)."""
 
+    def scan_ended(self, scan: ProcessingJob) -> None:
+        """A scan job ended for good (failed, cancelled): its file's waiting jobs are settled
+        (cancelled, or sent if a verdict stands)."""
+
 
 def dispatch_retry_if_soon(dispatcher: Dispatcher, job: ProcessingJob, now: datetime) -> None:
     """Send a scheduled job's message now, delayed until its retry is due, when SQS can hold
@@ -207,6 +211,17 @@ class SweepService:
             self._dispatcher.dispatch(result.job)
         else:
             dispatch_retry_if_soon(self._dispatcher, result.job, run.now)
+        settle_if_scan_ended(self._held, result.job)
+
+
+def settle_if_scan_ended(held: HeldJobs | None, job: ProcessingJob) -> None:
+    """A scan job this sweep ended (its last lease lost, its message dead-lettered, never
+    claimed): the jobs waiting on its verdict are settled now, as a worker settles them when
+    the scan fails in its hands, not at their own next look (after a backlog, as long again as
+    they had waited)."""
+    ended = job.status in {JobStatus.FAILED, JobStatus.CANCELLED}
+    if held is not None and job.job_type is JobType.VIRUS_SCAN and ended:
+        held.scan_ended(job)
 
 
 @dataclass
@@ -227,11 +242,12 @@ class DeadLetterReview:
         jobs: JobRepository,
         letters: DeadLetters,
         *,
+        held: HeldJobs | None = None,
         clock: Callable[[], datetime] = utcnow,
         retention: timedelta = timedelta(days=30),
         per_queue: int = 10,
     ) -> None:
-        self._jobs, self._letters, self._clock = jobs, letters, clock
+        self._jobs, self._letters, self._held, self._clock = jobs, letters, held, clock
         self._retention, self._per_queue = retention, per_queue
 
     def run(self) -> Counter[str]:
@@ -256,6 +272,7 @@ class DeadLetterReview:
         )
         result = self._jobs.apply(message.job_id, letter.job_type, failing)
         if isinstance(result, Applied):
+            settle_if_scan_ended(self._held, result.job)
             self._letters.settle(letter)
             return "dead_lettered_jobs_failed"
         current = result.current
