@@ -20,7 +20,7 @@ machine in this run, is what the ratios below compare against.
 
 How many jobs each file gets is what the ingest plans for it (`job_types_for` of its sniffed
 content type), so the wait knows how many to expect. With `--processing noop` the stack runs
-with the fault rule `{"kind": "noop"}` (filejobs/local/faults.py): every job is claimed,
+with the fault rule `{"kind": "noop"}` (filejobs_dev/local/faults.py): every job is claimed,
 completed and its outcome published as usual (the virus scan's file recorded clean, its gated
 jobs released), but no processor runs. `real` runs the processors.
 
@@ -74,7 +74,7 @@ from common import (
 )
 
 from filejobs.domain.content import SNIFF_BYTES, job_types_for, sniff_content_type
-from filejobs.local.launch import LaunchedStack, launched, project_copy
+from filejobs_dev.local.launch import LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))  # tools/ is not a package

@@ -2,7 +2,7 @@
 
 Starts `filejobs dev --meter-log` (in a scratch copy of the project): every function host counts
 each AWS request its code and its event source make, from botocore's events, with DynamoDB's
-request units sized from the items (filejobs/local/metering.py, capacity.py). Then three paths,
+request units sized from the items (filejobs_dev/local/metering.py, capacity.py). Then three paths,
 one after the other, each waited out until every job is terminal and every queue empty:
 
 - happy: photos, 2-second videos, 2-page PDFs and text files, each unique, nothing injected;
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filejobs.infra.template import function_definitions, load_template
-from filejobs.local.costs import (
+from filejobs_dev.infra.template import function_definitions, load_template
+from filejobs_dev.local.costs import (
     DERIVED_DAYS,
     MONTH_SECONDS,
     SERVICES,
@@ -50,8 +50,8 @@ from filejobs.local.costs import (
     state_machine_writes_per_job,
     tally,
 )
-from filejobs.local.host import rate_seconds
-from filejobs.local.launch import TERMINAL, LaunchedStack, launched, project_copy
+from filejobs_dev.local.host import rate_seconds
+from filejobs_dev.local.launch import TERMINAL, LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))

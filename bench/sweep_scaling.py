@@ -4,7 +4,7 @@ the same number of jobs due each time.
 The jobs table is built from template.yaml in moto (in this process). Finished jobs are written
 as the repository writes them (completed: no `sweep_at`, so no entry in the sparse `by_sweep`
 index); the due jobs are pending jobs whose dispatch grace ran out an hour ago. One
-`SweepService.run()` is metered with the local stack's meter (filejobs/local/metering.py):
+`SweepService.run()` is metered with the local stack's meter (filejobs_dev/local/metering.py):
 items read are the items its queries evaluated, with their read units; the sweep then moves
 each due job on (a conditional write each), which the figures show too. A ratio near 1 says
 the sweep's cost follows the work due, not the table.
@@ -53,9 +53,9 @@ from filejobs.data.models import JobModel, bind_tables  # noqa: E402
 from filejobs.domain import transitions  # noqa: E402
 from filejobs.domain.ingest import ObjectCreated, plan_ingest  # noqa: E402
 from filejobs.domain.job import ProcessingJob  # noqa: E402
-from filejobs.infra.template import create_tables  # noqa: E402
-from filejobs.local.metering import Meter, MeterLog  # noqa: E402
 from filejobs.services.sweep import SweepService  # noqa: E402
+from filejobs_dev.infra.template import create_tables  # noqa: E402
+from filejobs_dev.local.metering import Meter, MeterLog  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import markdown_row, run_command, utc_now, write_section  # noqa: E402

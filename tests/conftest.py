@@ -23,7 +23,7 @@ for _variable in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"
     os.environ.pop(_variable, None)
 
 from filejobs.data.models import bind_tables  # noqa: E402
-from filejobs.infra.template import create_tables  # noqa: E402
+from filejobs_dev.infra.template import create_tables  # noqa: E402
 
 
 class FakeClock:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from filejobs.local.launch import TERMINAL, LaunchedStack, launched, project_copy
+from filejobs_dev.local.launch import TERMINAL, LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 RunningStack = LaunchedStack

@@ -22,8 +22,8 @@ from filejobs.domain.content import sniff_content_type
 from filejobs.domain.ingest import plan_ingest
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.time import utcnow
-from filejobs.infra.template import create_buckets, create_queues, load_template, queue_arns
 from filejobs.processors.base import Work
+from filejobs_dev.infra.template import create_buckets, create_queues, load_template, queue_arns
 from tests.factories import upload_record
 
 

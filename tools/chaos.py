@@ -1,7 +1,7 @@
 """`make chaos`: the whole system under injected faults, then an audit of everything it left.
 
 Starts the local stack (`filejobs dev`) in a scratch copy of the project with these faults
-(filejobs/local/faults.py), decided per job attempt or message from the run's seed:
+(filejobs_dev/local/faults.py), decided per job attempt or message from the run's seed:
 - transient processor failures on 20% of attempts;
 - worker crashes on 5% of attempts: the process dies before its processor runs or after it
   wrote its outputs, writing nothing; the job's lease (JobLeaseSeconds=20 here) expires and the
@@ -16,7 +16,7 @@ Starts the local stack (`filejobs dev`) in a scratch copy of the project with th
 It uploads a mix of real files (photos, PNGs, videos, PDFs, text, corrupt JPEGs, the EICAR test
 virus) for two tenants while cancelling random running jobs through the API, waits until the
 system is quiet (every job terminal, every queue empty), then audits
-(filejobs/local/chaos_audit.py) the tables, the job table's stream (the append-only witness of
+(filejobs_dev/local/chaos_audit.py) the tables, the job table's stream (the append-only witness of
 completions), the fault log and the dead-letter queues. It prints a table of figures and exits 1
 on any violation.
 
@@ -47,9 +47,9 @@ from PIL import Image
 from filejobs.data.mapping import file_from_model, job_from_model
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain.job import JobType
-from filejobs.infra.template import function_definitions, load_template
-from filejobs.local.chaos_audit import Evidence, Report, StreamRecord, Upload, audit
-from filejobs.local.launch import LaunchedStack, launched, project_copy
+from filejobs_dev.infra.template import function_definitions, load_template
+from filejobs_dev.local.chaos_audit import Evidence, Report, StreamRecord, Upload, audit
+from filejobs_dev.local.launch import LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))  # run as a script or through runpy alike

@@ -26,12 +26,12 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from filejobs.cli import commands, scanning
-from filejobs.cli.client import ApiClient, CliError, Target, local_target
-from filejobs.cli.main import invoke_local
-from filejobs.cli.progress import result_summary, shorten
-from filejobs.local.launch import launched, project_copy
-from filejobs.local.mirror import add_hash_signature
+from filejobs_cli import commands, scanning
+from filejobs_cli.client import ApiClient, CliError, Target, local_target
+from filejobs_cli.progress import result_summary, shorten
+from filejobs_dev.local.commands import invoke_local
+from filejobs_dev.local.launch import launched, project_copy
+from filejobs_dev.local.mirror import add_hash_signature
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))  # run as a script or through runpy alike

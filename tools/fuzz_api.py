@@ -19,8 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from filejobs.local import tokens
-from filejobs.local.launch import launched, project_copy
+from filejobs_dev.local import tokens
+from filejobs_dev.local.launch import launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 OPENAPI = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"

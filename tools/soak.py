@@ -44,9 +44,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from filejobs.infra.template import function_definitions, load_template
-from filejobs.local.chaos_audit import Report, Upload
-from filejobs.local.launch import LaunchedStack, launched, processes, project_copy
+from filejobs_dev.infra.template import function_definitions, load_template
+from filejobs_dev.local.chaos_audit import Report, Upload
+from filejobs_dev.local.launch import LaunchedStack, launched, processes, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))  # run as a script or through runpy alike
@@ -90,9 +90,9 @@ def role_of(command: bytes, *, is_stack: bool) -> str:
     if is_stack:
         return EMULATORS[0]
     words = [word.decode(errors="replace") for word in command.split(b"\0") if word]
-    if "filejobs.local.emulator" in words:
+    if "filejobs_dev.local.emulator" in words:
         return EMULATORS[1]
-    if "filejobs.local.host" in words:
+    if "filejobs_dev.local.host" in words:
         function = words[words.index("--function") + 1] if "--function" in words else "?"
         source = words[words.index("--source") + 1] if "--source" in words else "?"
         return f"{function} ({source})"

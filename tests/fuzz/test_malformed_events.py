@@ -39,7 +39,7 @@ from filejobs.domain.job import JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.time import utcnow
-from filejobs.infra.template import function_definitions
+from filejobs_dev.infra.template import function_definitions
 from functions.api import app as api
 from functions.ingest import app as ingest
 from functions.sweep import app as sweep

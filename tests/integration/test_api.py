@@ -25,7 +25,7 @@ from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome import Applied
 from filejobs.domain.time import utcnow
-from filejobs.infra.template import (
+from filejobs_dev.infra.template import (
     create_queues,
     create_tables,
     function_definitions,

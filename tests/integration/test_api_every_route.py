@@ -39,8 +39,8 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.time import utcnow
-from filejobs.infra.template import function_definitions, resources_of_type
-from filejobs.local.stack import routes_of
+from filejobs_dev.infra.template import function_definitions, resources_of_type
+from filejobs_dev.local.stack import routes_of
 from functions.api import app as api_function
 from tests.factories import ingest_plan
 from tests.integration.test_api import (

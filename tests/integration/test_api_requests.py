@@ -24,7 +24,7 @@ from filejobs.domain.keys import job_id_for
 from filejobs.domain.messages import UUID_PATTERN
 from filejobs.domain.outcome import Applied
 from filejobs.domain.time import utcnow
-from filejobs.infra.template import function_definitions, load_template
+from filejobs_dev.infra.template import function_definitions, load_template
 from tests.integration.test_api import (
     ACME,
     GLOBEX,

@@ -15,8 +15,8 @@ import boto3
 import pytest
 
 from filejobs.adapters.s3_events import object_created_records
-from filejobs.cli.client import CliError
-from filejobs.cli.scanning import (
+from filejobs_cli.client import CliError
+from filejobs_cli.scanning import (
     CopyIn,
     ExistingObject,
     _inventory,

@@ -34,7 +34,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
 
 def cli(*arguments: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "filejobs.cli.main", *arguments],
+        [sys.executable, "-m", "filejobs_cli.main", *arguments],
         cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
 

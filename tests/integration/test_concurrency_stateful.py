@@ -34,8 +34,8 @@ from filejobs.domain.ingest import plan_ingest
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome import Applied, Lost
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy
-from filejobs.infra.template import create_tables, load_template
 from filejobs.services.sweep import SweepService
+from filejobs_dev.infra.template import create_tables, load_template
 from tests.conftest import FakeClock
 from tests.factories import upload_record
 

@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs import runtime
 from filejobs.adapters.definitions import RollbackError
-from filejobs.local.mirror import DefinitionsMirror, add_hash_signature, build_local_databases
+from filejobs_dev.local.mirror import DefinitionsMirror, add_hash_signature, build_local_databases
 from functions.definitions import app
 
 pytestmark = pytest.mark.skipif(

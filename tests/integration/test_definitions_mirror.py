@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from filejobs.local.mirror import (
+from filejobs_dev.local.mirror import (
     BODY_DATABASE,
     HASH_DATABASE,
     DefinitionsMirror,

@@ -35,8 +35,8 @@ from filejobs.domain.definitions import (
     engine_of,
 )
 from filejobs.domain.retry import ErrorKind, TransientError, classify
-from filejobs.local.mirror import EICAR, hash_line
 from filejobs.processors.scan.engines import YaraScanner
+from filejobs_dev.local.mirror import EICAR, hash_line
 from tests.iam import recording_calls
 
 BUCKET = "signatures-bucket"

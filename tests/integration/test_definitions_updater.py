@@ -24,16 +24,16 @@ from mypy_boto3_s3 import S3Client
 
 from filejobs.adapters.definitions import BACKOFF_STATE, DefinitionsStore, RollbackError
 from filejobs.domain.definitions import Backoff, DefinitionsManifest, Engine, Source, new_set_id
-from filejobs.local.mirror import (
+from filejobs.processors.scan.engines import YaraScanner
+from filejobs.processors.scan.freshclam import Freshclam, MirrorSettings, SetVerifier
+from filejobs.services.definitions import DefinitionsUpdater, UpdateStatus
+from filejobs_dev.local.mirror import (
     BODY_DATABASE,
     HASH_DATABASE,
     DefinitionsMirror,
     add_hash_signature,
     build_local_databases,
 )
-from filejobs.processors.scan.engines import YaraScanner
-from filejobs.processors.scan.freshclam import Freshclam, MirrorSettings, SetVerifier
-from filejobs.services.definitions import DefinitionsUpdater, UpdateStatus
 from tests.conftest import FakeClock
 
 pytestmark = pytest.mark.skipif(

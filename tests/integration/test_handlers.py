@@ -30,7 +30,10 @@ from filejobs.domain.file import ScanStatus
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.retry import TransientError
 from filejobs.domain.time import utcnow
-from filejobs.infra.template import (
+from filejobs.processors.base import Work
+from filejobs.processors.digest import ObjectDigest
+from filejobs.services.worker import WorkerService
+from filejobs_dev.infra.template import (
     create_buckets,
     create_queues,
     create_tables,
@@ -39,10 +42,7 @@ from filejobs.infra.template import (
     queue_arns,
     resources_of_type,
 )
-from filejobs.local.stack import on_this_machine
-from filejobs.processors.base import Work
-from filejobs.processors.digest import ObjectDigest
-from filejobs.services.worker import WorkerService
+from filejobs_dev.local.stack import on_this_machine
 from functions.api import app as api
 from functions.ingest import app as ingest
 from functions.sweep import app as sweep

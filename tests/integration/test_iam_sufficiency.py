@@ -36,7 +36,7 @@ from filejobs.domain.messages import JobMessage
 from filejobs.domain.outcome import Applied
 from filejobs.domain.scanning import GATED_JOB_TYPES
 from filejobs.domain.time import utcnow
-from filejobs.infra.template import (
+from filejobs_dev.infra.template import (
     FunctionSpec,
     create_buckets,
     create_event_buses,
@@ -47,8 +47,8 @@ from filejobs.infra.template import (
     queue_arns,
     resources_of_type,
 )
-from filejobs.local.mirror import DefinitionsMirror, add_hash_signature, build_local_databases
-from filejobs.local.stack import on_this_machine
+from filejobs_dev.local.mirror import DefinitionsMirror, add_hash_signature, build_local_databases
+from filejobs_dev.local.stack import on_this_machine
 from functions.api import app as api
 from functions.definitions import app as definitions
 from functions.events import app as events

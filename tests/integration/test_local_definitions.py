@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from filejobs.local.mirror import HASH_DATABASE, add_hash_signature
+from filejobs_dev.local.mirror import HASH_DATABASE, add_hash_signature
 from tests.localstack import RunningStack, running_stack
 
 pytestmark = pytest.mark.skipif(
@@ -90,7 +90,7 @@ def test_operators_ask_the_updater_for_its_status_through_the_cli(
     request = tmp_path / "status.json"
     request.write_text('{"action": "status"}')
     result = subprocess.run(
-        [sys.executable, "-m", "filejobs.cli.main", "invoke", "DefinitionsUpdater",
+        [sys.executable, "-m", "filejobs_cli.main", "invoke", "DefinitionsUpdater",
          "-e", str(request)],
         cwd=stack.root, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

@@ -14,8 +14,8 @@ from botocore.endpoint import Endpoint
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
-from filejobs.local.faults import parse_faults, throttle_dynamodb
-from filejobs.local.stack import free_port
+from filejobs_dev.local.faults import parse_faults, throttle_dynamodb
+from filejobs_dev.local.stack import free_port
 
 ENDPOINT: Any = Endpoint  # its private _send: not in the stubs
 BURST = parse_faults('[{"kind": "throttle", "every": 20, "seconds": 2}]')

@@ -1,4 +1,4 @@
-"""The local stack's lean HTTP front for moto (filejobs/local/front.py): moto's own answers to
+"""The local stack's lean HTTP front for moto (filejobs_dev/local/front.py): moto's own answers to
 the requests the function hosts make, with less of the server's work around each.
 
 Each server runs in a fresh interpreter (multiprocessing's spawn): moto's backends are module
@@ -19,7 +19,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from filejobs.local.stack import LOCAL_CREDENTIALS, free_port
+from filejobs_cli.local_stack_file import LOCAL_CREDENTIALS
+from filejobs_dev.local.stack import free_port
 
 # Response headers whose values differ between two servers or two runs.
 _VOLATILE_HEADERS = {
@@ -44,7 +45,7 @@ def _in_fresh_process(scenario: Callable[..., Any], **keywords: Any) -> Any:
 def _serve(front: bool, port: int) -> Callable[[], None]:
     """moto's app on loopback, behind the front or behind moto server's own; its stop."""
     if front:
-        from filejobs.local.front import moto_front  # noqa: PLC0415
+        from filejobs_dev.local.front import moto_front  # noqa: PLC0415
 
         server = moto_front("127.0.0.1", port)
         return server.stop
@@ -284,7 +285,7 @@ def test_the_front_reads_chunked_and_continued_bodies_and_refuses_garbage() -> N
 
 def test_a_response_leaves_in_one_piece() -> None:
     # headers and body in one write: a client never waits for the body on Nagle's algorithm
-    from filejobs.local.front import Front  # noqa: PLC0415
+    from filejobs_dev.local.front import Front  # noqa: PLC0415
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         start_response("200 OK", [("Content-Type", "text/plain")])

@@ -1,6 +1,6 @@
-"""The local stack's fixes to moto server (filejobs/local/moto_fixes.py): what DynamoDB promises
+"""The local stack's fixes to moto server (filejobs_dev/local/moto_fixes.py): what DynamoDB promises
 and the system relies on, kept by the emulator under load; and its speed-ups
-(filejobs/local/moto_speedups.py): moto's own answers, with less work.
+(filejobs_dev/local/moto_speedups.py): moto's own answers, with less work.
 
 Each scenario runs in a fresh interpreter (multiprocessing's spawn), as the fixes patch moto's
 classes for the whole process and the rest of the suite runs moto as released.
@@ -21,7 +21,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from filejobs.local.stack import LOCAL_CREDENTIALS, free_port
+from filejobs_cli.local_stack_file import LOCAL_CREDENTIALS
+from filejobs_dev.local.stack import free_port
 
 
 def _in_fresh_process(scenario: Any, **keywords: Any) -> Any:
@@ -33,7 +34,7 @@ def _emulator() -> tuple[Any, Any, Any]:
     """moto server with the fixes, on loopback; a table with a stream; clients."""
     from moto.server import ThreadedMotoServer  # noqa: PLC0415
 
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
 
     moto_fixes.apply()
     port = free_port()
@@ -189,7 +190,7 @@ def notifications_of_two_writes(*, fixed: bool = True) -> dict[str, Any]:
     the versions S3 made, and what the notifications said of them."""
     import json  # noqa: PLC0415
 
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
 
     if fixed:
         moto_fixes.apply()
@@ -246,7 +247,7 @@ def folder_listings_per_request(*, fixed: bool = True) -> dict[str, int]:
     answers 40 requests of three services."""
     from moto import backends  # noqa: PLC0415
 
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
 
     if fixed:
         moto_fixes.apply()
@@ -291,7 +292,7 @@ def queries_on_a_big_table(*, fixed: bool = True) -> dict[str, Any]:
     how often moto listed the whole table to answer them."""
     from moto.dynamodb.models.table import Table  # noqa: PLC0415
 
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
 
     if fixed:
         moto_fixes.apply()
@@ -414,7 +415,7 @@ def index_queries_between_writes(*, fixed: bool = True) -> dict[str, Any]:
 
     from moto.dynamodb.models import dynamodb_backends  # noqa: PLC0415
 
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
 
     moto_fixes.apply(speedups=fixed)
     passes = 0
@@ -551,7 +552,7 @@ def scans_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
     items still as stored afterwards, and how many items moto copied to answer them."""
     from moto.dynamodb.models.dynamo_type import Item  # noqa: PLC0415
 
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
 
     moto_fixes.apply(speedups=fixed)
     copies = 0
@@ -644,7 +645,7 @@ def transitions_of_many_jobs(*, fixed: bool = True) -> dict[str, Any]:
     from moto.dynamodb.comparisons import ConditionExpressionParser  # noqa: PLC0415
     from moto.dynamodb.parsing.tokens import ExpressionTokenizer  # noqa: PLC0415
 
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
 
     moto_fixes.apply(speedups=fixed)
     counts = {"update parses": 0, "condition parses": 0, "method listings": 0}
@@ -759,7 +760,7 @@ def responses_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
 
     from moto.core import serialize  # noqa: PLC0415
 
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
 
     asked = members = 0
     original = serialize.XFormedAttributePicker.__call__
@@ -889,7 +890,7 @@ def receives_from_a_backlog(*, fixed: bool = True) -> dict[str, Any]:
     back, and how often moto built the queue's attributes meanwhile."""
     from moto.sqs import models  # noqa: PLC0415
 
-    from filejobs.local import moto_fixes  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
 
     moto_fixes.apply(speedups=fixed)
     built = 0

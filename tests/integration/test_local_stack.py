@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import pytest
 from PIL import Image
 
-from filejobs.infra.template import function_definitions, load_template
-from filejobs.local.launch import processes
+from filejobs_dev.infra.template import function_definitions, load_template
+from filejobs_dev.local.launch import processes
 from tests.localstack import ROOT, RunningStack, running_stack
 
 # What `sam local invoke` runs in its container: the function's handler, called once on an event.
@@ -90,7 +90,7 @@ def test_a_tenant_token_sees_its_own_files_only(stack: RunningStack) -> None:
     stack.client("s3").put_object(Bucket=stack.config["uploads_bucket"], Key=key, Body=png())
     acme_file = stack.settled(key)
     minted = subprocess.run(
-        [sys.executable, "-m", "filejobs.cli.main", "token", "--tenant", "globex"],
+        [sys.executable, "-m", "filejobs_cli.main", "token", "--tenant", "globex"],
         cwd=stack.root, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     globex = minted.stdout.strip()
@@ -99,7 +99,7 @@ def test_a_tenant_token_sees_its_own_files_only(stack: RunningStack) -> None:
     assert status == 404, body
     # and acme's own token finds it
     acme = subprocess.run(
-        [sys.executable, "-m", "filejobs.cli.main", "token", "--tenant", "acme"],
+        [sys.executable, "-m", "filejobs_cli.main", "token", "--tenant", "acme"],
         cwd=stack.root, capture_output=True, text=True, timeout=60, check=True,
     ).stdout.strip()  # fmt: skip
     assert stack.api(f"/files/{acme_file['id']}", token=acme)[0] == 200
@@ -111,7 +111,7 @@ def test_invoke_runs_one_function_on_an_event_file_against_the_stack(
     # when the sweep is invoked once on the sample schedule event, as `sam local invoke` would
     result = subprocess.run(
         [
-            sys.executable, "-m", "filejobs.cli.main", "invoke", "SweepFunction",
+            sys.executable, "-m", "filejobs_cli.main", "invoke", "SweepFunction",
             "-e", str(ROOT / "events" / "sweep_schedule.json"),
         ],
         cwd=stack.root, capture_output=True, text=True, timeout=60, check=False,
@@ -121,7 +121,7 @@ def test_invoke_runs_one_function_on_an_event_file_against_the_stack(
     assert '"sweep finished"' in result.stdout + result.stderr
     # and an unknown function is refused by name
     unknown = subprocess.run(
-        [sys.executable, "-m", "filejobs.cli.main", "invoke", "NoSuchFunction"],
+        [sys.executable, "-m", "filejobs_cli.main", "invoke", "NoSuchFunction"],
         cwd=stack.root, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert unknown.returncode != 0
@@ -173,7 +173,7 @@ def test_the_stack_answers_once_every_function_host_serves(stack: RunningStack) 
         pid
         for pid, parent, command in processes()
         if parent == stack.process.pid
-        and b"filejobs.local.host" in command
+        and b"filejobs_dev.local.host" in command
         and b"invoke" not in command.split(b"\0")
     ]
     assert len(hosts) >= len(function_definitions(load_template(ROOT / "template.yaml")))

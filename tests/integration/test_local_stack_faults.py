@@ -1,6 +1,6 @@
 """Specification: on the local stack, injected faults are recovered from as the design promises.
 
-One stack, started with `--faults` (filejobs/local/faults.py) and short visibility timeouts so a
+One stack, started with `--faults` (filejobs_dev/local/faults.py) and short visibility timeouts so a
 failed record comes back, and reaches its dead-letter queue, within the test. Each test uploads a
 file whose name selects its fault and watches the outcome through the HTTP API only.
 """

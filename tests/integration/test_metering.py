@@ -16,8 +16,8 @@ from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import transitions
 from filejobs.domain.job import JobStatus, ProcessingJob
 from filejobs.domain.outcome import Applied
-from filejobs.local.metering import Invocations, Meter, MeterLog
 from filejobs.services.ingest import IngestService
+from filejobs_dev.local.metering import Invocations, Meter, MeterLog
 from tests.conftest import FakeClock
 from tests.factories import upload_record
 

@@ -27,8 +27,8 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import bind_tables
 from filejobs.domain import transitions
 from filejobs.domain.job import JobStatus, ProcessingJob
-from filejobs.infra.event_filter import filter_patterns, passes
-from filejobs.infra.template import (
+from filejobs_dev.infra.event_filter import filter_patterns, passes
+from filejobs_dev.infra.template import (
     create_event_buses,
     create_tables,
     function_definitions,

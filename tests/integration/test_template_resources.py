@@ -1,6 +1,6 @@
 """template.yaml's queues, buckets and functions: the contract the deployed stack must keep.
 
-Queues and buckets are created on moto from the template itself (filejobs.infra.template), so a
+Queues and buckets are created on moto from the template itself (filejobs_dev.infra.template), so a
 redrive policy, a visibility timeout or a notification changed in the template is what is tested.
 """
 
@@ -19,7 +19,7 @@ import pytest
 from mypy_boto3_s3 import S3Client
 from mypy_boto3_sqs import SQSClient
 
-from filejobs.infra.template import (
+from filejobs_dev.infra.template import (
     FunctionSpec,
     create_buckets,
     create_queues,

@@ -10,7 +10,7 @@ from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from filejobs.data.models import FileModel, JobModel
-from filejobs.infra.template import load_template, table_definitions, ttl_attribute
+from filejobs_dev.infra.template import load_template, table_definitions, ttl_attribute
 
 MODELS: dict[str, type[Model]] = {"JobsTable": JobModel, "FilesTable": FileModel}
 

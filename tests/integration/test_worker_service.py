@@ -22,9 +22,9 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.retry import PermanentError, RetryPolicy, TransientError
 from filejobs.domain.time import utcnow
-from filejobs.infra.template import create_buckets, load_template
 from filejobs.processors.base import OutputWriter, Processor, StopRequested, Work
 from filejobs.services.worker import CANCEL_LOOK_EVERY, Outcome, WorkerService
+from filejobs_dev.infra.template import create_buckets, load_template
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from filejobs.local.capacity import (
+from filejobs_dev.local.capacity import (
     Index,
     TableShape,
     index_write_units,

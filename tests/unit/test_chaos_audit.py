@@ -1,4 +1,4 @@
-"""The chaos audit (filejobs/local/chaos_audit.py) finds each kind of violation, only those.
+"""The chaos audit (filejobs_dev/local/chaos_audit.py) finds each kind of violation, only those.
 
 An audit that passes everything would prove nothing: each test takes the evidence of a clean
 run and breaks one promise in it.
@@ -14,7 +14,7 @@ import pytest
 from filejobs.domain import transitions
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
-from filejobs.local.chaos_audit import Evidence, StreamRecord, Upload, audit
+from filejobs_dev.local.chaos_audit import Evidence, StreamRecord, Upload, audit
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 

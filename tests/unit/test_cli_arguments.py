@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from filejobs.cli.client import UsageError, http_error
-from filejobs.cli.commands import (
+from filejobs_cli.client import UsageError, http_error
+from filejobs_cli.commands import (
     derived_keys,
     file_summary,
     output_path,
     tenant_argument,
     upload_key,
 )
-from filejobs.cli.main import main
+from filejobs_cli.main import main
 
 FILE_ID = "0c535fa5-a5ec-5dfe-88d6-630684923320"
 

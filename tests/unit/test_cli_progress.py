@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from filejobs.cli.progress import (
+from filejobs_cli.progress import (
     LineDisplay,
     TableDisplay,
     detail_of,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from filejobs.local.costs import (
+from filejobs_dev.local.costs import (
     MONTH_SECONDS,
     Prices,
     Usage,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from filejobs.infra.event_filter import UnsupportedPatternError, matches, passes
+from filejobs_dev.infra.event_filter import UnsupportedPatternError, matches, passes
 
 TERMINAL = {"eventName": ["MODIFY"], "dynamodb": {"NewImage": {"status": {"S": ["completed"]}}}}
 

@@ -1,4 +1,5 @@
-"""The local stack's fault rules (filejobs/local/faults.py): parsed strictly, applied narrowly."""
+"""The local stack's fault rules (filejobs_dev/local/faults.py): parsed strictly, applied
+narrowly."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ import pytest
 
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import TransientError
-from filejobs.local.faults import FaultConfigError, FaultKind, parse_faults, with_processor_faults
 from filejobs.processors.base import StopRequested, Work
+from filejobs_dev.local.faults import (
+    FaultConfigError,
+    FaultKind,
+    parse_faults,
+    with_processor_faults,
+)
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 

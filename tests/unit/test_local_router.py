@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from filejobs.local import tokens
-from filejobs.local.stack import LocalStack, StackOptions, routes_of
+from filejobs_dev.local import tokens
+from filejobs_dev.local.stack import LocalStack, StackOptions, routes_of
 
 ROOT = Path(__file__).resolve().parents[2]
 

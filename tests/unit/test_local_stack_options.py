@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from filejobs.local.faults import CRASH_EXIT_CODE
-from filejobs.local.host import schedule_interval
-from filejobs.local.metering import METER_LOG_VARIABLE
-from filejobs.local.resources import Resources
-from filejobs.local.stack import (
+from filejobs_dev.local.faults import CRASH_EXIT_CODE
+from filejobs_dev.local.host import schedule_interval
+from filejobs_dev.local.metering import METER_LOG_VARIABLE
+from filejobs_dev.local.resources import Resources
+from filejobs_dev.local.stack import (
     RESTART_LIMIT,
     LocalStack,
     ResponseReceiver,

@@ -1,10 +1,10 @@
-"""Tenant tokens of the local stack's API (filejobs/local/tokens.py)."""
+"""Tenant tokens of the local stack's API (filejobs_dev/local/tokens.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from filejobs.local.tokens import TokenError, mint, tenant_of
+from filejobs_dev.local.tokens import TokenError, mint, tenant_of
 
 
 def test_a_minted_token_names_its_tenant_under_the_same_secret_only() -> None:

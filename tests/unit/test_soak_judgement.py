@@ -6,7 +6,7 @@ import runpy
 from pathlib import Path
 from typing import Any
 
-from filejobs.local.chaos_audit import Report
+from filejobs_dev.local.chaos_audit import Report
 
 SOAK: dict[str, Any] = runpy.run_path(
     str(Path(__file__).resolve().parents[2] / "tools" / "soak.py"), run_name="soak"
@@ -79,14 +79,14 @@ def test_too_short_a_run_is_not_judged_flat() -> None:
 def test_processes_are_grouped_by_the_function_and_source_they_host() -> None:
     role_of = SOAK["role_of"]
     host = b"\0".join(
-        [b"python", b"-m", b"filejobs.local.host", b"--config", b"c", b"--function",
+        [b"python", b"-m", b"filejobs_dev.local.host", b"--config", b"c", b"--function",
          b"SweepFunction", b"--source", b"schedule"]
     )  # fmt: skip
     assert role_of(host, is_stack=False) == "SweepFunction (schedule)"
-    assert role_of(b"python\0-m\0filejobs.local.emulator\0--port\04577\0", is_stack=False) == (
+    assert role_of(b"python\0-m\0filejobs_dev.local.emulator\0--port\04577\0", is_stack=False) == (
         "emulator (DynamoDB)"
     )
     assert role_of(b"/usr/sbin/clamd\0--config-file\0x\0", is_stack=False) == "clamd"
-    assert role_of(b"python\0-m\0filejobs.cli.main\0dev\0", is_stack=True) == (
+    assert role_of(b"python\0-m\0filejobs_cli.main\0dev\0", is_stack=True) == (
         "stack (S3, SQS, EventBridge)"
     )

@@ -179,10 +179,19 @@ class ProcessingJob:
         self.apply(_transitions().cancel(now=now, by=by, reason=reason, retention=retention))
 
     def duration(self) -> timedelta | None:
-        """How long the last attempt ran; None until it has both started and finished."""
+        """How long the last attempt ran; None until it has both started and finished.
+
+        The last attempt may have ended well before the job did: it failed with a retry left,
+        then the job was cancelled, dead-lettered or abandoned while waiting for that retry.
+        `completed_at` is then when the job ended, not the attempt, so the attempt's own record
+        gives the end; the backoff wait is not processing time. A job cancelled while running
+        has no record for its attempt (the cancel ends it), so it ran until `completed_at`.
+        """
         if self.started_at is None or self.completed_at is None:
             return None
-        return self.completed_at - self.started_at
+        last = self.attempts.get(self.attempt)
+        ended_at = self.completed_at if last is None else last.ended_at
+        return ended_at - self.started_at
 
     # --- transitions ----------------------------------------------------------------------
 

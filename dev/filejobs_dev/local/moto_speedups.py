@@ -70,7 +70,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from filejobs.local import moto_fixes
+from filejobs_dev.local import moto_fixes
 
 _state = threading.local()
 _applied = False

@@ -20,7 +20,7 @@ one of the function's event sources:
 SIGTERM or SIGINT stops it after the batch in hand: a job runs to its end, or (when the stack
 stops waiting) the process is killed and the job's lease expires, as when Lambda times out.
 
-    python -m filejobs.local.host --config .filejobs/local.json --function NAME --source sqs
+    python -m filejobs_dev.local.host --config .filejobs/local.json --function NAME --source sqs
 """
 
 from __future__ import annotations
@@ -44,11 +44,13 @@ from typing import Any
 
 import boto3
 
-from filejobs.infra.event_filter import filter_patterns, passes
-from filejobs.infra.template import FunctionSpec, function_definitions, load_template
-from filejobs.local import metering
-from filejobs.local.events import dynamodb_event, scheduled_event, sqs_event
-from filejobs.local.faults import (
+from filejobs.processors import registry
+from filejobs.processors.base import Processor
+from filejobs_dev.infra.event_filter import filter_patterns, passes
+from filejobs_dev.infra.template import FunctionSpec, function_definitions, load_template
+from filejobs_dev.local import metering
+from filejobs_dev.local.events import dynamodb_event, scheduled_event, sqs_event
+from filejobs_dev.local.faults import (
     DUPLICATE_ATTRIBUTE,
     FAULTS_VARIABLE,
     POISONED_BODY,
@@ -59,11 +61,9 @@ from filejobs.local.faults import (
     throttle_dynamodb,
     with_processor_faults,
 )
-from filejobs.local.resources import ACCOUNT, Resources
-from filejobs.processors import registry
-from filejobs.processors.base import Processor
+from filejobs_dev.local.resources import ACCOUNT, Resources
 
-log = logging.getLogger("filejobs.local")
+log = logging.getLogger("filejobs_dev.local")
 # Seconds a received message stays hidden, instead of the queue's own visibility timeout.
 VISIBILITY_VARIABLE = "FILEJOBS_LOCAL_VISIBILITY_SECONDS"
 # A receive waits this long for a message (Lambda's pollers wait 20 s): an idle queue costs a

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from filejobs.local.stack import CONFIG_PATH, LOCAL_CREDENTIALS
+from filejobs_cli.local_stack_file import CONFIG_PATH, LOCAL_CREDENTIALS
 
 # template.yaml's Outputs that the CLI reads from a deployed stack.
 API_URL_OUTPUT = "ApiUrl"

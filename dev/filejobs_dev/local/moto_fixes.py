@@ -213,6 +213,6 @@ def apply(*, speedups: bool = True) -> None:
     _serialised(DynamoDBStreamsHandler)
     notifications._get_s3_event = _naming_the_version(notifications._get_s3_event)
     if speedups:
-        from filejobs.local import moto_speedups  # noqa: PLC0415 (it builds on these)
+        from filejobs_dev.local import moto_speedups  # noqa: PLC0415 (it builds on these)
 
         moto_speedups.apply()

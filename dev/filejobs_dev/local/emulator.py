@@ -8,7 +8,7 @@ notifications reach SQS in-process as moto delivers them. Each service keeps its
 exactly one process, so nothing AWS promises of one service changes; the functions reach each
 through the endpoint environment variables botocore reads (`AWS_ENDPOINT_URL_DYNAMODB`, ...).
 
-    python -m filejobs.local.emulator --port PORT
+    python -m filejobs_dev.local.emulator --port PORT
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class EmulatorError(RuntimeError):
 def start(port: int) -> subprocess.Popen[bytes]:
     """The emulator on 127.0.0.1:`port`, answering once this returns."""
     process = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
-        [sys.executable, "-m", "filejobs.local.emulator", "--port", str(port)],
+        [sys.executable, "-m", "filejobs_dev.local.emulator", "--port", str(port)],
         start_new_session=True,
     )
     deadline = time.monotonic() + READY_SECONDS
@@ -64,8 +64,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="moto server with the local stack's fixes.")
     parser.add_argument("--port", type=int, required=True)
     arguments = parser.parse_args()
-    from filejobs.local import moto_fixes  # noqa: PLC0415 (the local stack's alone)
-    from filejobs.local.front import moto_front  # noqa: PLC0415
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415 (the local stack's alone)
+    from filejobs_dev.local.front import moto_front  # noqa: PLC0415
 
     moto_fixes.apply()
     server = moto_front("127.0.0.1", arguments.port)

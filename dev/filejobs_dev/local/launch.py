@@ -21,7 +21,8 @@ from typing import IO, Any
 import boto3
 from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
-from filejobs.local.stack import CONFIG_PATH, LOCAL_CREDENTIALS, free_port
+from filejobs_cli.local_stack_file import CONFIG_PATH, LOCAL_CREDENTIALS
+from filejobs_dev.local.stack import free_port
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 # How long a stopping stack may take: its hosts' grace (30 s by default), then their kill.
@@ -158,7 +159,7 @@ class LaunchedStack:
         return [
             pid
             for pid, parent, command in processes()
-            if parent == self.process.pid and b"filejobs.local.emulator" in command
+            if parent == self.process.pid and b"filejobs_dev.local.emulator" in command
         ]
 
     def api(
@@ -225,7 +226,7 @@ def launched(
     still running, as Ctrl-C stops it: its function hosts are stopped and waited for (killed
     after its grace), so none outlives the block and writes into a folder the caller removes."""
     command = [
-        sys.executable, "-m", "filejobs.cli.main", "dev",
+        sys.executable, "-m", "filejobs_cli.main", "dev",
         "--emulator-port", str(free_port()), "--api-port", str(free_port()), *options,
     ]  # fmt: skip
     process = subprocess.Popen(  # noqa: S603 (our own CLI)

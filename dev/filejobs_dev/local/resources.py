@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from filejobs.infra.template import (
+from filejobs_dev.infra.template import (
     create_buckets,
     create_event_buses,
     create_queues,

@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 from urllib.parse import quote_plus, unquote_plus, urlsplit
 
-from filejobs.cli.client import (
+from filejobs_cli.client import (
     ApiClient,
     CliError,
     HttpError,
@@ -35,8 +35,8 @@ from filejobs.cli.client import (
     UsageError,
     add_target_options,
 )
-from filejobs.cli.commands import targeted, tenant_argument, uuid_argument
-from filejobs.cli.progress import Display, LineDisplay, TableDisplay
+from filejobs_cli.commands import targeted, tenant_argument, uuid_argument
+from filejobs_cli.progress import Display, LineDisplay, TableDisplay
 
 POLL_SECONDS = 1.0
 # template.yaml's output naming the updater function (a deployed stack's `definitions`).
@@ -110,7 +110,7 @@ def _updater_invoker(arguments: argparse.Namespace, invoke_local: Invoke) -> Inv
         return invoke_local
 
     def invoke_deployed(function: str, event: dict[str, Any]) -> dict[str, Any]:
-        from filejobs.cli.client import _session, stack_outputs  # noqa: PLC0415
+        from filejobs_cli.client import _session, stack_outputs  # noqa: PLC0415
 
         session = _session(getattr(arguments, "region", None))
         name = stack_outputs(session, arguments.stack_name).get(UPDATER_OUTPUT)

@@ -61,7 +61,7 @@ _CloudFormationLoader.add_multi_constructor("!", _intrinsic)
 
 def default_template_path() -> Path:
     """template.yaml at the project root (this file lives in layers/filejobs/filejobs/infra)."""
-    return Path(__file__).resolve().parents[4] / "template.yaml"
+    return Path(__file__).resolve().parents[3] / "template.yaml"
 
 
 def load_template(path: Path | None = None) -> dict[str, Any]:

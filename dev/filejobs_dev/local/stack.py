@@ -43,35 +43,33 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
-from filejobs.infra.template import FunctionSpec, function_definitions, load_template
-from filejobs.local import emulator, moto_fixes, tokens
-from filejobs.local.events import api_event, custom_resource_event
-from filejobs.local.faults import (
+from filejobs_cli.local_stack_file import CONFIG_PATH, LOCAL_CREDENTIALS
+from filejobs_dev.infra.template import FunctionSpec, function_definitions, load_template
+from filejobs_dev.local import emulator, moto_fixes, tokens
+from filejobs_dev.local.events import api_event, custom_resource_event
+from filejobs_dev.local.faults import (
     CRASH_EXIT_CODE,
     FAULT_LOG_VARIABLE,
     FAULTS_VARIABLE,
     parse_faults,
 )
-from filejobs.local.front import Front, moto_front
-from filejobs.local.host import (
+from filejobs_dev.local.front import Front, moto_front
+from filejobs_dev.local.host import (
     SHORT_POLL_VARIABLE,
     VISIBILITY_VARIABLE,
     ready_folder,
     ready_marker,
 )
-from filejobs.local.metering import METER_LOG_VARIABLE
-from filejobs.local.mirror import DefinitionsMirror, build_local_databases
-from filejobs.local.resources import ACCOUNT, Resources, provision
+from filejobs_dev.local.metering import METER_LOG_VARIABLE
+from filejobs_dev.local.mirror import DefinitionsMirror, build_local_databases
+from filejobs_dev.local.resources import ACCOUNT, Resources, provision
 
-log = logging.getLogger("filejobs.local")
+log = logging.getLogger("filejobs_dev.local")
 RESTART_LIMIT = 5  # host restarts within a minute before the stack gives up
-CONFIG_PATH = Path(".filejobs") / "local.json"
 # `sam local invoke --env-vars` for those with Docker: each function's variables, on this stack.
 SAM_ENV_PATH = Path(".filejobs") / "sam-env.json"
 # How long the stack waits for its function hosts to import their handlers and serve.
 HOSTS_READY_SECONDS = 120
-# Credentials for the emulator only: moto accepts any; real ones must never be sent to it.
-LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 # The definitions mirror's folder when `--definitions-mirror` names none (created on first use).
 MIRROR_PATH = Path(".filejobs") / "mirror"
 # The template parameters that say where the definitions come from: set to the local mirror
@@ -430,7 +428,7 @@ class LocalStack:
         """One invocation of `function` on the event in `event_path`, in a process set up as
         the hosts are (`filejobs invoke`)."""
         return [
-            sys.executable, "-m", "filejobs.local.host", "--config", str(self.config_path),
+            sys.executable, "-m", "filejobs_dev.local.host", "--config", str(self.config_path),
             "--function", function, "--source", "invoke", "--event", str(event_path),
         ]  # fmt: skip
 
@@ -477,7 +475,7 @@ class LocalStack:
 
     def _spawn(self, name: str, source: str, *extra: str) -> None:
         command = [
-            sys.executable, "-m", "filejobs.local.host",
+            sys.executable, "-m", "filejobs_dev.local.host",
             "--config", str(self.config_path), "--function", name, "--source", source, *extra,
         ]  # fmt: skip
         # A session of its own: the terminal's Ctrl-C reaches the stack, which stops hosts.

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
-from filejobs.cli.client import (
+from filejobs_cli.client import (
     ApiClient,
     CliError,
     HttpError,
@@ -25,7 +25,7 @@ from filejobs.cli.client import (
     add_target_options,
     resolve_target,
 )
-from filejobs.cli.progress import (
+from filejobs_cli.progress import (
     Display,
     JobRow,
     LineDisplay,
@@ -34,7 +34,6 @@ from filejobs.cli.progress import (
     row_of,
     summary,
 )
-from filejobs.domain.messages import is_uuid
 
 JOB_STATUSES = ("pending", "scheduled", "running", "completed", "failed", "cancelled")
 JOB_TYPES = (
@@ -53,6 +52,8 @@ PAGE_MAX = 100  # the API's largest page
 _TENANT = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _OUTPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _JOB_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+# A file id as the API writes it: a hyphenated UUID, safe as a folder name.
+_FILE_ID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
 type Command = Callable[[argparse.Namespace, Target], int]
 
@@ -178,7 +179,7 @@ def upload_key(tenant: str, path: Path) -> str:
 
 def output_path(out_dir: Path, file_id: str, job_type: str, name: str) -> Path:
     """DIR/{file_id}/{job_type}/{name}, refusing anything that would land outside DIR."""
-    if not is_uuid(file_id) or not _JOB_TYPE.match(job_type):
+    if not _FILE_ID.fullmatch(file_id) or not _JOB_TYPE.match(job_type):
         raise CliError(f"refusing to write outputs for file {file_id!r} / job {job_type!r}")
     if not _OUTPUT_NAME.match(name) or ".." in name:
         raise CliError(f"refusing output name {name!r}: it is not a plain file name")

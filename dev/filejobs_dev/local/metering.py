@@ -34,7 +34,7 @@ from typing import Any, TextIO
 
 import botocore.session
 
-from filejobs.local.capacity import (
+from filejobs_dev.local.capacity import (
     Item,
     TableShape,
     index_write_units,

@@ -1,0 +1,123 @@
+"""The `filejobs` command: files and jobs on a deployed stack or the local one; with the dev
+tools installed (filejobs_dev), the local stack itself and Docker-free invocations of its functions.
+
+filejobs dev [--workers N] [--api-port 3000] [--emulator-port 4566] [--schedule-seconds S]
+             [--definitions-mirror DIR] [--baseline]
+filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
+filejobs upload PATH... [--tenant T] [--no-follow] [--timeout S]
+filejobs status FILE_ID|JOB_ID [--json]
+filejobs jobs [--status S] [--type T] [--tenant T] [--limit N] [--json]
+filejobs cancel JOB_ID [--reason R]  |  filejobs retry JOB_ID
+filejobs get FILE_ID [--out DIR]
+filejobs rescan FILE_ID... | --tenant T [--prefix P] [--dry-run]
+filejobs backfill --bucket B [--prefix P] [--inventory s3://.../manifest.json] [--tenant T]
+filejobs definitions status|update|rollback
+
+Commands on files and jobs go to the local stack (`.filejobs/local.json`) unless given
+--stack-name NAME or --api-url URL (deployed: SigV4-signed with the caller's AWS credentials).
+`dev`, `invoke` and `token` come from filejobs_dev.local.commands; without the dev tools they
+say how to get them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from filejobs_cli import commands as commands_
+from filejobs_cli import scanning
+from filejobs_cli.client import CliError
+
+# The commands that need the dev tools (moto, the template's parser), in the package that has them.
+LOCAL_COMMANDS_MODULE = "filejobs_dev.local.commands"
+LOCAL_COMMAND_NAMES = ("dev", "invoke", "token")
+
+
+class LocalCommands(Protocol):
+    def register(
+        self,
+        commands: argparse._SubParsersAction[argparse.ArgumentParser],
+        project_root: Callable[[], Path],
+    ) -> None: ...
+
+    def invoker(
+        self, project_root: Callable[[], Path]
+    ) -> Callable[[str, dict[str, Any]], dict[str, Any]]: ...
+
+
+class WithoutDevTools:
+    """Stands in for the local commands where only the CLI is installed: each says what it needs."""
+
+    def __init__(self, missing: str) -> None:
+        self.message = (
+            "filejobs {command}: the local stack needs the project's dev tools, and "
+            f"{missing} is not installed (in a clone of the project: make install)"
+        )
+
+    def register(
+        self,
+        commands: argparse._SubParsersAction[argparse.ArgumentParser],
+        project_root: Callable[[], Path],
+    ) -> None:
+        for name in LOCAL_COMMAND_NAMES:
+            # Whatever follows is taken as is ("+" for options: "--workers" is no option here),
+            # so the answer is what the command needs, not a complaint about its arguments.
+            command = commands.add_parser(
+                name, help="(needs the dev tools)", add_help=False, prefix_chars="+"
+            )
+            command.add_argument("arguments", nargs="*")
+            command.set_defaults(run=self._refuse(name))
+
+    def invoker(
+        self, project_root: Callable[[], Path]
+    ) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+        def refuse(function: str, event: dict[str, Any]) -> dict[str, Any]:
+            raise CliError(self.message.format(command=f"(invoking {function} locally)"))
+
+        return refuse
+
+    def _refuse(self, name: str) -> Callable[[argparse.Namespace], int]:
+        def run(arguments: argparse.Namespace) -> int:
+            raise SystemExit(self.message.format(command=name))
+
+        return run
+
+
+def local_commands() -> LocalCommands:
+    try:
+        return cast(LocalCommands, importlib.import_module(LOCAL_COMMANDS_MODULE))
+    except ModuleNotFoundError as error:
+        return WithoutDevTools(error.name or LOCAL_COMMANDS_MODULE)
+
+
+def project_root() -> Path:
+    """The nearest folder upwards holding template.yaml (the CLI runs from anywhere inside)."""
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "template.yaml").is_file():
+            return folder
+    raise SystemExit("filejobs: no template.yaml here or above; run it inside the project")
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="filejobs", description=__doc__.split("\n\n")[0])
+    commands = root.add_subparsers(dest="command", required=True)
+    local = local_commands()
+    local.register(commands, project_root)
+    commands_.register(commands, project_root)
+    scanning.register(commands, project_root, local.invoker(project_root))
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = parser().parse_args(argv)
+    result: int = arguments.run(arguments)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""Specification: the CLI installs alone (`pip install ./cli`: boto3 and nothing of the dev
+tools) and works against a deployed stack, found by its API URL or by its CloudFormation stack's
+outputs; its requests are SigV4-signed. The deployed API here is a stand-in on 127.0.0.1 that
+checks each signature as API Gateway's IAM authorization would; CloudFormation is moto's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+ROOT = Path(__file__).resolve().parents[2]
+REGION = "eu-west-1"
+KEY_ID, SECRET = "AKIDCLIALONE", "cli-alone-secret"
+JOB_ID = "0c535fa5-a5ec-5dfe-88d6-630684923320"
+FILE_ID = "6b0d9f4e-1c1e-5a53-9a51-3cbb1f7b2f10"
+JOB = {
+    "id": JOB_ID,
+    "file_id": FILE_ID,
+    "job_type": "thumbnail_generation",
+    "tenant": "acme",
+    "status": "completed",
+    "attempt": 1,
+    "retry_count": 0,
+    "max_retries": 3,
+}
+
+
+@pytest.fixture(scope="module")
+def cli_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with `pip install ./cli` and nothing else (the source copied: pip's build
+    leaves its folders where it builds)."""
+    scratch = tmp_path_factory.mktemp("cli-alone")
+    source = scratch / "cli"
+    shutil.copytree(ROOT / "cli", source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    venv = scratch / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [venv / "bin" / "pip", "install", "--quiet", "--disable-pip-version-check", str(source)],
+        check=True,
+    )
+    return venv
+
+
+class SignedApi(BaseHTTPRequestHandler):
+    """GET /jobs/{id}: the job, for a request signed with the expected key; 403 otherwise."""
+
+    seen: list[dict[str, str]] = []  # noqa: RUF012 (one server per module, read by the tests)
+
+    def do_GET(self) -> None:
+        headers = {key: value for key, value in self.headers.items()}
+        SignedApi.seen.append({"path": self.path, **headers})
+        if not self.signature_holds(headers):
+            self.answer(403, {"message": "The request signature we calculated does not match"})
+        elif self.path.rstrip("/").endswith(f"/jobs/{JOB_ID}"):
+            self.answer(200, JOB)
+        else:
+            self.answer(404, {"error": {"code": "not_found", "message": "no such job"}})
+
+    def signature_holds(self, headers: dict[str, str]) -> bool:
+        given = headers.get("Authorization", "")
+        if f"Credential={KEY_ID}/" not in given or f"/{REGION}/execute-api/" not in given:
+            return False
+        host = headers["Host"]
+        signed = {k: v for k, v in headers.items() if k.lower() in {"host", "x-amz-date"}}
+        request = AWSRequest(method="GET", url=f"http://{host}{self.path}", headers=signed)
+        signer = SigV4Auth(Credentials(KEY_ID, SECRET), "execute-api", REGION)
+        request.context["timestamp"] = headers.get("X-Amz-Date", "")
+        canonical = signer.canonical_request(request)
+        expected = signer.signature(signer.string_to_sign(request, canonical), request)
+        return given.endswith(f"Signature={expected}")
+
+    def answer(self, status: int, body: dict[str, Any]) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@pytest.fixture(scope="module")
+def api_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SignedApi)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/prod/"
+    server.shutdown()
+
+
+def run_cli(venv: Path, *arguments: str, **environment: str) -> subprocess.CompletedProcess[str]:
+    clean = {
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "HOME": str(venv),
+        "AWS_ACCESS_KEY_ID": KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        **environment,
+    }
+    return subprocess.run(
+        [venv / "bin" / "filejobs", *arguments],
+        capture_output=True,
+        text=True,
+        env=clean,
+        cwd=venv,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_the_cli_alone_has_no_dev_tools_or_runtime(cli_venv: Path) -> None:
+    # when only the CLI is installed
+    probe = "import importlib.util as u; print([m for m in ('moto', 'yaml', 'filejobs', "
+    probe += "'filejobs_dev', 'pynamodb', 'aws_lambda_powertools') if u.find_spec(m)])"
+    found = subprocess.run(
+        [cli_venv / "bin" / "python", "-c", probe], capture_output=True, text=True, check=True
+    )
+    # then none of the dev tools, nor the Lambda runtime's packages, came with it
+    assert found.stdout.strip() == "[]"
+
+
+def test_it_reads_a_job_from_a_deployed_api_with_signed_requests(
+    cli_venv: Path, api_url: str
+) -> None:
+    ran = run_cli(cli_venv, "status", JOB_ID, "--api-url", api_url, "--region", REGION, "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == JOB
+    assert SignedApi.seen[-1]["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=")
+
+
+def test_it_finds_a_deployed_stack_by_name(cli_venv: Path, api_url: str) -> None:
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
+        deploy_stack_with_outputs(endpoint, api_url)
+        # when the CLI is given the stack's name (CloudFormation at the emulator's address)
+        ran = run_cli(
+            cli_venv,
+            "status",
+            JOB_ID,
+            "--stack-name",
+            "filejobs-prod",
+            "--region",
+            REGION,
+            AWS_ENDPOINT_URL_CLOUDFORMATION=endpoint,
+        )
+    finally:
+        server.stop()
+    # then it read the API's URL from the stack's outputs and the job from that API
+    assert ran.returncode == 0, ran.stderr
+    assert f"job {JOB_ID}" in ran.stdout
+    assert "status:   completed" in ran.stdout
+
+
+def test_a_bad_signature_is_reported_in_one_line(cli_venv: Path, api_url: str) -> None:
+    ran = run_cli(
+        cli_venv,
+        "status",
+        JOB_ID,
+        "--api-url",
+        api_url,
+        "--region",
+        REGION,
+        AWS_SECRET_ACCESS_KEY="not-the-secret",
+    )
+    assert ran.returncode == 1
+    assert ran.stderr.strip().splitlines() == [
+        "filejobs: the API answered HTTP 403: The request signature we calculated does not match"
+    ]
+
+
+def test_the_local_stack_commands_say_what_they_need(cli_venv: Path) -> None:
+    ran = run_cli(cli_venv, "dev", "--workers", "2")
+    assert ran.returncode == 1
+    assert "needs the project's dev tools" in ran.stderr
+    assert "Traceback" not in ran.stderr
+
+
+def deploy_stack_with_outputs(endpoint: str, api_url: str) -> None:
+    """A stack whose outputs are the ones the CLI reads (template.yaml's names)."""
+    template = {
+        "Resources": {"Uploads": {"Type": "AWS::S3::Bucket"}},
+        "Outputs": {
+            "ApiUrl": {"Value": api_url},
+            "UploadsBucketName": {"Value": {"Ref": "Uploads"}},
+            "OutputsBucketName": {"Value": "filejobs-prod-outputs"},
+        },
+    }
+    client = boto3.client(
+        "cloudformation",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=KEY_ID,
+        aws_secret_access_key=SECRET,
+    )
+    client.create_stack(StackName="filejobs-prod", TemplateBody=json.dumps(template))
