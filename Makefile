@@ -15,7 +15,7 @@ CHECKOV := $(CHECKOV_VENV)/bin/checkov
 ST_VENV := .tools/schemathesis
 ST := $(ST_VENV)/bin/st
 
-.PHONY: install system-deps bench-deps test lint typecheck unit template security api-fuzz chaos chaos-full soak bench demo dev clean
+.PHONY: install system-deps bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full soak bench demo dev clean
 
 $(BIN)/python:
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)" >&2; exit 1; }
@@ -48,8 +48,15 @@ system-deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
 	    clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static >/dev/null; }
 
+# The whole pytest suite, on every core (pytest-xdist): each test builds its own moto tables,
+# servers and scratch folders, so none shares state with a test running beside it.
 unit: install system-deps
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
+
+# The quick loop for a change to the code: lint, types and the unit tests (the domain, the
+# processors' pure rules and the tooling's, on fakes: no moto server, no ClamAV, no local stack).
+check: lint typecheck
+	$(BIN)/pytest -n auto tests/unit
 
 $(SAM):
 	$(PYTHON313) -m venv $(SAM_VENV)

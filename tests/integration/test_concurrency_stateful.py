@@ -25,11 +25,12 @@ from hypothesis.stateful import (
 )
 from moto import mock_aws
 
+from filejobs.data import index_keys
 from filejobs.data.file_repository import FileRepository, Ingested
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.mapping import job_from_model
 from filejobs.data.models import JobModel, bind_tables
-from filejobs.domain import keys, transitions
+from filejobs.domain import transitions
 from filejobs.domain.ingest import plan_ingest
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome import Applied, Lost
@@ -45,6 +46,8 @@ RETRY = RetryPolicy(base=timedelta(seconds=5), cap=timedelta(minutes=1))
 # Giving up on unclaimed jobs has its own test; here it would end most runs early.
 DISPATCH = DispatchPolicy(grace=timedelta(minutes=1), cap=timedelta(minutes=4), max_dispatches=50)
 WORKERS = ("worker-a", "worker-b")
+# Fewer index shards keep each sweep cheap on moto; the logic does not depend on the count.
+FEWER_SHARDS = {"SWEEP_SHARDS": 4, "STATUS_SHARDS": 2, "TENANT_SHARDS": 2}
 # Two uploads of two jobs each (scan, dedupe), each delivered any number of times: few jobs, so
 # workers, sweeps and users collide on the same job often.
 UPLOADS = (("a.bin", "application/x-empty"), ("b.bin", "application/x-empty"))
@@ -65,9 +68,9 @@ def _outcome(result: Applied | Lost) -> str:
 class JobLifecycle(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        # Fewer index shards keep each sweep cheap on moto; the logic does not depend on the count.
-        self.shard_counts = (keys.SWEEP_SHARDS, keys.STATUS_SHARDS, keys.TENANT_SHARDS)
-        keys.SWEEP_SHARDS, keys.STATUS_SHARDS, keys.TENANT_SHARDS = 4, 2, 2
+        self.shard_counts = {name: getattr(index_keys, name) for name in FEWER_SHARDS}
+        for name, count in FEWER_SHARDS.items():
+            setattr(index_keys, name, count)
         self.aws = mock_aws()
         self.aws.start()
         create_tables(
@@ -101,7 +104,8 @@ class JobLifecycle(RuleBasedStateMachine):
         # worker now runs under a newer attempt (its wake-up write must then lose).
         target(float(self.danger), label="paused behind a newer attempt")
         self.aws.stop()
-        keys.SWEEP_SHARDS, keys.STATUS_SHARDS, keys.TENANT_SHARDS = self.shard_counts
+        for name, count in self.shard_counts.items():
+            setattr(index_keys, name, count)
 
     def _job(self, data: st.DataObject) -> str:
         return data.draw(st.sampled_from(sorted(self.job_types)))

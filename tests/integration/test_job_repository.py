@@ -250,6 +250,22 @@ def test_a_soft_deleted_job_takes_no_transition(
     assert lost(claim(repo, job, clock)).conflict is Conflict.DELETED
 
 
+def test_a_deleted_job_leaves_the_listing_indexes_in_the_same_write(
+    repo: JobRepository, job: ProcessingJob, tables: dict[str, str], clock: FakeClock
+) -> None:
+    cancel = transitions.cancel(now=clock.now, by="ops", reason="x", retention=KEEP)
+    applied(write(repo, job, cancel))
+
+    applied(write(repo, job, transitions.delete(now=clock.now, by="ops")))
+
+    item = boto3.client("dynamodb").get_item(
+        TableName=tables["JobsTable"], Key={"id": {"S": job.id}}
+    )["Item"]
+    # the by_tenant and by_status_type indexes are sparse: without their keys no listing reads it
+    assert "tenant_shard" not in item and "status_type_shard" not in item
+    assert item["deleted_by"] == {"S": "ops"} and item["status"] == {"S": "cancelled"}
+
+
 def test_heartbeat_moves_the_lease_and_the_sweep_check(
     repo: JobRepository, job: ProcessingJob, clock: FakeClock
 ) -> None:

@@ -227,13 +227,16 @@ def test_an_invocation_is_timed_without_the_meters_own_reads(
 
     # When an invocation claims the job (one write: two of the meter's reads around it)
     try:
+        started = time.perf_counter()
         with invocations.invocation(records=1):
             claim = transitions.claim(now=clock.now, lease=LEASE, worker="w")
             assert isinstance(JobRepository().apply(job.id, job.job_type, claim), Applied)
+        wall_ms = (time.perf_counter() - started) * 1000
     finally:
         invocations.close()
         metered.close()
 
-    # Then the invocation is billed for the claim, not for the meter's 0.6 s
+    # Then the invocation is billed for the claim, not for the meter's 0.6 s (measured against the
+    # wall time around it, so a busy machine cannot make the claim itself look too slow)
     [invoked] = [line for line in metered.lines() if line["kind"] == "invoke"]
-    assert invoked["ms"] < 300
+    assert invoked["ms"] <= wall_ms - 600

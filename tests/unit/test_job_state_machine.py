@@ -360,3 +360,30 @@ def test_out_of_range_settings_are_rejected(clock: FakeClock, field: str, value:
     job = pending_job(clock.now)
     with pytest.raises(ValueError, match=field):
         ProcessingJob(**{**job.__dict__, field: value})
+
+
+@pytest.mark.parametrize("status_before", ["pending", "scheduled"])
+def test_a_dead_lettered_job_fails_with_no_retry_left_pending(
+    job: ProcessingJob, clock: FakeClock, status_before: str
+) -> None:
+    if status_before == "scheduled":
+        start(job, clock.now)
+        job.mark_failed("timeout", now=clock.now, retry_at=clock.now + LEASE, retention=KEEP)
+
+    job.apply(transitions.fail_dead_lettered(job.job_type, now=clock.now, retention=KEEP))
+
+    assert job.status is JobStatus.FAILED
+    assert job.error_message is not None and "dead-letter queue" in job.error_message
+    # Nothing will run it again: a failed job that still showed a retry time would say otherwise.
+    assert job.scheduled_at is None and job.sweep_at is None
+    assert job.invariant_violations() == []
+
+
+def test_a_finished_job_still_scheduled_for_a_retry_breaks_an_invariant(
+    job: ProcessingJob, clock: FakeClock
+) -> None:
+    start(job, clock.now)
+    job.mark_failed("x", now=clock.now, retry_at=None, retention=KEEP)
+    job.scheduled_at = clock.now
+
+    assert job.invariant_violations() == ["finished job still scheduled for a retry"]

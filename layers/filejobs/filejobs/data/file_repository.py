@@ -16,6 +16,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
+from filejobs.data import index_keys
 from filejobs.data.mapping import file_from_model, file_to_model, job_to_model, scan_to_map
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
@@ -120,7 +121,7 @@ class FileRepository:
             actions.append(FileModel.definitions_version.set(record.definitions_version))
         if verdict is ScanStatus.CLEAN:
             # Only while active: the condition below keeps a quarantined file out of the index.
-            actions.append(FileModel.scan_shard.set(keys.scan_age_key(file_id)))
+            actions.append(FileModel.scan_shard.set(index_keys.scan_age_key(file_id)))
             allowed &= FileModel.status == FileStatus.ACTIVE.value
         else:
             actions.append(FileModel.scan_shard.remove())
@@ -168,8 +169,8 @@ class FileRepository:
             matching = itertools.takewhile(_in_prefix(prefix), beyond)
             return list(itertools.islice(matching, limit + 1))
 
-        with ThreadPoolExecutor(max_workers=keys.FILE_TENANT_SHARDS) as pool:
-            streams = list(pool.map(shard, keys.file_tenant_partitions(tenant)))
+        with ThreadPoolExecutor(max_workers=index_keys.FILE_TENANT_SHARDS) as pool:
+            streams = list(pool.map(shard, index_keys.file_tenant_partitions(tenant)))
         merged = list(
             itertools.islice(heapq.merge(*streams, key=lambda m: (m.key, m.id)), limit + 1)
         )
@@ -198,8 +199,8 @@ class FileRepository:
             )
             return list(query)
 
-        with ThreadPoolExecutor(max_workers=keys.SCAN_AGE_SHARDS) as pool:
-            streams = list(pool.map(shard, keys.scan_age_partitions()))
+        with ThreadPoolExecutor(max_workers=index_keys.SCAN_AGE_SHARDS) as pool:
+            streams = list(pool.map(shard, index_keys.scan_age_partitions()))
         for model in heapq.merge(*streams, key=lambda m: (m.scanned_at, m.id)):
             yield ScannedFile(model.id, model.tenant, model.scanned_at, model.definitions_version)
 

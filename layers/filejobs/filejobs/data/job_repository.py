@@ -24,9 +24,9 @@ from pynamodb.exceptions import PutError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
+from filejobs.data import index_keys
 from filejobs.data.mapping import attempt_to_map, job_from_model, job_to_model
 from filejobs.data.models import JobModel
-from filejobs.domain import keys
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome import Applied, Lost, TransitionResult
 from filejobs.domain.transitions import Changes, Conflict, Guard, Transition
@@ -117,7 +117,7 @@ class JobRepository:
     ) -> list[ProcessingJob]:
         """Jobs in `status`, higher priority first, then oldest first: merged across shards."""
         types = [job_type] if job_type else list(JobType)
-        partitions = [p for t in types for p in keys.status_type_partitions(status, t)]
+        partitions = [p for t in types for p in index_keys.status_type_partitions(status, t)]
         streams: list[list[JobModel]] = _parallel(
             lambda p: list(_J.by_status_type.query(p, limit=limit, page_size=limit)),
             partitions,
@@ -142,7 +142,7 @@ class JobRepository:
                 )
             )
 
-        streams: list[list[JobModel]] = _parallel(shard, keys.tenant_partitions(tenant))
+        streams: list[list[JobModel]] = _parallel(shard, index_keys.tenant_partitions(tenant))
         merged = heapq.merge(*streams, key=lambda m: (m.created_at, m.id), reverse=True)
         return self._full(itertools.islice(merged, limit))
 
@@ -163,7 +163,7 @@ class JobRepository:
         """
         return self._keyset_page(
             _J.by_tenant,
-            keys.tenant_partitions(tenant),
+            index_keys.tenant_partitions(tenant),
             _J.created_at,
             descending=True,
             after=after,
@@ -183,7 +183,7 @@ class JobRepository:
         types = [job_type] if job_type else list(JobType)
         return self._keyset_page(
             _J.by_status_type,
-            [p for t in types for p in keys.status_type_partitions(status, t)],
+            [p for t in types for p in index_keys.status_type_partitions(status, t)],
             _J.queue_order,
             descending=False,
             after=after,
@@ -264,7 +264,7 @@ class JobRepository:
             )
             return list(query)
 
-        partitions = keys.sweep_partitions()
+        partitions = index_keys.sweep_partitions()
         start = random.randrange(len(partitions))  # noqa: S311 (where to start, not a secret)
         ordered = partitions[start:] + partitions[:start]
         for group in itertools.batched(ordered, _FAN_OUT, strict=False):
@@ -329,7 +329,13 @@ def _actions(job_id: str, job_type: JobType, changes: Changes) -> list[Action]:
     new_status = changes.set.get("status")
     if new_status is not None:
         # The status index key moves with the status, in the same write.
-        actions.append(_J.status_type_shard.set(keys.status_type_key(new_status, job_type, job_id)))
+        actions.append(
+            _J.status_type_shard.set(index_keys.status_type_key(new_status, job_type, job_id))
+        )
+    if "deleted_at" in changes.set:
+        # A deleted job leaves the listings: their indexes are sparse, so without its keys no
+        # listing query reads it and none needs a filter for it.
+        actions.extend((_J.status_type_shard.remove(), _J.tenant_shard.remove()))
     if changes.record_attempt is not None:
         entry = attempt_to_map(changes.record_attempt)
         actions.append(_J.attempts[str(changes.record_attempt.number)].set(entry))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from filejobs.data import index_keys
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
@@ -51,10 +52,10 @@ def job_to_model(job: ProcessingJob) -> JobModel:
         updated_by=meta.updated_by,
         deleted_at=meta.deleted_at,
         deleted_by=meta.deleted_by,
-        status_type_shard=keys.status_type_key(job.status, job.job_type, job.id),
-        queue_order=keys.queue_order(job.priority, meta.created_at),
-        tenant_shard=keys.tenant_key(job.tenant, job.id),
-        sweep_shard=keys.sweep_key(job.id),
+        status_type_shard=index_keys.status_type_key(job.status, job.job_type, job.id),
+        queue_order=index_keys.queue_order(job.priority, meta.created_at),
+        tenant_shard=index_keys.tenant_key(job.tenant, job.id),
+        sweep_shard=index_keys.sweep_key(job.id),
         sweep_at=job.sweep_at,
     )
 
@@ -142,8 +143,8 @@ def file_to_model(stored: StoredFile) -> FileModel:
         scanned_at=None if stored.scan is None else stored.scan.scanned_at,
         definitions_version=None if stored.scan is None else stored.scan.definitions_version,
         duplicate_of=stored.duplicate_of,
-        tenant_shard=keys.file_tenant_key(stored.tenant, stored.id),
-        scan_shard=keys.scan_age_key(stored.id) if rescannable(stored) else None,
+        tenant_shard=index_keys.file_tenant_key(stored.tenant, stored.id),
+        scan_shard=index_keys.scan_age_key(stored.id) if rescannable(stored) else None,
         created_at=meta.created_at,
         updated_at=meta.updated_at,
         created_by=meta.created_by,

@@ -10,61 +10,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from enum import StrEnum
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from filejobs.domain.transitions import Transition
+from filejobs.domain import transitions
+from filejobs.domain.job_values import (
+    ACTIVE_STATUSES,
+    ATTEMPT_HISTORY_LIMIT,
+    DEFAULT_MAX_RETRIES,
+    ERROR_MESSAGE_LIMIT,
+    MAX_RETRIES_LIMIT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TERMINAL_STATUSES,
+    Attempt,
+    AttemptOutcome,
+    AuditMetadata,
+    JobStatus,
+    JobType,
+)
 
-
-def _transitions() -> ModuleType:
-    # transitions.py builds on this module's types, so the spec methods import it lazily.
-    from filejobs.domain import transitions  # noqa: PLC0415
-
-    return transitions
-
-
-class JobStatus(StrEnum):
-    PENDING = "pending"
-    SCHEDULED = "scheduled"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in TERMINAL_STATUSES
-
-
-TERMINAL_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
-ACTIVE_STATUSES = frozenset({JobStatus.PENDING, JobStatus.SCHEDULED, JobStatus.RUNNING})
-
-
-class JobType(StrEnum):
-    THUMBNAIL_GENERATION = "thumbnail_generation"
-    VIDEO_THUMBNAIL = "video_thumbnail"
-    DOCUMENT_PREVIEW = "document_preview"
-    COMPRESSION = "compression"
-    VIRUS_SCAN = "virus_scan"
-    DEDUPLICATION_CHECK = "deduplication_check"
-
-
-class AttemptOutcome(StrEnum):
-    COMPLETED = "completed"
-    FAILED = "failed"  # failed for good: no retry
-    RETRYING = "retrying"  # failed, a retry is scheduled
-    LEASE_EXPIRED = "lease_expired"  # the worker vanished; the sweep recovered the job
-
-
-PRIORITY_MIN = -100
-PRIORITY_MAX = 100
-DEFAULT_MAX_RETRIES = 3
-MAX_RETRIES_LIMIT = 25
-# Attempts kept per job: enough to see a retry story, bounded so an item stays far below 400 KB.
-ATTEMPT_HISTORY_LIMIT = 10
-ERROR_MESSAGE_LIMIT = 2000
+# The values are part of the job's vocabulary: callers import them from here with the entity.
+__all__ = [
+    "ACTIVE_STATUSES",
+    "ATTEMPT_HISTORY_LIMIT",
+    "DEFAULT_MAX_RETRIES",
+    "ERROR_MESSAGE_LIMIT",
+    "MAX_RETRIES_LIMIT",
+    "PRIORITY_MAX",
+    "PRIORITY_MIN",
+    "TERMINAL_STATUSES",
+    "Attempt",
+    "AttemptOutcome",
+    "AuditMetadata",
+    "JobError",
+    "JobStatus",
+    "JobType",
+    "ProcessingJob",
+]
 
 
 class JobError(Exception):
@@ -73,27 +55,6 @@ class JobError(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One run of the job by a worker: kept in the job's bounded attempt history."""
-
-    number: int
-    started_at: datetime
-    ended_at: datetime
-    outcome: AttemptOutcome
-    error: str | None = None
-
-
-@dataclass
-class AuditMetadata:
-    created_at: datetime
-    updated_at: datetime
-    created_by: str
-    updated_by: str
-    deleted_at: datetime | None = None
-    deleted_by: str | None = None
 
 
 @dataclass
@@ -155,12 +116,12 @@ class ProcessingJob:
         self.retry_count += 1
 
     def mark_started(self, *, now: datetime, lease: timedelta, worker: str) -> None:
-        self.apply(_transitions().claim(now=now, lease=lease, worker=worker))
+        self.apply(transitions.claim(now=now, lease=lease, worker=worker))
 
     def mark_completed(
         self, result: dict[str, Any], *, now: datetime, retention: timedelta
     ) -> None:
-        self.apply(_transitions().complete(self, result=result, now=now, retention=retention))
+        self.apply(transitions.complete(self, result=result, now=now, retention=retention))
 
     def mark_failed(
         self,
@@ -172,11 +133,11 @@ class ProcessingJob:
     ) -> None:
         """Fail the current attempt: scheduled for `retry_at` if a retry is allowed, else failed."""
         self.apply(
-            _transitions().fail(self, error=error, now=now, retry_at=retry_at, retention=retention)
+            transitions.fail(self, error=error, now=now, retry_at=retry_at, retention=retention)
         )
 
     def cancel(self, *, now: datetime, by: str, reason: str, retention: timedelta) -> None:
-        self.apply(_transitions().cancel(now=now, by=by, reason=reason, retention=retention))
+        self.apply(transitions.cancel(now=now, by=by, reason=reason, retention=retention))
 
     def duration(self) -> timedelta | None:
         """How long the last attempt ran; None until it has both started and finished.
@@ -195,7 +156,7 @@ class ProcessingJob:
 
     # --- transitions ----------------------------------------------------------------------
 
-    def apply(self, transition: Transition) -> None:
+    def apply(self, transition: transitions.Transition) -> None:
         """Check the transition's guard against this job, then make its changes (or raise)."""
         refusal = transition.guard.refusal(self)
         if refusal is not None:
@@ -230,6 +191,8 @@ class ProcessingJob:
             problems.append("completed without completed_at")
         if self.status is JobStatus.SCHEDULED and self.scheduled_at is None:
             problems.append("scheduled without scheduled_at")
+        if self.status.is_terminal and self.scheduled_at is not None:
+            problems.append("finished job still scheduled for a retry")
         if self.status.is_terminal and self.sweep_at is not None:
             problems.append("terminal job still in the sweep index")
         if not self.status.is_terminal and self.sweep_at is None:

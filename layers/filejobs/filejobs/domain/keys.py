@@ -1,20 +1,15 @@
-"""Deterministic identities and the sharded index keys.
+"""Deterministic identities, and the object keys of derived and quarantined files.
 
 Ids are UUIDv5 of what makes a thing unique, so a duplicate delivery computes the same id and a
 conditional put (`attribute_not_exists(id)`) turns it into a no-op: idempotency with no lookup.
-
-Index keys that many writes share are write-sharded: `shard_of(id)` spreads items over N
-partitions of the index, and a reader queries the N shards and merges. See docs/TABLE_DESIGN.md
-for the partition arithmetic behind each N.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime
 
-from filejobs.domain.job import PRIORITY_MAX, JobStatus, JobType
+from filejobs.domain.job import JobType
 from filejobs.domain.retry import PermanentError
 
 # A tenant: the first segment of an upload key (`uploads/{tenant}/...`), a caller's scope, and a
@@ -28,18 +23,7 @@ def is_tenant(text: str) -> bool:
     return _TENANT.fullmatch(text) is not None
 
 
-# Fixed width, so string order is time order (isoformat() drops zero microseconds).
-SORTABLE_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
-
 _NAMESPACE = uuid.UUID("6f1f4c1e-5d0a-4c0e-9a57-2f3b7d1c9e11")
-
-# Partitions per sharded index key (docs/TABLE_DESIGN.md has the arithmetic). Changing a count
-# after data exists strands items in shards readers no longer query: treat them as fixed.
-STATUS_SHARDS = 32
-SWEEP_SHARDS = 256
-TENANT_SHARDS = 16
-FILE_TENANT_SHARDS = 16
-SCAN_AGE_SHARDS = 16
 
 
 def file_id_for(bucket: str, key: str, version: str) -> str:
@@ -54,56 +38,6 @@ def job_id_for(tenant: str, idempotency_key: str) -> str:
 
 def ingest_idempotency_key(file_id: str, job_type: JobType) -> str:
     return f"ingest:{file_id}:{job_type.value}"
-
-
-def shard_of(item_id: str, shards: int) -> int:
-    # UUIDs (v4 or v5) are uniformly distributed: their integer value is a fair shard hash.
-    return uuid.UUID(item_id).int % shards
-
-
-def status_type_key(status: JobStatus, job_type: JobType, job_id: str) -> str:
-    return f"{status.value}#{job_type.value}#{shard_of(job_id, STATUS_SHARDS):02d}"
-
-
-def status_type_partitions(status: JobStatus, job_type: JobType) -> list[str]:
-    return [f"{status.value}#{job_type.value}#{n:02d}" for n in range(STATUS_SHARDS)]
-
-
-def queue_order(priority: int, created_at: datetime) -> str:
-    """Sorts higher priority first, then older first (ascending string order)."""
-    return f"{PRIORITY_MAX - priority:03d}#{created_at.strftime(SORTABLE_TIME)}"
-
-
-def tenant_key(tenant: str, job_id: str) -> str:
-    return f"{tenant}#{shard_of(job_id, TENANT_SHARDS):02d}"
-
-
-def tenant_partitions(tenant: str) -> list[str]:
-    return [f"{tenant}#{n:02d}" for n in range(TENANT_SHARDS)]
-
-
-def file_tenant_key(tenant: str, file_id: str) -> str:
-    return f"{tenant}#{shard_of(file_id, FILE_TENANT_SHARDS):02d}"
-
-
-def file_tenant_partitions(tenant: str) -> list[str]:
-    return [f"{tenant}#{n:02d}" for n in range(FILE_TENANT_SHARDS)]
-
-
-def scan_age_key(file_id: str) -> str:
-    return f"scan#{shard_of(file_id, SCAN_AGE_SHARDS):02d}"
-
-
-def scan_age_partitions() -> list[str]:
-    return [f"scan#{n:02d}" for n in range(SCAN_AGE_SHARDS)]
-
-
-def sweep_key(job_id: str) -> str:
-    return f"sweep#{shard_of(job_id, SWEEP_SHARDS):03d}"
-
-
-def sweep_partitions() -> list[str]:
-    return [f"sweep#{n:03d}" for n in range(SWEEP_SHARDS)]
 
 
 def object_ref(bucket: str, key: str) -> str:

@@ -23,18 +23,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
-from filejobs.domain.job import (
+from filejobs.domain.job_values import (
     ACTIVE_STATUSES,
     ATTEMPT_HISTORY_LIMIT,
     ERROR_MESSAGE_LIMIT,
     TERMINAL_STATUSES,
     Attempt,
     AttemptOutcome,
+    AuditMetadata,
     JobStatus,
     JobType,
-    ProcessingJob,
 )
 from filejobs.domain.time import epoch_seconds
 
@@ -59,6 +59,28 @@ class Conflict(StrEnum):
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
+class JobState(Protocol):
+    """A job as the transitions see it: what a guard reads and a change writes.
+
+    `ProcessingJob` is the one implementation; naming only these fields keeps the state machine
+    free of the entity (which applies it) and so of an import circle.
+    """
+
+    status: JobStatus
+    job_type: JobType
+    attempt: int
+    attempts: dict[int, Attempt]
+    max_retries: int
+    dispatch_count: int
+    metadata: AuditMetadata
+    started_at: datetime | None
+    scheduled_at: datetime | None
+    lease_expires_at: datetime | None
+    sweep_at: datetime | None
+
+    def can_retry(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Guard:
     """The legal source states of a transition. Every field that is set must hold."""
@@ -74,7 +96,7 @@ class Guard:
     # The sweep's compare-and-set: the job is still as the sweep read it.
     sweep_at_is: datetime | None = None
 
-    def refusal(self, job: ProcessingJob) -> Conflict | None:
+    def refusal(self, job: JobState) -> Conflict | None:
         """The conflict that refuses this transition for `job`, or None when it may proceed."""
         if job.metadata.deleted_at is not None:
             return Conflict.DELETED
@@ -135,7 +157,7 @@ class Changes:
         oldest_kept = self.record_attempt.number - ATTEMPT_HISTORY_LIMIT + 1
         return oldest_kept - 1 if oldest_kept > 1 else None
 
-    def apply_to(self, job: ProcessingJob) -> None:
+    def apply_to(self, job: JobState) -> None:
         for name, value in self.set.items():
             _set_field(job, name, value)
         for name in self.remove:
@@ -190,7 +212,7 @@ def claim(
     )
 
 
-def heartbeat(job: ProcessingJob, *, now: datetime, lease: timedelta, worker: str) -> Transition:
+def heartbeat(job: JobState, *, now: datetime, lease: timedelta, worker: str) -> Transition:
     """Extend the lease of the caller's running attempt."""
     lease_until = now + lease
     return Transition(
@@ -205,7 +227,7 @@ def heartbeat(job: ProcessingJob, *, now: datetime, lease: timedelta, worker: st
 
 
 def complete(
-    job: ProcessingJob,
+    job: JobState,
     *,
     result: dict[str, Any],
     now: datetime,
@@ -232,7 +254,7 @@ def complete(
 
 
 def fail(
-    job: ProcessingJob,
+    job: JobState,
     *,
     error: str,
     now: datetime,
@@ -257,7 +279,7 @@ def fail(
 
 
 def recover_lease(
-    job: ProcessingJob,
+    job: JobState,
     *,
     now: datetime,
     retry_at: datetime | None,
@@ -332,7 +354,7 @@ def requeue_scheduled(*, now: datetime, dispatch_grace: timedelta) -> Transition
     )
 
 
-def requeue_pending(job: ProcessingJob, *, now: datetime, next_check: datetime) -> Transition:
+def requeue_pending(job: JobState, *, now: datetime, next_check: datetime) -> Transition:
     """The sweep's re-dispatch of a pending job nobody claimed (its message was lost or is late).
 
     Compare-and-set on `sweep_at`, so one sweep run wins per due check.
@@ -349,7 +371,7 @@ def requeue_pending(job: ProcessingJob, *, now: datetime, next_check: datetime) 
     )
 
 
-def put_off_check(job: ProcessingJob, *, now: datetime, next_check: datetime) -> Transition:
+def put_off_check(job: JobState, *, now: datetime, next_check: datetime) -> Transition:
     """The sweep leaves a waiting job alone until `next_check`: its message may still be queued
     behind others, or the gate it waits on (its file's virus scan) has not opened. Nothing is
     sent and nothing counted; compare-and-set on `sweep_at`, so one sweep run wins per check.
@@ -362,7 +384,7 @@ def put_off_check(job: ProcessingJob, *, now: datetime, next_check: datetime) ->
     )
 
 
-def abandon_pending(job: ProcessingJob, *, now: datetime, retention: timedelta) -> Transition:
+def abandon_pending(job: JobState, *, now: datetime, retention: timedelta) -> Transition:
     """The sweep gives up on a pending job no worker claimed after every re-dispatch.
 
     Without this a job whose worker is missing or misconfigured would stay pending forever.
@@ -410,7 +432,8 @@ def fail_dead_lettered(job_type: JobType, *, now: datetime, retention: timedelta
                 ),
                 "expires_at": epoch_seconds(now + retention),
             },
-            remove=frozenset({"sweep_at"}),
+            # A scheduled job loses its retry time with its retry: nothing will run it.
+            remove=frozenset({"sweep_at", "scheduled_at"}),
         ),
     )
 
@@ -453,8 +476,8 @@ def retry(*, now: datetime, by: str, dispatch_grace: timedelta) -> Transition:
 def delete(*, now: datetime, by: str) -> Transition:
     """A finished job -> soft-deleted: it keeps its item until TTL, but no read shows it again.
 
-    Its listing index keys go with it (the by_tenant and by_status_type indexes are sparse), so
-    listings skip it without a filter; the guard's `deleted_at` check makes a second delete lose.
+    No listing shows it again (the repository takes it out of their indexes in the same write);
+    the guard's `deleted_at` check makes a second delete lose.
     """
     return Transition(
         "delete",
@@ -463,7 +486,6 @@ def delete(*, now: datetime, by: str) -> Transition:
             updated_at=now,
             updated_by=by,
             set={"deleted_at": now, "deleted_by": by},
-            remove=_LISTING_INDEX_KEYS,
         ),
     )
 
@@ -472,19 +494,17 @@ def delete(*, now: datetime, by: str) -> Transition:
 
 # Audit fields a transition may write: they live in the job's metadata.
 _METADATA_FIELDS = frozenset({"deleted_at", "deleted_by"})
-# Index keys only the stored item has (the repository derives them); no job field to change.
-_LISTING_INDEX_KEYS = frozenset({"status_type_shard", "tenant_shard"})
 
 
-def _set_field(job: ProcessingJob, name: str, value: Any) -> None:
+def _set_field(job: JobState, name: str, value: Any) -> None:
     if name in _METADATA_FIELDS:
         setattr(job.metadata, name, value)
-    elif name not in _LISTING_INDEX_KEYS:
+    else:
         setattr(job, name, value)
 
 
 def _end_attempt(
-    job: ProcessingJob,
+    job: JobState,
     *,
     error: str,
     now: datetime,
@@ -538,7 +558,7 @@ def _end_attempt(
 
 
 def _attempt_record(
-    job: ProcessingJob, now: datetime, outcome: AttemptOutcome, error: str | None
+    job: JobState, now: datetime, outcome: AttemptOutcome, error: str | None
 ) -> Attempt:
     return Attempt(
         number=job.attempt,
