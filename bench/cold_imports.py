@@ -91,7 +91,7 @@ _HANDLER_PRELUDE = """from filejobs import runtime
 from filejobs.data import models
 def dynamodb(model):  # the client PynamoDB builds at a model's first request
     return model._get_connection().connection.client
-runtime.settings()"""
+runtime.tables()"""
 
 
 @dataclass(frozen=True)

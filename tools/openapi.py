@@ -26,16 +26,16 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
-from filejobs.domain.keys import TENANT_PATTERN
-from filejobs.domain.messages import UUID_PATTERN
-from filejobs.services.api import (
+from filejobs.api.parsing import (
     INPUT_INTEGER_BOUND,
     INPUT_MAX_MAGNITUDE,
     INPUT_MIN_MAGNITUDE,
     LOCATION_FIELDS,
     MAX_INPUT_DATA_BYTES,
 )
+from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
+from filejobs.domain.keys import TENANT_PATTERN
+from filejobs.domain.messages import UUID_PATTERN
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"

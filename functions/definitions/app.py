@@ -31,11 +31,12 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
-from filejobs.adapters.definitions import BACKOFF_STATE, DefinitionsStore
+from filejobs.adapters.definitions import DefinitionsStore
 from filejobs.config import ConfigurationError, endpoint_from
 from filejobs.domain.definitions import Backoff, format_time
 from filejobs.domain.time import utcnow
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.ports import BACKOFF_STATE
 from filejobs.processors.scan.freshclam import (
     Freshclam,
     MirrorSettings,

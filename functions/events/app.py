@@ -1,13 +1,14 @@
 """Outcome events: the tables' streams in, `Job Completed` / `Job Failed` / ... on the bus out.
 
 Subscribed to the jobs and files tables' streams with a filter that only passes writes that can
-be outcomes; the domain decides for sure (domain/events.py). A record that fails is reported
+be outcomes; the domain decides for sure (domain/outcome_events.py). A record that fails is reported
 alone; Lambda retries the stream from it, so an event can be published twice (consumers dedupe
 by detail.event_id) and is never skipped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -23,8 +24,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs import runtime
 from filejobs.adapters.eventbridge import EventBridgePublisher
+from filejobs.data.stream import file_from_image, job_from_image
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
-from filejobs.services.outcomes import Change, OutcomeService, Table
+from filejobs.services.outcomes import Change, FileChange, JobChange, OutcomeService
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
@@ -38,22 +40,24 @@ class UnknownStreamError(ValueError):
     """A record from a stream that is neither the jobs nor the files table's."""
 
 
-def table_of(record: DynamoDBRecord) -> Table:
+def change_of(record: DynamoDBRecord) -> Change:
+    """The record's item before and after, read from its raw images (typed attribute values)
+    as the data layer reads items."""
+    images: dict[str, Any] = record.raw_event.get("dynamodb") or {}
+    before, after = images.get("OldImage"), images.get("NewImage")
     # arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
     source = record.event_source_arn or ""
     name = source.split(":table/", 1)[-1].split("/stream/", 1)[0]
     settings = runtime.settings()
     if name == settings.jobs_table:
-        return Table.JOBS
+        return JobChange(_read(before, job_from_image), _read(after, job_from_image))
     if name == settings.files_table:
-        return Table.FILES
+        return FileChange(_read(before, file_from_image), _read(after, file_from_image))
     raise UnknownStreamError(f"record from an unknown stream: {source!r}")
 
 
-def change_of(record: DynamoDBRecord) -> Change:
-    # The raw images (typed attribute values), as the data layer reads items.
-    images: dict[str, Any] = record.raw_event.get("dynamodb") or {}
-    return Change(table_of(record), images.get("OldImage"), images.get("NewImage"))
+def _read[T](image: dict[str, Any] | None, read: Callable[[dict[str, Any]], T]) -> T | None:
+    return None if image is None else read(image)
 
 
 def record_handler(record: DynamoDBRecord) -> None:
@@ -68,8 +72,8 @@ def record_handler(record: DynamoDBRecord) -> None:
         "outcome published",
         detail_type=event.detail_type.value,
         event_id=event.event_id,
-        job_id=detail["id"] if change.table is Table.JOBS else None,
-        file_id=detail["file_id"] if change.table is Table.JOBS else detail["id"],
+        job_id=detail["id"] if isinstance(change, JobChange) else None,
+        file_id=detail["file_id"] if isinstance(change, JobChange) else detail["id"],
     )
     metrics.add_metric(name="OutcomesPublished", unit=MetricUnit.Count, value=1)
 

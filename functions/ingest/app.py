@@ -14,14 +14,11 @@ from aws_lambda_powertools.utilities.batch import (
 
 from filejobs import runtime
 from filejobs.adapters.s3 import S3HeadReader
-from filejobs.adapters.s3_events import object_created_records
-from filejobs.data.file_repository import AlreadyIngested, FileRepository
+from filejobs.adapters.s3_notifications import object_created_records
 from filejobs.domain import keys
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
-from filejobs.domain.job import JobStatus
-from filejobs.domain.scanning import sent_at_ingest
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
-from filejobs.services.ingest import IngestService
+from filejobs.services.ingest import IngestService, UploadIntake
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -33,11 +30,6 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
 # A batch whose every record failed is reported item by item, like any other: no function error.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-
-
-def files() -> FileRepository:
-    runtime.settings()  # binds the models to the environment's tables
-    return FileRepository()
 
 
 def file_id_of(created: ObjectCreated) -> str | None:
@@ -57,28 +49,27 @@ def ingest_one(created: ObjectCreated) -> None:
         record_upload(created)
 
 
+def intake() -> UploadIntake:
+    ingest = IngestService(runtime.files(), S3HeadReader(runtime.s3()))
+    return UploadIntake(ingest, runtime.jobs(), runtime.dispatcher())
+
+
 def record_upload(created: ObjectCreated) -> None:
-    service = IngestService(files(), S3HeadReader(runtime.s3()))
     try:
-        result = service.ingest(created)
+        received = intake().receive(created)
     except InvalidUploadError as refused:
         # Acknowledged, not retried: no retry turns a stray key into an upload.
         logger.warning("upload refused", reason=str(refused))
         metrics.add_metric(name="UploadsRefused", unit=MetricUnit.Count, value=1)
         return
-    if isinstance(result, AlreadyIngested):
-        # A redelivery: the first delivery may have died before sending the messages.
-        pending = runtime.jobs().jobs_of_file(result.file_id, JobStatus.PENDING)
-        resent = sent_at_ingest(pending)
-        runtime.dispatcher().dispatch_all(resent)
-        logger.info("duplicate delivery", redispatched=len(resent))
+    if not received.first:
+        logger.info("duplicate delivery", redispatched=len(received.sent))
         metrics.add_metric(name="DuplicateDeliveries", unit=MetricUnit.Count, value=1)
         return
-    runtime.dispatcher().dispatch_all(sent_at_ingest(result.plan.jobs))
     logger.info(
         "file ingested",
-        content_type=result.plan.file.content_type,
-        jobs=[j.job_type.value for j in result.plan.jobs],
+        content_type=received.content_type,
+        jobs=[j.job_type.value for j in received.jobs],
     )
     metrics.add_metric(name="FilesIngested", unit=MetricUnit.Count, value=1)
 

@@ -17,7 +17,6 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
 from filejobs.config import ConfigurationError
-from filejobs.data.file_repository import FileRepository
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
 from filejobs.services.rescans import Rescans
 
@@ -49,8 +48,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if older_than is None and definitions_before is None:
         logger.info("rescan policy off (RescanAfterDays=0, RescanDefinitionsBefore empty)")
         return {"enabled": False}
-    runtime.settings()  # binds the models to the environment's tables
-    rescans = Rescans(runtime.jobs(), FileRepository(), runtime.dispatcher())
+    rescans = Rescans(runtime.jobs(), runtime.files(), runtime.dispatcher())
     report = rescans.run_policy(
         older_than=older_than, definitions_before=definitions_before, max_files=per_run
     )

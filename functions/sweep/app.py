@@ -44,7 +44,8 @@ class SweptJobs(JobRepository):
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    settings = runtime.settings()  # binds the models to the environment's tables
+    settings = runtime.settings()
+    runtime.tables()  # SweptJobs is a JobRepository: its models must be bound first
     dispatcher = runtime.dispatcher()
     held = runtime.scan_gate()
     sweep = SweepService(

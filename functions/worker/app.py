@@ -15,13 +15,13 @@ from aws_lambda_powertools.utilities.batch import (
 
 from filejobs import runtime
 from filejobs.adapters.s3 import S3Outputs
-from filejobs.data.file_repository import FileRepository
+from filejobs.adapters.workspace import shared_scratch
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.registry import ScanSettings, processor_for
-from filejobs.services.worker import Outcome, WorkerService, WorkResult
+from filejobs.services.worker import Disposition, WorkerService, WorkResult
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -35,11 +35,11 @@ tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 _METRIC = {
-    Outcome.COMPLETED: "JobsCompleted",
-    Outcome.RETRYING: "JobsRetried",
-    Outcome.FAILED: "JobsFailed",
-    Outcome.SKIPPED: "MessagesSkipped",
-    Outcome.ABANDONED: "JobsAbandoned",
+    Disposition.COMPLETED: "JobsCompleted",
+    Disposition.RETRYING: "JobsRetried",
+    Disposition.FAILED: "JobsFailed",
+    Disposition.SKIPPED: "MessagesSkipped",
+    Disposition.ABANDONED: "JobsAbandoned",
 }
 
 
@@ -69,10 +69,13 @@ def handle_record(record: SQSRecord) -> None:
 
 
 def build_processor() -> Processor:
-    """This worker's processor; the virus scan's is the whole use case (verdict recorded, then
-    acted on: services/virus_scan.py), imported only by the virus scan's worker (it needs YARA,
-    which only the scanning layer ships)."""
+    """This worker's processor. The virus scan's and the deduplication check's are the whole use
+    case: the processor reads the bytes, the service records what they mean (the verdict, acted
+    on: services/virus_scan.py; the content's owner: services/dedup.py). The virus scan's is
+    imported only by its own worker (it needs YARA, which only the scanning layer ships)."""
     kind, settings = job_type(), runtime.settings()
+    if kind is JobType.DEDUPLICATION_CHECK:
+        return deduplication_check()
     if kind is not JobType.VIRUS_SCAN:
         return processor_for(kind, runtime.s3(), None)
     from filejobs.adapters.quarantine import S3VerdictStore  # noqa: PLC0415
@@ -88,7 +91,16 @@ def build_processor() -> Processor:
     )
     marks = S3VerdictStore(runtime.s3(), scan.quarantine_bucket, settings.outputs_bucket)
     scanner = counting_refusals(processor_for(kind, runtime.s3(), scan))
-    return VirusScan(scanner, FileRepository(), marks, runtime.scan_gate())
+    return VirusScan(scanner, runtime.files(), marks, runtime.scan_gate())
+
+
+def deduplication_check() -> Processor:
+    """The digest, then its owner claimed and recorded on the file (services/dedup.py)."""
+    from filejobs.data.content_index import ContentIndex  # noqa: PLC0415
+    from filejobs.services.dedup import DeduplicationCheck  # noqa: PLC0415
+
+    digest = processor_for(JobType.DEDUPLICATION_CHECK, runtime.s3(), None)
+    return DeduplicationCheck(digest, ContentIndex(), runtime.files())
 
 
 def counting_refusals(scan: Processor) -> Processor:
@@ -118,12 +130,13 @@ def handle(message: JobMessage, message_id: str) -> None:
         retention=settings.retention,
         worker_id=runtime.worker_id(message_id),
         outputs=S3Outputs(runtime.s3(), settings.require_outputs_bucket()).for_job,
+        scratch=shared_scratch(),
         gate=runtime.scan_gate(),
     )
     result = service.handle(message)
     job = result.job
     extra: dict[str, Any] = {
-        "outcome": result.outcome.value,
+        "disposition": result.disposition.value,
         "detail": result.detail,
         "attempt": None if job is None else job.attempt,
     }
@@ -135,11 +148,11 @@ def handle(message: JobMessage, message_id: str) -> None:
 
 def record_metrics(result: WorkResult) -> None:
     metrics.add_dimension(name="job_type", value=job_type().value)
-    if result.outcome is not Outcome.SKIPPED:
+    if result.disposition is not Disposition.SKIPPED:
         metrics.add_metric(name="JobsStarted", unit=MetricUnit.Count, value=1)
-    metrics.add_metric(name=_METRIC[result.outcome], unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=_METRIC[result.disposition], unit=MetricUnit.Count, value=1)
     duration = result.job.duration() if result.job is not None else None
-    if result.outcome is Outcome.COMPLETED and duration is not None:
+    if result.disposition is Disposition.COMPLETED and duration is not None:
         metrics.add_metric(
             name="JobDuration", unit=MetricUnit.Seconds, value=duration.total_seconds()
         )

@@ -61,7 +61,7 @@ from filejobs.processors.base import Processor
 from filejobs.processors.registry import processor_for
 from filejobs.processors.scan.engines import YaraScanner
 from filejobs.processors.scan.processor import VirusScanProcessor
-from filejobs.services.worker import Outcome, WorkerService
+from filejobs.services.worker import Disposition, WorkerService
 from tests.factories import upload_record
 from tests.integration.test_document_processor import BLUE, RED, pdf_of_pages
 from tests.integration.test_thumbnail_processor import encoded, png_declaring
@@ -337,7 +337,7 @@ class CorruptBench:
         stored = JobRepository().get(job.id)
         assert stored is not None
         assert elapsed < HANG_LIMIT_S, f"{job.job_type} took {elapsed:.1f} s"
-        assert_ended_for_good(stored, result.outcome, dispatcher)
+        assert_ended_for_good(stored, result.disposition, dispatcher)
         self.tally[job.job_type.value, stored.status.value] += 1
         return stored
 
@@ -381,15 +381,15 @@ def bench(
 # --- the spec ---------------------------------------------------------------------------------
 
 
-def assert_ended_for_good(job: ProcessingJob, outcome: Outcome, dispatcher: Recorder) -> None:
+def assert_ended_for_good(job: ProcessingJob, outcome: Disposition, dispatcher: Recorder) -> None:
     assert job.status in (JobStatus.COMPLETED, JobStatus.FAILED), (
         f"{job.job_type} left {job.status}: {job.error_message}"
     )
     if job.status is JobStatus.COMPLETED:
-        assert outcome is Outcome.COMPLETED
+        assert outcome is Disposition.COMPLETED
         assert job.result_data is not None and job.error_message is None
     else:
-        assert outcome is Outcome.FAILED
+        assert outcome is Disposition.FAILED
         # Permanent: failed on its first attempt with retries to spare, and no retry was sent.
         assert (job.attempt, job.retry_count, job.can_retry()) == (1, 0, True)
         assert dispatcher.sent == []

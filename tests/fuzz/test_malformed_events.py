@@ -569,7 +569,7 @@ def batch_of(stack: Stack, job_type: JobType, bodies: list[str]) -> list[dict[st
 @pytest.fixture
 def recorded(stack: Stack) -> Stack:
     """The stack, with a file and its pending jobs recorded."""
-    runtime.settings()
+    runtime.tables()
     FileRepository().record_ingest(RECORDED)
     return stack
 
@@ -602,7 +602,7 @@ def test_every_worker_reports_exactly_its_malformed_messages_and_changes_nothing
 
 def new_job_message(stack: Stack) -> tuple[str, str, str]:
     """A new upload's deduplication check, pending: its message, job id and file id."""
-    runtime.settings()
+    runtime.tables()
     name = f"dedup-{uuid.uuid4().hex}.txt"
     plan = ingest_plan(utcnow(), "text/plain", name=name, bucket=stack.uploads)
     stack.s3.put_object(Bucket=stack.uploads, Key=plan.file.key, Body=name.encode())
@@ -658,7 +658,7 @@ SCHEDULE = event_file("sweep_schedule.json")
 def sweeping(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The sweep's environment, jobs that are not due yet, and what the sweep reports of them."""
     environment_of("SweepFunction", stack, monkeypatch)
-    runtime.settings()
+    runtime.tables()
     FileRepository().record_ingest(ingest_plan(utcnow() + timedelta(days=1), "text/plain"))
     summary: dict[str, Any] = sweep.handler(SCHEDULE, FakeContext())
     return summary
@@ -1133,7 +1133,7 @@ def api_stack(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
     """The API's environment, and two tenants' files with their jobs, one of them cancelled."""
     environment_of("ApiFunction", stack, monkeypatch)
     monkeypatch.delenv("API_TOKEN_SECRET", raising=False)
-    runtime.settings()
+    runtime.tables()
     for plan in (ACME_FILE, GLOBEX_FILE):
         FileRepository().record_ingest(plan)
     cancelled(ACME_FILE.jobs[0])

@@ -23,8 +23,8 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
-from filejobs.domain.outcome import Applied
 from filejobs.domain.time import utcnow
+from filejobs.domain.transition_result import Applied
 from filejobs_dev.infra.template import (
     create_queues,
     create_tables,
@@ -135,7 +135,7 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
     monkeypatch.delenv("API_TOKEN_SECRET", raising=False)
     runtime.reset()
-    runtime.settings()
+    runtime.tables()
     yield Api(urls)
     runtime.reset()
 

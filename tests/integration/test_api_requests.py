@@ -22,8 +22,8 @@ from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.keys import job_id_for
 from filejobs.domain.messages import UUID_PATTERN
-from filejobs.domain.outcome import Applied
 from filejobs.domain.time import utcnow
+from filejobs.domain.transition_result import Applied
 from filejobs_dev.infra.template import function_definitions, load_template
 from tests.integration.test_api import (
     ACME,

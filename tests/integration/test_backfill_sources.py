@@ -14,7 +14,7 @@ from urllib.parse import quote_plus
 import boto3
 import pytest
 
-from filejobs.adapters.s3_events import object_created_records
+from filejobs.adapters.s3_notifications import object_created_records
 from filejobs_cli.client import CliError
 from filejobs_cli.scanning import (
     CopyIn,

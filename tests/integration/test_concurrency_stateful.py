@@ -26,15 +26,16 @@ from hypothesis.stateful import (
 from moto import mock_aws
 
 from filejobs.data import index_keys
-from filejobs.data.file_repository import FileRepository, Ingested
+from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.mapping import job_from_model
 from filejobs.data.models import JobModel, bind_tables
 from filejobs.domain import transitions
 from filejobs.domain.ingest import plan_ingest
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
-from filejobs.domain.outcome import Applied, Lost
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy
+from filejobs.domain.transition_result import Applied, Lost
+from filejobs.ports import Ingested
 from filejobs.services.sweep import SweepService
 from filejobs_dev.infra.template import create_tables, load_template
 from tests.conftest import FakeClock

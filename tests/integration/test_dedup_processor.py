@@ -1,4 +1,5 @@
-"""The deduplication check on real bytes in moto S3 and the real FilesTable (moto DynamoDB)."""
+"""The deduplication check (its processor and its use case) on real bytes in moto S3 and the real
+FilesTable (moto DynamoDB)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from filejobs.domain.job import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.domain.time import utcnow
 from filejobs.processors.base import Work
-from filejobs.processors.dedup import DeduplicationCheck
+from filejobs.processors.dedup import ContentDigest
+from filejobs.services.dedup import DeduplicationCheck
 from tests.factories import upload_record
 from tests.processing import MediaBench
 
@@ -68,7 +70,7 @@ def _ingested(
 
 @pytest.fixture
 def dedup(tables: dict[str, str], media: MediaBench) -> DeduplicationCheck:
-    return DeduplicationCheck(media.s3)
+    return DeduplicationCheck(ContentDigest(media.s3), ContentIndex(), FileRepository())
 
 
 def test_the_first_file_owns_its_content_and_a_later_identical_one_is_its_duplicate(

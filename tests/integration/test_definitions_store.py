@@ -20,12 +20,7 @@ import boto3
 import pytest
 from mypy_boto3_s3 import S3Client
 
-from filejobs.adapters.definitions import (
-    DefinitionsStore,
-    LocalDefinitions,
-    ManifestRead,
-    RollbackError,
-)
+from filejobs.adapters.definitions import DefinitionsStore, RollbackError
 from filejobs.domain.definitions import (
     DatabaseFile,
     DefinitionsManifest,
@@ -35,6 +30,7 @@ from filejobs.domain.definitions import (
     engine_of,
 )
 from filejobs.domain.retry import ErrorKind, TransientError, classify
+from filejobs.ports import LocalDefinitions, ManifestRead
 from filejobs.processors.scan.engines import YaraScanner
 from filejobs_dev.local.mirror import EICAR, hash_line
 from tests.iam import recording_calls

@@ -22,8 +22,9 @@ import boto3
 import pytest
 from mypy_boto3_s3 import S3Client
 
-from filejobs.adapters.definitions import BACKOFF_STATE, DefinitionsStore, RollbackError
+from filejobs.adapters.definitions import DefinitionsStore, RollbackError
 from filejobs.domain.definitions import Backoff, DefinitionsManifest, Engine, Source, new_set_id
+from filejobs.ports import BACKOFF_STATE
 from filejobs.processors.scan.engines import YaraScanner
 from filejobs.processors.scan.freshclam import Freshclam, MirrorSettings, SetVerifier
 from filejobs.services.definitions import DefinitionsUpdater, UpdateStatus

@@ -548,7 +548,7 @@ def test_a_message_without_a_file_id_still_runs_and_its_outcome_names_the_file(
 
     # Then the job completes and the outcome line names the file the claim returned
     [handled] = logs()
-    assert (handled["message"], handled["outcome"]) == ("job handled", "completed")
+    assert (handled["message"], handled["disposition"]) == ("job handled", "completed")
     assert (handled["job_id"], handled["file_id"]) == (job.id, job.file_id)
 
 
@@ -580,7 +580,7 @@ def test_every_sweep_line_about_a_job_names_the_job_and_its_file(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, logs: Callable[[], list[LogLine]]
 ) -> None:
     # Given a file's jobs left pending an hour ago (their messages lost), and SQS refusing one
-    runtime.settings()
+    runtime.tables()
     plan = ingest_plan(utcnow() - timedelta(hours=1), "text/plain")
     FileRepository().record_ingest(plan)
     refused = plan.jobs[0]

@@ -33,9 +33,9 @@ from filejobs.domain import transitions
 from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobStatus, JobType
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.outcome import Applied
 from filejobs.domain.scanning import GATED_JOB_TYPES
 from filejobs.domain.time import utcnow
+from filejobs.domain.transition_result import Applied
 from filejobs_dev.infra.template import (
     FunctionSpec,
     create_buckets,
@@ -286,7 +286,7 @@ def test_the_rescan_policy_may_do_everything_it_does(stack: Stack) -> None:
     # given a file scanned clean 40 days ago
     stack.become("RescanPolicy")
     stack.monkeypatch.setenv("RESCAN_AFTER_DAYS", "30")
-    runtime.settings()
+    runtime.tables()
     plan = ingest_plan(utcnow(), "image/png")
     FileRepository().record_ingest(plan)
     record = ScanRecord(ScanStatus.CLEAN, utcnow() - timedelta(days=40), plan.jobs[0].id)
@@ -304,7 +304,7 @@ def test_the_rescan_policy_may_do_everything_it_does(stack: Stack) -> None:
 def test_the_sweep_may_do_everything_it_does(stack: Stack) -> None:
     # given jobs written an hour ago whose messages were never sent (the sweep must send them)
     stack.become("SweepFunction")
-    runtime.settings()
+    runtime.tables()
     FileRepository().record_ingest(ingest_plan(utcnow() - timedelta(hours=1), "image/png"))
     # and a job whose message was dead-lettered
     poisoned = ingest_plan(utcnow(), "image/png", name="poisoned.png")
@@ -368,7 +368,7 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
     # given the API's environment
     stack.become("ApiFunction")
     # and jobs of a file, one of them failed (so that it can be retried)
-    runtime.settings()
+    runtime.tables()
     plan = ingest_plan(utcnow(), "image/png")
     FileRepository().record_ingest(plan)
     jobs = JobRepository()
@@ -454,7 +454,7 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
 def test_the_events_function_may_do_everything_it_does(stack: Stack) -> None:
     # given a job cancelled, as its table's stream carries it
     stack.become("EventsFunction")
-    runtime.settings()
+    runtime.tables()
     plan = ingest_plan(utcnow(), "image/png")
     FileRepository().record_ingest(plan)
     jobs = JobRepository()

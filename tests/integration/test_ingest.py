@@ -12,10 +12,11 @@ import pytest
 from mypy_boto3_s3 import S3Client
 
 from filejobs.adapters.s3 import S3HeadReader
-from filejobs.data.file_repository import AlreadyIngested, FileRepository, Ingested
+from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
 from filejobs.domain.job import JobStatus, JobType
+from filejobs.ports import AlreadyIngested, Ingested
 from filejobs.services.ingest import IngestService
 from tests.aws_requests import counting_requests
 from tests.conftest import FakeClock

@@ -17,7 +17,7 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import ATTEMPT_HISTORY_LIMIT, JobStatus, JobType, ProcessingJob
-from filejobs.domain.outcome import Applied, Lost, TransitionResult
+from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.domain.transitions import Conflict
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan

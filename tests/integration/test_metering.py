@@ -10,12 +10,13 @@ from typing import Any
 
 import boto3
 
-from filejobs.data.file_repository import FileRepository, Ingested
+from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import transitions
 from filejobs.domain.job import JobStatus, ProcessingJob
-from filejobs.domain.outcome import Applied
+from filejobs.domain.transition_result import Applied
+from filejobs.ports import Ingested
 from filejobs.services.ingest import IngestService
 from filejobs_dev.local.metering import Invocations, Meter, MeterLog
 from tests.conftest import FakeClock

@@ -6,17 +6,19 @@ from datetime import timedelta
 
 import boto3
 
-from filejobs.data.file_repository import FileRepository, Ingested
+from filejobs.adapters.workspace import shared_scratch
+from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.outcome import Applied
 from filejobs.domain.scanning import GATED_JOB_TYPES
+from filejobs.domain.transition_result import Applied
+from filejobs.ports import Ingested
 from filejobs.services.ingest import IngestService
 from filejobs.services.scan_gate import ScanGate
-from filejobs.services.worker import Outcome, WorkerService
+from filejobs.services.worker import Disposition, WorkerService
 from tests.aws_requests import DYNAMODB_READS, counting_requests
 from tests.conftest import FakeClock
 from tests.factories import upload_record
@@ -107,7 +109,8 @@ def test_a_parsing_job_costs_its_verdict_read_and_two_writes(
     gate = ScanGate(files, JobRepository(), dispatcher, retention=LEASE, clock=clock)
     worker = WorkerService(
         JobRepository(), dispatcher, lambda work: {"pages": 1}, JobType.DOCUMENT_PREVIEW,
-        lease=LEASE, retention=LEASE, worker_id="w", gate=gate, clock=clock,
+        lease=LEASE, retention=LEASE, worker_id="w", scratch=shared_scratch(), gate=gate,
+        clock=clock,
     )  # fmt: skip
 
     # When the worker runs it
@@ -116,7 +119,7 @@ def test_a_parsing_job_costs_its_verdict_read_and_two_writes(
 
     # Then scan before parse cost one (strongly consistent) read of the file, and the job its
     # claim and its completion
-    assert outcome.outcome is Outcome.COMPLETED
+    assert outcome.disposition is Disposition.COMPLETED
     assert requests.calls == {"dynamodb:GetItem": 1, "dynamodb:UpdateItem": 2}
 
 

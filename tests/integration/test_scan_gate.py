@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from filejobs.adapters.quarantine import Quarantined
+from filejobs.adapters.workspace import shared_scratch
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
@@ -24,14 +24,15 @@ from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import PermanentError, TransientError
 from filejobs.domain.scanning import GATED_JOB_TYPES, UnscannablePolicy
+from filejobs.domain.transition_result import Applied
+from filejobs.ports import Quarantined
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.source import ObjectLocation
 from filejobs.services.scan_gate import ScanGate
 from filejobs.services.virus_scan import VirusScan
-from filejobs.services.worker import Outcome, WorkerService
+from filejobs.services.worker import Disposition, WorkerService
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 
@@ -68,6 +69,7 @@ def service(
         lease=timedelta(minutes=5),
         retention=KEEP,
         worker_id=f"{job_type.value}-worker",
+        scratch=shared_scratch(),
         gate=gate,
         clock=clock,
     )
@@ -145,7 +147,7 @@ def run_scan(
     scanner = scan_saying(verdict, "Eicar-Test-Signature", reason=reason)
     use_case = virus_scan(scanner, gate, clock, marks)
     result = service(JobType.VIRUS_SCAN, use_case, gate, clock).handle(JobMessage.for_job(scan))
-    assert result.outcome is Outcome.COMPLETED
+    assert result.disposition is Disposition.COMPLETED
 
 
 def test_a_parsing_job_waits_for_the_scan_and_runs_once_it_is_clean(
@@ -158,7 +160,7 @@ def test_a_parsing_job_waits_for_the_scan_and_runs_once_it_is_clean(
     # given the thumbnail's message arrives before the file was scanned
     early = thumbnails.handle(JobMessage.for_job(job))
     # then it is acknowledged without work and the job stays pending, unclaimed
-    assert (early.outcome, early.detail) == (Outcome.SKIPPED, "waiting for the virus scan")
+    assert (early.disposition, early.detail) == (Disposition.SKIPPED, "waiting for the virus scan")
     assert stored(job).status is JobStatus.PENDING
     assert stored(job).attempt == 0
     # when the scan comes back clean
@@ -167,7 +169,7 @@ def test_a_parsing_job_waits_for_the_scan_and_runs_once_it_is_clean(
     assert FileRepository().get(job.file_id).scan_status is ScanStatus.CLEAN  # type: ignore[union-attr]
     assert dispatcher.sent == [job.id]
     # and the re-sent message runs it
-    assert thumbnails.handle(JobMessage.for_job(job)).outcome is Outcome.COMPLETED
+    assert thumbnails.handle(JobMessage.for_job(job)).disposition is Disposition.COMPLETED
 
 
 def test_an_infected_file_is_quarantined_and_its_parsing_jobs_cancelled_with_the_reason(
@@ -196,7 +198,7 @@ def test_an_infected_file_is_quarantined_and_its_parsing_jobs_cancelled_with_the
     late = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
         JobMessage.for_job(job_of(plan, JobType.THUMBNAIL_GENERATION))
     )
-    assert late.outcome is Outcome.SKIPPED
+    assert late.disposition is Disposition.SKIPPED
     assert late.job is not None and late.job.status is JobStatus.CANCELLED
 
 
@@ -218,7 +220,7 @@ def test_a_job_whose_file_is_quarantined_while_it_runs_is_cancelled_not_failed(
         JobType.DEDUPLICATION_CHECK, hashing_while_the_scan_quarantines, gate, clock
     ).handle(JobMessage.for_job(dedup))
     # then it is cancelled with the quarantine's reason, not failed with S3's error
-    assert result.outcome is Outcome.SKIPPED
+    assert result.disposition is Disposition.SKIPPED
     now = stored(dedup)
     assert now.status is JobStatus.CANCELLED, now.error_message
     assert "quarantined by the virus scan" in (now.cancel_reason or "")
@@ -286,7 +288,7 @@ def test_under_the_process_policy_an_unscannable_files_parsing_jobs_run(
     ran = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
         JobMessage.for_job(job)
     )
-    assert ran.outcome is Outcome.COMPLETED
+    assert ran.disposition is Disposition.COMPLETED
 
 
 def test_a_scan_that_fails_for_good_leaves_no_verdict_and_cancels_the_parsing_jobs(
@@ -301,7 +303,7 @@ def test_a_scan_that_fails_for_good_leaves_no_verdict_and_cancels_the_parsing_jo
     result = service(JobType.VIRUS_SCAN, virus_scan(broken, gate, clock), gate, clock).handle(
         JobMessage.for_job(scan)
     )
-    assert result.outcome is Outcome.FAILED
+    assert result.disposition is Disposition.FAILED
     file = FileRepository().get(plan.file.id)
     assert file is not None and file.scan_status is None
     for job in plan.jobs:
@@ -357,7 +359,7 @@ def test_the_infected_verdict_is_recorded_before_the_quarantine_and_a_retry_fini
     scans = service(JobType.VIRUS_SCAN, virus_scan(finds_eicar, gate, clock, marks), gate, clock)
     # given an attempt that found the infection and then lost S3 mid-quarantine
     marks.fail_quarantine = True
-    assert scans.handle(JobMessage.for_job(scan)).outcome is Outcome.RETRYING
+    assert scans.handle(JobMessage.for_job(scan)).disposition is Disposition.RETRYING
     # then the verdict is on the file already: nothing will parse it, though it is not moved yet
     file = FileRepository().get(plan.file.id)
     assert file is not None and file.scan is not None
@@ -367,13 +369,13 @@ def test_the_infected_verdict_is_recorded_before_the_quarantine_and_a_retry_fini
     early = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
         JobMessage.for_job(thumb)
     )
-    assert early.outcome is Outcome.SKIPPED and stored(thumb).status is JobStatus.CANCELLED
+    assert early.disposition is Disposition.SKIPPED and stored(thumb).status is JobStatus.CANCELLED
     # when the retry comes, it scans again (the version is still there), records the same
     # verdict, and finishes the quarantine
     marks.fail_quarantine = False
     clock.advance(timedelta(hours=1))
     done = scans.handle(JobMessage.for_job(scan))
-    assert done.outcome is Outcome.COMPLETED
+    assert done.disposition is Disposition.COMPLETED
     assert scanned == [scan.id, scan.id]
     assert marks.quarantined == [plan.file.id]
     result = stored(scan).result_data or {}
@@ -398,7 +400,7 @@ def test_a_parsing_job_whose_scan_was_cancelled_before_a_verdict_is_cancelled_no
         JobMessage.for_job(job)
     )
     # then the job is cancelled, saying why and what to do, without running
-    assert result.outcome is Outcome.SKIPPED
+    assert result.disposition is Disposition.SKIPPED
     now = stored(job)
     assert (now.status, now.attempt) == (JobStatus.CANCELLED, 0)
     assert now.cancel_reason == (
@@ -418,7 +420,10 @@ def test_a_message_naming_another_file_never_cancels_the_job_it_names(
     # when a message names a real job with a file that is not its own (and not recorded)
     result = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(forged)
     # then it is acknowledged without touching the job
-    assert (result.outcome, result.detail) == (Outcome.SKIPPED, "the message names another file")
+    assert (result.disposition, result.detail) == (
+        Disposition.SKIPPED,
+        "the message names another file",
+    )
     assert stored(job).status is JobStatus.PENDING
 
 
@@ -433,12 +438,15 @@ def test_a_parsing_job_still_waits_while_its_scan_is_retrying(
 
     # given the scan failed once and is scheduled for a retry
     scans = service(JobType.VIRUS_SCAN, virus_scan(flaky, gate, clock), gate, clock)
-    assert scans.handle(JobMessage.for_job(scan)).outcome is Outcome.RETRYING
+    assert scans.handle(JobMessage.for_job(scan)).disposition is Disposition.RETRYING
     # when the thumbnail's message comes, then it keeps waiting
     result = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
         JobMessage.for_job(job)
     )
-    assert (result.outcome, result.detail) == (Outcome.SKIPPED, "waiting for the virus scan")
+    assert (result.disposition, result.detail) == (
+        Disposition.SKIPPED,
+        "waiting for the virus scan",
+    )
     assert stored(job).status is JobStatus.PENDING
 
 
@@ -455,10 +463,10 @@ def test_a_scan_whose_retries_are_spent_cancels_the_waiting_parsing_jobs_at_once
     # when every attempt of the scan fails (each retry due once the clock passes it)
     outcomes = []
     for _ in range(scan.max_retries + 1):
-        outcomes.append(scans.handle(JobMessage.for_job(scan)).outcome)
+        outcomes.append(scans.handle(JobMessage.for_job(scan)).disposition)
         clock.advance(timedelta(hours=1))
     # then the scan failed for good
-    assert outcomes[-1] is Outcome.FAILED
+    assert outcomes[-1] is Disposition.FAILED
     assert stored(scan).status is JobStatus.FAILED
     # and its file's parsing jobs are cancelled now, not left for the sweep to find
     gated = [job for job in plan.jobs if job.job_type in GATED_JOB_TYPES]
@@ -527,5 +535,5 @@ def test_a_message_naming_another_file_never_runs_its_job(
     result = service(JobType.THUMBNAIL_GENERATION, spy, gate, clock).handle(forged)
     # then the processor never ran and the job failed, saying why
     assert ran == []
-    assert result.outcome is Outcome.FAILED
+    assert result.disposition is Disposition.FAILED
     assert "names another file" in (stored(job).error_message or "")

@@ -17,8 +17,8 @@ from filejobs.data.models import JobModel
 from filejobs.domain import transitions
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy
+from filejobs.domain.transition_result import Applied
 from filejobs.services.scan_gate import ScanGate
 from filejobs.services.sweep import DeadLetterReview, SweepService
 from tests.aws_requests import counting_requests

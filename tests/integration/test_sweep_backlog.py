@@ -20,8 +20,8 @@ from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import Lane
-from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy
+from filejobs.domain.transition_result import Applied
 from filejobs.services.scan_gate import ScanGate
 from filejobs.services.sweep import SweepService
 from tests.conftest import FakeClock

@@ -23,9 +23,10 @@ import pytest
 from filejobs.adapters.definitions import DefinitionsStore
 from filejobs.adapters.quarantine import S3VerdictStore
 from filejobs.adapters.s3 import S3Outputs
+from filejobs.adapters.workspace import shared_scratch
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
-from filejobs.domain import events, keys
+from filejobs.domain import keys, outcome_events
 from filejobs.domain.content import sniff_content_type
 from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan, ObjectCreated, plan_ingest
@@ -39,7 +40,7 @@ from filejobs.processors.scan.processor import VirusScanProcessor
 from filejobs.services.rescans import Rescans
 from filejobs.services.scan_gate import ScanGate
 from filejobs.services.virus_scan import VirusScan
-from filejobs.services.worker import Outcome, WorkerService
+from filejobs.services.worker import Disposition, WorkerService
 from tests.definitions import publish_set
 from tests.processing import MediaBench
 
@@ -88,8 +89,8 @@ class Scanning:
         """A definitions set whose ClamAV database knows each body by its MD5."""
         publish_set(self.media.s3, self.media.outputs, self.folder, set_id, signatures)
 
-    def run(self, job: ProcessingJob) -> Outcome:
-        return self.worker.handle(JobMessage.for_job(job)).outcome
+    def run(self, job: ProcessingJob) -> Disposition:
+        return self.worker.handle(JobMessage.for_job(job)).disposition
 
 
 @pytest.fixture
@@ -111,6 +112,7 @@ def scanning(tables: dict[str, str], media: MediaBench, tmp_path: Path) -> Itera
         retention=timedelta(days=1),
         worker_id="virus-scan",
         outputs=S3Outputs(media.s3, media.outputs).for_job,
+        scratch=shared_scratch(),
         gate=gate,
         clock=clock,
     )
@@ -150,7 +152,7 @@ def test_an_infected_upload_under_any_key_is_quarantined_leaving_no_version_behi
     key = "uploads/acme/Счёт за декабрь + акт №7.pdf.exe"
     plan = scanning.upload(key, EICAR)
     # When its scan job runs
-    assert scanning.run(scan_job(plan)) is Outcome.COMPLETED
+    assert scanning.run(scan_job(plan)) is Disposition.COMPLETED
     # Then the file is quarantined, with the verdict's evidence on its record
     stored = stored_file(plan)
     assert (stored.status, stored.scan_status) == (FileStatus.QUARANTINED, ScanStatus.INFECTED)
@@ -181,14 +183,14 @@ def test_an_attempt_that_died_after_moving_the_version_is_finished_by_the_next(
     # before it marked the file quarantined
     real = FileRepository.quarantine
     monkeypatch.setattr(FileRepository, "quarantine", _dies)
-    assert scanning.run(scan_job(plan)) is Outcome.RETRYING
+    assert scanning.run(scan_job(plan)) is Disposition.RETRYING
     assert versions_left(scanning.media, plan.file.key) == []
     stored = stored_file(plan)
     assert (stored.status, stored.scan_status) == (FileStatus.ACTIVE, ScanStatus.INFECTED)
     # When the next attempt (once its retry is due) finds the version gone
     monkeypatch.setattr(FileRepository, "quarantine", real)
     scanning.clock.ahead = timedelta(hours=1)
-    assert scanning.run(scan_job(plan)) is Outcome.COMPLETED
+    assert scanning.run(scan_job(plan)) is Disposition.COMPLETED
     # Then it finished the quarantine (no second copy), reporting the recorded verdict
     stored = stored_file(plan)
     assert stored.status is FileStatus.QUARANTINED
@@ -209,7 +211,7 @@ def _dies(*_: Any, **__: Any) -> None:
 def test_a_clean_upload_is_tagged_and_its_waiting_jobs_are_sent(scanning: Scanning) -> None:
     scanning.publish("20261201T100000Z", {"Test.EICAR": EICAR})
     plan = scanning.upload("uploads/acme/notes for Q4.txt", b"Quarterly notes\n" * 40)
-    assert scanning.run(scan_job(plan)) is Outcome.COMPLETED
+    assert scanning.run(scan_job(plan)) is Disposition.COMPLETED
     stored = stored_file(plan)
     assert (stored.status, stored.scan_status) == (FileStatus.ACTIVE, ScanStatus.CLEAN)
     assert plan.file.version_id is not None
@@ -224,7 +226,7 @@ def test_a_clean_upload_is_tagged_and_its_waiting_jobs_are_sent(scanning: Scanni
 def test_without_definitions_the_scan_retries_and_decides_nothing(scanning: Scanning) -> None:
     plan = scanning.upload("uploads/acme/early.txt", b"uploaded before any definitions\n")
     # When the scan runs on a stack whose updater has not published yet
-    assert scanning.run(scan_job(plan)) is Outcome.RETRYING
+    assert scanning.run(scan_job(plan)) is Disposition.RETRYING
     job = stored_job(scan_job(plan).id)
     assert "no ClamAV definitions have been published" in (job.error_message or "")
     # then it is scheduled minutes later, not seconds, and the file has no verdict
@@ -239,7 +241,7 @@ def test_a_rescan_with_new_definitions_quarantines_a_file_the_first_scan_passed(
     scanning.publish("20261201T100000Z", {"Test.EICAR": EICAR})
     threat = b"%PDF-1.4\n% a document exploit nobody had a signature for on Monday\n" * 8
     plan = scanning.upload("uploads/acme/contracts/offer.pdf", threat)
-    assert scanning.run(scan_job(plan)) is Outcome.COMPLETED
+    assert scanning.run(scan_job(plan)) is Disposition.COMPLETED
     before = stored_file(plan)
     assert before.scan_status is ScanStatus.CLEAN
     derived = f"{keys.derived_prefix('acme', plan.file.id)}document_preview/page-1.webp"
@@ -249,7 +251,7 @@ def test_a_rescan_with_new_definitions_quarantines_a_file_the_first_scan_passed(
     rescans = Rescans(JobRepository(), FileRepository(), scanning.sent)
     rescan = rescans.rescan(before, key=str(uuid.uuid4()), by="operator", reason="new sigs")
     assert rescan.created
-    assert scanning.run(rescan.job) is Outcome.COMPLETED
+    assert scanning.run(rescan.job) is Disposition.COMPLETED
     # Then the file is quarantined with the new set's verdict, and no version of it is left
     after = stored_file(plan)
     assert (after.status, after.scan_status) == (FileStatus.QUARANTINED, ScanStatus.INFECTED)
@@ -262,7 +264,7 @@ def test_a_rescan_with_new_definitions_quarantines_a_file_the_first_scan_passed(
     result = stored_job(rescan.job.id).result_data or {}
     assert result["rescan"] is True and result["quarantine"]["outputs_withdrawn"] == 1
     # And the write that quarantined it is one the events function announces
-    assert events.file_outcome(before, after) is events.DetailType.FILE_QUARANTINED
+    assert outcome_events.file_outcome(before, after) is outcome_events.DetailType.FILE_QUARANTINED
     # And the first scan's job still says what it saw then
     first = stored_job(scan_job(plan).id).result_data or {}
     assert first["verdict"] == "CLEAN" and first["definitions_version"] == "20261201T100000Z"

@@ -14,7 +14,7 @@ import boto3
 import pytest
 
 from filejobs.adapters.s3 import S3Outputs
-from filejobs.adapters.workspace import Scratch
+from filejobs.adapters.workspace import Scratch, shared_scratch
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
@@ -23,7 +23,7 @@ from filejobs.domain.messages import JobMessage
 from filejobs.domain.retry import PermanentError, RetryPolicy, TransientError
 from filejobs.domain.time import utcnow
 from filejobs.processors.base import OutputWriter, Processor, StopRequested, Work
-from filejobs.services.worker import CANCEL_LOOK_EVERY, Outcome, WorkerService
+from filejobs.services.worker import CANCEL_LOOK_EVERY, Disposition, WorkerService
 from filejobs_dev.infra.template import create_buckets, load_template
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
@@ -64,7 +64,7 @@ def worker(
         retention=KEEP,
         worker_id="test-worker",
         outputs=outputs,
-        scratch=scratch,
+        scratch=scratch or shared_scratch(),
         retry_policy=RetryPolicy(base=timedelta(seconds=4), cap=timedelta(minutes=1)),
         clock=clock or utcnow,
         cancel_look_every=cancel_look_every,
@@ -82,7 +82,7 @@ def test_a_job_runs_to_completion_with_its_result(job: ProcessingJob, clock: Fak
         JobMessage.for_job(job)
     )
 
-    assert result.outcome is Outcome.COMPLETED
+    assert result.disposition is Disposition.COMPLETED
     done = stored(job)
     assert done.status is JobStatus.COMPLETED
     assert done.result_data == {"seen": job.input_data}
@@ -98,7 +98,7 @@ def test_a_transient_failure_is_retried_by_a_delayed_message(
     dispatcher = Recorder()
     result = worker(flaky, dispatcher, clock).handle(JobMessage.for_job(job))
 
-    assert result.outcome is Outcome.RETRYING
+    assert result.disposition is Disposition.RETRYING
     retrying = stored(job)
     assert retrying.status is JobStatus.SCHEDULED
     assert retrying.error_message == "TransientError: S3 SlowDown"
@@ -116,7 +116,7 @@ def test_a_permanent_failure_fails_the_job_with_a_readable_message(
     dispatcher = Recorder()
     result = worker(corrupt, dispatcher, clock).handle(JobMessage.for_job(job))
 
-    assert result.outcome is Outcome.FAILED
+    assert result.disposition is Disposition.FAILED
     failed = stored(job)
     assert failed.status is JobStatus.FAILED
     assert failed.error_message == "PermanentError: not a PDF: the file ends after 12 bytes"
@@ -136,7 +136,7 @@ def test_a_duplicate_message_for_a_finished_job_is_skipped(
     first = service.handle(JobMessage.for_job(job))
     again = service.handle(JobMessage.for_job(job))
 
-    assert (first.outcome, again.outcome) == (Outcome.COMPLETED, Outcome.SKIPPED)
+    assert (first.disposition, again.disposition) == (Disposition.COMPLETED, Disposition.SKIPPED)
     assert again.detail == "finished"
     assert calls == [job.id], "the work ran once"
 
@@ -146,7 +146,7 @@ def test_a_message_naming_another_type_is_skipped_without_a_write(
 ) -> None:
     message = JobMessage(job.id, JobType.COMPRESSION)
     result = worker(lambda work: {}, Recorder(), clock).handle(message)
-    assert (result.outcome, result.detail) == (Outcome.SKIPPED, "wrong_type")
+    assert (result.disposition, result.detail) == (Disposition.SKIPPED, "wrong_type")
     assert stored(job).status is JobStatus.PENDING
 
 
@@ -162,11 +162,12 @@ def test_a_forged_message_cannot_make_a_worker_take_another_types_job(
         lease=timedelta(minutes=5),
         retention=KEEP,
         worker_id="w",
+        scratch=shared_scratch(),
     )
     result = service.handle(JobMessage(job.id, JobType.COMPRESSION))
 
     # Then the claim's condition refuses it and the job and its index keys are untouched
-    assert (result.outcome, result.detail) == (Outcome.SKIPPED, "wrong_type")
+    assert (result.disposition, result.detail) == (Disposition.SKIPPED, "wrong_type")
     assert stored(job).status is JobStatus.PENDING
     assert JobRepository().jobs_by_status(JobStatus.RUNNING) == []
 
@@ -180,7 +181,7 @@ def test_a_long_job_keeps_its_lease_alive(job: ProcessingJob) -> None:
     result = worker(slow, Recorder(), lease=timedelta(seconds=0.3)).handle(JobMessage.for_job(job))
 
     # Then heartbeats kept the lease: the job completed on its first attempt
-    assert result.outcome is Outcome.COMPLETED
+    assert result.disposition is Disposition.COMPLETED
     assert stored(job).attempt == 1
 
 
@@ -204,7 +205,7 @@ def test_a_cancel_during_processing_stops_the_worker_and_discards_its_result(
     result = service.handle(JobMessage.for_job(job))
     canceller.join()
 
-    assert result.outcome is Outcome.ABANDONED
+    assert result.disposition is Disposition.ABANDONED
     assert result.detail == "cancelled"
     final = stored(job)
     assert final.status is JobStatus.CANCELLED
@@ -235,7 +236,7 @@ def test_a_cancel_reaches_a_running_attempt_long_before_its_next_heartbeat(
     result = service.handle(JobMessage.for_job(job))
     canceller.join()
     # then the attempt stopped within a look or two, with no heartbeat written meanwhile
-    assert (result.outcome, result.detail) == (Outcome.ABANDONED, "cancelled")
+    assert (result.disposition, result.detail) == (Disposition.ABANDONED, "cancelled")
     assert ran and ran[0] < 2
     assert stored(job).status is JobStatus.CANCELLED
 
@@ -257,7 +258,7 @@ def test_a_look_that_reads_the_job_as_it_was_before_the_claim_does_not_stop_it(
 
     service = worker(half_a_second, Recorder(), cancel_look_every=timedelta(seconds=0.05))
     # then the stale replica (an earlier attempt, pending) never stops the attempt
-    assert service.handle(JobMessage.for_job(job)).outcome is Outcome.COMPLETED
+    assert service.handle(JobMessage.for_job(job)).disposition is Disposition.COMPLETED
 
 
 def _cancel_when(started: threading.Event, job: ProcessingJob) -> None:
@@ -286,9 +287,9 @@ def test_every_attempt_works_in_a_fresh_directory_that_is_gone_when_it_ends(
 
     service = worker(fill, Recorder(), clock, scratch=scratch)
     # when the job fails, is retried and completes
-    assert service.handle(JobMessage.for_job(job)).outcome is Outcome.RETRYING
+    assert service.handle(JobMessage.for_job(job)).disposition is Disposition.RETRYING
     clock.advance(timedelta(minutes=2))
-    assert service.handle(JobMessage.for_job(job)).outcome is Outcome.COMPLETED
+    assert service.handle(JobMessage.for_job(job)).disposition is Disposition.COMPLETED
     # then each attempt had its own directory, and none is left on disk
     assert len(set(seen)) == 2
     assert not any(path.exists() for path in seen)
@@ -365,7 +366,7 @@ def test_an_output_name_that_is_not_a_plain_file_name_fails_the_job_for_good(
         JobMessage.for_job(job)
     )
     # then it failed without a retry, saying why, and nothing was written
-    assert result.outcome is Outcome.FAILED
+    assert result.disposition is Disposition.FAILED
     assert result.job is not None
     assert "is not a plain file name" in (result.job.error_message or "")
     assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=outputs_bucket)
@@ -379,7 +380,7 @@ def test_a_worker_without_an_outputs_bucket_fails_a_writing_job_with_a_clear_err
         return {}
 
     result = worker(write, Recorder(), clock).handle(JobMessage.for_job(job))
-    assert result.outcome is Outcome.FAILED
+    assert result.disposition is Disposition.FAILED
     assert result.job is not None
     assert "no outputs bucket" in (result.job.error_message or "")
 
@@ -401,6 +402,6 @@ def test_a_derived_file_made_in_the_workspace_is_uploaded_from_disk(
         render, Recorder(), clock, outputs=S3Outputs(s3, outputs_bucket).for_job
     ).handle(JobMessage.for_job(job))
     # then the file is in the outputs bucket, byte for byte
-    assert result.outcome is Outcome.COMPLETED
+    assert result.disposition is Disposition.COMPLETED
     key = f"derived/acme/{job.file_id}/virus_scan/preview.pdf"
     assert s3.get_object(Bucket=outputs_bucket, Key=key)["Body"].read() == preview

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from filejobs.adapters.s3_events import object_created_records
+from filejobs.adapters.s3_notifications import object_created_records
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage, MalformedMessageError, is_uuid
 from tests.factories import pending_job

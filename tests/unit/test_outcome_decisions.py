@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 from filejobs.domain import transitions
-from filejobs.domain.events import DetailType, file_outcome, job_event_id, job_outcome
 from filejobs.domain.file import FileStatus
 from filejobs.domain.job import ProcessingJob
+from filejobs.domain.outcome_events import DetailType, file_outcome, job_event_id, job_outcome
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan, pending_job
 

@@ -49,7 +49,6 @@ from filejobs.processors.base import Processor
 from filejobs_dev.infra.event_filter import filter_patterns, passes
 from filejobs_dev.infra.template import FunctionSpec, function_definitions, load_template
 from filejobs_dev.local import metering
-from filejobs_dev.local.events import dynamodb_event, scheduled_event, sqs_event
 from filejobs_dev.local.faults import (
     DUPLICATE_ATTRIBUTE,
     FAULTS_VARIABLE,
@@ -61,6 +60,7 @@ from filejobs_dev.local.faults import (
     throttle_dynamodb,
     with_processor_faults,
 )
+from filejobs_dev.local.payloads import dynamodb_event, scheduled_event, sqs_event
 from filejobs_dev.local.resources import ACCOUNT, Resources
 
 log = logging.getLogger("filejobs_dev.local")

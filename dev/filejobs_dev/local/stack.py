@@ -46,7 +46,6 @@ from moto.server import ThreadedMotoServer
 from filejobs_cli.local_stack_file import CONFIG_PATH, LOCAL_CREDENTIALS
 from filejobs_dev.infra.template import FunctionSpec, function_definitions, load_template
 from filejobs_dev.local import emulator, moto_fixes, tokens
-from filejobs_dev.local.events import api_event, custom_resource_event
 from filejobs_dev.local.faults import (
     CRASH_EXIT_CODE,
     FAULT_LOG_VARIABLE,
@@ -62,6 +61,7 @@ from filejobs_dev.local.host import (
 )
 from filejobs_dev.local.metering import METER_LOG_VARIABLE
 from filejobs_dev.local.mirror import DefinitionsMirror, build_local_databases
+from filejobs_dev.local.payloads import api_event, custom_resource_event
 from filejobs_dev.local.resources import ACCOUNT, Resources, provision
 
 log = logging.getLogger("filejobs_dev.local")

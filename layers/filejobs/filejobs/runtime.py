@@ -1,7 +1,9 @@
 """Wiring for Lambda handlers: clients and repositories built once per container.
 
-Only what every handler uses is imported here: a handler that needs more (the ingest's files
-repository) imports it itself, so the others do not load it at every cold start. Clients come
+Only what every handler uses is imported at the top: the files repository is imported by
+`files()` when a handler first asks for it, so the others do not load it at every cold start.
+The repositories come from `jobs()` and `files()`, which bind the models to the environment's
+tables first (`tables()`). Clients come
 from botocore itself: boto3 would add its resources and S3 transfer manager (and, through them,
 multiprocessing), some 30 ms of each cold start, and none of it is used.
 """
@@ -18,26 +20,33 @@ import botocore.session
 from filejobs.adapters.sqs import SqsDeadLetters, SqsDispatcher, SqsQueueWatch
 from filejobs.config import Settings
 from filejobs.data.job_repository import JobRepository
-from filejobs.data.models import bind_tables
+from filejobs.data.models import Tables, bind_tables
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sqs import SQSClient
 
+    from filejobs.data.file_repository import FileRepository
     from filejobs.services.scan_gate import ScanGate
 
 
 @cache
 def settings() -> Settings:
-    """The environment's settings; the PynamoDB models are bound to its tables from here on."""
-    loaded = Settings.from_env()
-    bind_tables(
+    return Settings.from_env()
+
+
+@cache
+def tables() -> Tables:
+    """The environment's tables, the PynamoDB models bound to them. PynamoDB binds a model
+    class (its Meta), not an instance: the repositories built below are the only way the
+    handlers reach a table, so nothing reads one before this has run."""
+    loaded = settings()
+    return bind_tables(
         jobs_table=loaded.jobs_table,
         files_table=loaded.files_table,
         endpoint_url=loaded.dynamodb_endpoint_url,
     )
-    return loaded
 
 
 @cache
@@ -66,8 +75,15 @@ def _client(service: str) -> object:
 
 
 def jobs() -> JobRepository:
-    settings()
+    tables()
     return JobRepository()
+
+
+def files() -> FileRepository:
+    from filejobs.data.file_repository import FileRepository  # noqa: PLC0415 (not every handler)
+
+    tables()
+    return FileRepository()
 
 
 def dispatcher() -> SqsDispatcher:
@@ -85,12 +101,11 @@ def dead_letters() -> SqsDeadLetters:
 def scan_gate() -> ScanGate:
     """The virus scan's gate (services/scan_gate.py), for the handlers that hold, release or
     settle the jobs waiting on a verdict: the workers, the sweep and the API."""
-    from filejobs.data.file_repository import FileRepository  # noqa: PLC0415 (not every handler)
-    from filejobs.services.scan_gate import ScanGate  # noqa: PLC0415
+    from filejobs.services.scan_gate import ScanGate  # noqa: PLC0415 (not every handler)
 
     loaded = settings()
     return ScanGate(
-        FileRepository(),
+        files(),
         jobs(),
         dispatcher(),
         retention=loaded.retention,
@@ -116,6 +131,6 @@ def once[T](name: str, build: Callable[[], T]) -> T:
 
 def reset() -> None:
     """Forget every cached client and setting (tests change the environment between cases)."""
-    for cached in (settings, aws_session, s3, sqs, events):
+    for cached in (settings, tables, aws_session, s3, sqs, events):
         cached.cache_clear()
     _built.clear()

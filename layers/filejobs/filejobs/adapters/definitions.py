@@ -26,7 +26,7 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,13 +41,16 @@ from filejobs.domain.definitions import (
     is_set_id,
 )
 from filejobs.domain.retry import TransientError
+from filejobs.ports import (
+    CuratedFile,
+    LocalDefinitions,
+    ManifestRead,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 MANIFEST = "manifest.json"
-FRESHCLAM_STATE = "freshclam.dat"
-BACKOFF_STATE = "backoff.json"
 CHUNK = 1024 * 1024
 # A staging folder of another fetch untouched this long is a crashed one's: removed.
 STALE_STAGING_SECONDS = 3600.0
@@ -56,36 +59,6 @@ _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
 
 class RollbackError(RuntimeError):
     """There is no set to roll back to (or it is not whole any more)."""
-
-
-@dataclass(frozen=True)
-class ManifestRead:
-    """What `current()` found: the manifest and its ETag; or `unchanged` (the ETag asked about
-    is still current, nothing downloaded); or neither (nothing published yet)."""
-
-    manifest: DefinitionsManifest | None
-    etag: str | None
-    unchanged: bool = False
-
-
-@dataclass(frozen=True)
-class LocalDefinitions:
-    """One set on local disk, every file checked: give `clamav_dir` to clamd/clamscan as its
-    database directory and `yara_dir`'s rules to YARA."""
-
-    manifest: DefinitionsManifest
-    clamav_dir: Path
-    yara_dir: Path
-
-
-@dataclass(frozen=True)
-class CuratedFile:
-    """A database or rule file an operator put under custom/."""
-
-    key: str
-    name: str
-    engine: Engine
-    size: int
 
 
 class DefinitionsStore:

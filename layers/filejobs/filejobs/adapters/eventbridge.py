@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from filejobs.domain.events import SOURCE
-from filejobs.services.outcomes import OutcomeEvent
+from filejobs.domain.outcome_events import SOURCE, OutcomeEvent
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient

@@ -22,13 +22,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from filejobs.domain import keys
 from filejobs.domain.retry import is_missing_object
+from filejobs.ports import Quarantined
 from filejobs.processors.source import ObjectLocation
 
 if TYPE_CHECKING:
@@ -44,15 +44,6 @@ COPY_PART_SIZE = 512 * 1024 * 1024
 MAX_PARTS = 10_000
 # DeleteObjects takes at most 1,000 keys per request.
 _DELETE_BATCH = 1000
-
-
-@dataclass(frozen=True)
-class Quarantined:
-    """Where the infected version went, and what this attempt did (for the job's result)."""
-
-    key: str
-    copied: bool  # False: an earlier attempt's copy was found and kept
-    deleted_versions: tuple[str, ...]
 
 
 class S3VerdictStore:

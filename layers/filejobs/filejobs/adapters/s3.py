@@ -1,9 +1,10 @@
-"""S3 access the core needs: the first bytes of an object version (content sniffing), and the
-outputs bucket where jobs write derived files."""
+"""S3 access the core needs: the first bytes of an object version (content sniffing), the
+outputs bucket where jobs write derived files, and links to read them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,21 @@ class S3HeadReader:
             raise
         body: bytes = response["Body"].read(length)
         return body
+
+
+class S3OutputLinks:
+    """Presigned GET URLs of derived files: signed locally, no request is made."""
+
+    def __init__(self, client: Callable[[], S3Client], bucket: str) -> None:
+        self._client = client  # built on first use: most API calls link nothing
+        self._bucket = bucket
+
+    def link(self, key: str, lifetime: timedelta) -> str:
+        return self._client().generate_presigned_url(
+            "get_object",
+            Params={"Bucket": self._bucket, "Key": key},
+            ExpiresIn=int(lifetime.total_seconds()),
+        )
 
 
 # S3's smallest part but the last: parts of exactly this size keep one part in memory at a time.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from filejobs.domain.backlog import QueueProgress
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.messages import MAX_MESSAGE_DELAY, JobMessage, Lane, lane_of
 from filejobs.domain.time import utcnow
+from filejobs.ports import DeadLetter
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -99,14 +99,6 @@ class SqsQueueWatch:
             visibility_timeout=timedelta(seconds=int(found["VisibilityTimeout"])),
             retention=timedelta(seconds=int(found["MessageRetentionPeriod"])),
         )
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    job_type: JobType
-    body: str
-    receipt_handle: str
-    message_id: str
 
 
 class SqsDeadLetters:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.exceptions import PutError
 
-from filejobs.data.models import ContentIndexModel, FileModel
-from filejobs.domain.retry import PermanentError
+from filejobs.data.models import ContentIndexModel
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
@@ -45,30 +44,3 @@ class ContentIndex:
         except ContentIndexModel.DoesNotExist:
             return None
         return str(found.file_id)
-
-
-def record_content(
-    file_id: str, *, sha256: str, duplicate_of: str | None, at: datetime, by: str
-) -> None:
-    """Write the file's hash and duplicate_of (removed when it owns its content): one UpdateItem,
-    on an existing file only."""
-    model = FileModel(id=file_id)
-    duplicate = (
-        FileModel.duplicate_of.set(duplicate_of)
-        if duplicate_of is not None
-        else FileModel.duplicate_of.remove()
-    )
-    try:
-        model.update(
-            actions=[
-                FileModel.sha256.set(sha256),
-                duplicate,
-                FileModel.updated_at.set(at),
-                FileModel.updated_by.set(by),
-            ],
-            condition=FileModel.id.exists(),
-        )
-    except UpdateError as error:
-        if error.cause_response_code != "ConditionalCheckFailedException":
-            raise
-        raise PermanentError(f"file {file_id} is not recorded") from error

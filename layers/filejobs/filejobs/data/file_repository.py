@@ -8,7 +8,6 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
 
 from pynamodb.exceptions import TransactWriteError, UpdateError
@@ -22,48 +21,11 @@ from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan
+from filejobs.ports import AlreadyIngested, FilePage, FileRef, Ingested, IngestResult, ScannedFile
 
 # Concurrent deliveries of one record collide as TransactionConflict; a retry then finds the
 # winner's file and reports "already ingested".
 _CONFLICT_RETRIES = 5
-
-
-@dataclass(frozen=True)
-class Ingested:
-    plan: IngestPlan
-
-
-@dataclass(frozen=True)
-class AlreadyIngested:
-    file_id: str
-
-
-type IngestResult = Ingested | AlreadyIngested
-
-
-@dataclass(frozen=True)
-class FileRef:
-    """A file as an index lists it: enough to page on and to read the file."""
-
-    id: str
-    key: str
-
-
-@dataclass(frozen=True)
-class FilePage:
-    files: list[FileRef]
-    # Where the next page starts (the last file's key and id), or None after the last page.
-    next: tuple[str, str] | None
-
-
-@dataclass(frozen=True)
-class ScannedFile:
-    """A clean file as the rescan policy's index lists it."""
-
-    id: str
-    tenant: str
-    scanned_at: datetime
-    definitions_version: str | None
 
 
 class FileRepository:
@@ -126,6 +88,20 @@ class FileRepository:
         else:
             actions.append(FileModel.scan_shard.remove())
         return self._update_if(file_id, actions, allowed, at=record.scanned_at, by=by)
+
+    def record_content(
+        self, file_id: str, *, sha256: str, duplicate_of: str | None, at: datetime, by: str
+    ) -> StoredFile | None:
+        """The file's hash and duplicate_of (removed when it owns its content), in one
+        UpdateItem of an existing file; None when there is none."""
+        duplicate = (
+            FileModel.duplicate_of.set(duplicate_of)
+            if duplicate_of is not None
+            else FileModel.duplicate_of.remove()
+        )
+        return self._update_if(
+            file_id, [FileModel.sha256.set(sha256), duplicate], FileModel.id.exists(), at=at, by=by
+        )
 
     def _update_if(
         self, file_id: str, actions: list[Action], condition: Condition, *, at: datetime, by: str

@@ -14,7 +14,6 @@ import itertools
 import random
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -28,32 +27,15 @@ from filejobs.data import index_keys
 from filejobs.data.mapping import attempt_to_map, job_from_model, job_to_model
 from filejobs.data.models import JobModel
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
-from filejobs.domain.outcome import Applied, Lost, TransitionResult
+from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.domain.transitions import Changes, Conflict, Guard, Transition
+from filejobs.ports import InvalidCursorError, JobPage, PageCursor
 
 _J = JobModel
 # Parallel shard queries: enough to hide per-request latency, few enough for a small Lambda.
 _FAN_OUT = 16
 # DynamoDB's limit on a sort key value.
 _MAX_RANGE_KEY_BYTES = 1024
-
-
-class InvalidCursorError(ValueError):
-    """A page cursor whose range value is not one the index could have returned."""
-
-
-@dataclass(frozen=True)
-class PageCursor:
-    """Where a page ended: the last entry's index range key (serialized) and its id."""
-
-    range_value: str
-    id: str
-
-
-@dataclass(frozen=True)
-class JobPage:
-    jobs: list[ProcessingJob]
-    next: PageCursor | None  # None on the last page
 
 
 class JobRepository:

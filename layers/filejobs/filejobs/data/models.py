@@ -7,6 +7,7 @@ The template is the source of truth for keys and indexes:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import (
@@ -207,13 +208,22 @@ class ContentIndexModel(Model):
 POOL_CONNECTIONS = 32
 
 
+@dataclass(frozen=True)
+class Tables:
+    """The tables the models are bound to (bind_tables)."""
+
+    jobs: str
+    files: str
+    endpoint_url: str | None
+
+
 def bind_tables(
     *,
     jobs_table: str,
     files_table: str,
     region: str | None = None,
     endpoint_url: str | None = None,
-) -> None:
+) -> Tables:
     """Point the models at concrete tables (a Lambda's environment, a test, the local stack)."""
     bindings: tuple[tuple[type[Model], str], ...] = (
         (JobModel, jobs_table),
@@ -231,3 +241,4 @@ def bind_tables(
         meta.max_pool_connections = POOL_CONNECTIONS
         # PynamoDB caches one connection per model class; drop it so the new target is used.
         model._connection = None
+    return Tables(jobs_table, files_table, endpoint_url)

@@ -56,9 +56,9 @@ def processor_for(job_type: JobType, s3: S3Client, scan: ScanSettings | None) ->
 
         return CompressionProcessor(s3)
     if job_type is JobType.DEDUPLICATION_CHECK:
-        from filejobs.processors.dedup import DeduplicationCheck
+        from filejobs.processors.dedup import ContentDigest
 
-        return DeduplicationCheck(s3)
+        return ContentDigest(s3)
     if scan is None:
         raise ValueError("the virus scan needs its settings (a quarantine bucket)")
     return virus_scan(s3, scan)

@@ -35,13 +35,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from filejobs.adapters.definitions import (
-    BACKOFF_STATE,
-    FRESHCLAM_STATE,
-    CuratedFile,
-    LocalDefinitions,
-    ManifestRead,
-)
 from filejobs.domain.definitions import (
     Backoff,
     BackoffPolicy,
@@ -55,6 +48,13 @@ from filejobs.domain.definitions import (
 )
 from filejobs.domain.retry import TransientError
 from filejobs.domain.time import utcnow
+from filejobs.ports import (
+    BACKOFF_STATE,
+    FRESHCLAM_STATE,
+    CuratedFile,
+    LocalDefinitions,
+    ManifestRead,
+)
 from filejobs.processors.scan.freshclam import (
     CvdHeader,
     CvdHeaderError,

@@ -1,28 +1,34 @@
-"""The ingest use case: an S3 object-created record becomes a StoredFile and its jobs."""
+"""The ingest use case: an S3 object-created record becomes a StoredFile, its jobs, and the
+messages that start them, however often the record is delivered."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
-from filejobs.data.file_repository import AlreadyIngested, FileRepository, IngestResult
 from filejobs.domain import keys
 from filejobs.domain.content import SNIFF_BYTES, sniff_content_type
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated, plan_ingest, tenant_of
+from filejobs.domain.job import JobStatus, ProcessingJob
 from filejobs.domain.retry import is_missing_object
+from filejobs.domain.scanning import sent_at_ingest
 from filejobs.domain.time import utcnow
-
-
-class HeadReader(Protocol):
-    def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes: ...
+from filejobs.ports import (
+    AlreadyIngested,
+    BatchDispatcher,
+    FileStore,
+    IngestResult,
+    JobStore,
+    ObjectStore,
+)
 
 
 class IngestService:
     def __init__(
         self,
-        files: FileRepository,
-        heads: HeadReader,
+        files: FileStore,
+        heads: ObjectStore,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._files = files
@@ -54,4 +60,44 @@ class IngestService:
             return AlreadyIngested(file_id)
         raise InvalidUploadError(
             f"key {record.key!r}: the object was deleted before it could be ingested"
+        )
+
+
+@dataclass(frozen=True)
+class Received:
+    """What one delivery of an upload record did."""
+
+    file_id: str
+    first: bool  # False: a redelivery of a record already ingested
+    content_type: str | None  # sniffed on the first delivery
+    jobs: tuple[ProcessingJob, ...]  # the jobs the first delivery recorded (none on a redelivery)
+    sent: list[ProcessingJob]  # the jobs whose messages this delivery sent
+
+
+class UploadIntake:
+    """Records an upload with its jobs and sends the messages that start them.
+
+    A redelivered record finds its file recorded: the first delivery may have died between
+    recording and sending, so the jobs it would have sent and that are still pending are sent
+    again (a job's claim is conditional: a duplicate message is acknowledged unread).
+    """
+
+    def __init__(self, ingest: IngestService, jobs: JobStore, dispatcher: BatchDispatcher) -> None:
+        self._ingest = ingest
+        self._jobs = jobs
+        self._dispatcher = dispatcher
+
+    def receive(self, record: ObjectCreated) -> Received:
+        """Raises `InvalidUploadError` for a record that can never become an upload."""
+        result = self._ingest.ingest(record)
+        if isinstance(result, AlreadyIngested):
+            pending = self._jobs.jobs_of_file(result.file_id, JobStatus.PENDING)
+            resent = sent_at_ingest(pending)
+            self._dispatcher.dispatch_all(resent)
+            return Received(result.file_id, first=False, content_type=None, jobs=(), sent=resent)
+        plan = result.plan
+        sent = sent_at_ingest(plan.jobs)
+        self._dispatcher.dispatch_all(sent)
+        return Received(
+            plan.file.id, first=True, content_type=plan.file.content_type, jobs=plan.jobs, sent=sent
         )

@@ -1,6 +1,6 @@
 """Announce outcomes: turn one committed table change into at most one event on the bus.
 
-Fed by the tables' streams (see domain/events.py for what is announced). Delivery is
+Fed by the tables' streams (see domain/outcome_events.py for what is announced). Delivery is
 at-least-once: a stream batch that fails part-way is retried, so a consumer may see an event
 twice and drops the copy by its `event_id`.
 """
@@ -9,48 +9,40 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
-from enum import StrEnum
-from typing import Any, Protocol
 
-from filejobs.data.stream import file_from_image, job_from_image
-from filejobs.domain.events import (
-    DetailType,
+from filejobs.domain.file import StoredFile
+from filejobs.domain.job import ProcessingJob
+from filejobs.domain.outcome_events import (
+    OutcomeEvent,
     file_event_id,
     file_outcome,
     job_event_id,
     job_outcome,
 )
+from filejobs.ports import EventPublisher
 from filejobs.views import file_view, job_view
 
 # EventBridge refuses entries over 256 KB; a job's result_data is the only unbounded part.
 MAX_DETAIL_BYTES = 200_000
 
 
-class Table(StrEnum):
-    JOBS = "jobs"
-    FILES = "files"
+@dataclass(frozen=True)
+class JobChange:
+    """One committed write of a job: before and after (None when it did not exist)."""
+
+    before: ProcessingJob | None
+    after: ProcessingJob | None
 
 
 @dataclass(frozen=True)
-class Change:
-    """One stream record: the item before and after a write (None when it did not exist)."""
+class FileChange:
+    """One committed write of a file: before and after (None when it did not exist)."""
 
-    table: Table
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class OutcomeEvent:
-    event_id: str
-    detail_type: DetailType
-    detail: dict[str, Any]
-    time: datetime
+    before: StoredFile | None
+    after: StoredFile | None
 
 
-class EventPublisher(Protocol):
-    def publish(self, event: OutcomeEvent) -> None: ...
+type Change = JobChange | FileChange
 
 
 class OutcomeService:
@@ -67,14 +59,13 @@ class OutcomeService:
 def outcome_event(change: Change) -> OutcomeEvent | None:
     if change.after is None:  # a delete (TTL expiry) ends nothing
         return None
-    if change.table is Table.JOBS:
+    if isinstance(change, JobChange):
         return _job_event(change.before, change.after)
     return _file_event(change.before, change.after)
 
 
-def _job_event(before: dict[str, Any] | None, after: dict[str, Any]) -> OutcomeEvent | None:
-    job = job_from_image(after)
-    detail_type = job_outcome(None if before is None else job_from_image(before), job)
+def _job_event(before: ProcessingJob | None, job: ProcessingJob) -> OutcomeEvent | None:
+    detail_type = job_outcome(before, job)
     if detail_type is None:
         return None
     event_id = job_event_id(job)
@@ -84,9 +75,8 @@ def _job_event(before: dict[str, Any] | None, after: dict[str, Any]) -> OutcomeE
     return OutcomeEvent(event_id, detail_type, detail, job.metadata.updated_at)
 
 
-def _file_event(before: dict[str, Any] | None, after: dict[str, Any]) -> OutcomeEvent | None:
-    stored = file_from_image(after)
-    detail_type = file_outcome(None if before is None else file_from_image(before), stored)
+def _file_event(before: StoredFile | None, stored: StoredFile) -> OutcomeEvent | None:
+    detail_type = file_outcome(before, stored)
     if detail_type is None:
         return None
     event_id = file_event_id(stored)

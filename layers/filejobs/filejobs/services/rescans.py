@@ -19,25 +19,19 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
 
-from filejobs.data.file_repository import FilePage, FileRepository, ScannedFile
-from filejobs.data.job_repository import JobRepository
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
+from filejobs.ports import Dispatcher, FilePage, FileStore, JobStore, ScannedFile
 
 logger = logging.getLogger(__name__)
 
 # Below new uploads' scans (priority 0): a backlog of rescans is served after them by the sweep.
 RESCAN_PRIORITY = -10
 POLICY = "rescan-policy"
-
-
-class Dispatcher(Protocol):
-    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -70,8 +64,8 @@ class PolicyReport:
 class Rescans:
     def __init__(
         self,
-        jobs: JobRepository,
-        files: FileRepository,
+        jobs: JobStore,
+        files: FileStore,
         dispatcher: Dispatcher,
         *,
         clock: Callable[[], datetime] = utcnow,

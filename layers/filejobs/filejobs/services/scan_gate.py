@@ -18,13 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from filejobs.data.file_repository import FileRepository
-from filejobs.data.job_repository import JobRepository
 from filejobs.domain import keys, transitions
 from filejobs.domain.file import StoredFile
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.outcome import Applied
 from filejobs.domain.scanning import (
     GATED_JOB_TYPES,
     SCANNER,
@@ -35,7 +32,8 @@ from filejobs.domain.scanning import (
     refusal_reason,
 )
 from filejobs.domain.time import utcnow
-from filejobs.services.sweep import Dispatcher
+from filejobs.domain.transition_result import Applied
+from filejobs.ports import Dispatcher, FileStore, JobStore
 
 
 def scan_job_id(stored: StoredFile) -> str:
@@ -55,8 +53,8 @@ def _verdict_time(stored: StoredFile | None) -> datetime | None:
 class ScanGate:
     def __init__(
         self,
-        files: FileRepository,
-        jobs: JobRepository,
+        files: FileStore,
+        jobs: JobStore,
         dispatcher: Dispatcher,
         *,
         retention: timedelta,

@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from filejobs.adapters.sqs import DeadLetter
-from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.backlog import QueueProgress, visible_at
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
@@ -41,23 +39,13 @@ from filejobs.domain.messages import (
     MalformedMessageError,
     lane_of,
 )
-from filejobs.domain.outcome import Applied
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy, TransientError
 from filejobs.domain.scanning import Gate, GateReview
 from filejobs.domain.time import utcnow
+from filejobs.domain.transition_result import Applied
+from filejobs.ports import DeadLetter, DeadLetters, Dispatcher, JobStore
 
 logger = logging.getLogger(__name__)
-
-
-class DeadLetters(Protocol):
-    def receive(self, job_type: JobType, limit: int = 10) -> list[DeadLetter]: ...
-
-    def settle(self, letter: DeadLetter) -> None: ...
-
-
-class Dispatcher(Protocol):
-    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
-        """Send the job's message to its worker queue, visible after `delay`."""
 
 
 class QueueWatch(Protocol):
@@ -101,7 +89,7 @@ def _never() -> bool:
 class SweepService:
     def __init__(
         self,
-        jobs: JobRepository,
+        jobs: JobStore,
         dispatcher: Dispatcher,
         *,
         queues: QueueWatch | None = None,
@@ -239,7 +227,7 @@ class DeadLetterReview:
 
     def __init__(
         self,
-        jobs: JobRepository,
+        jobs: JobStore,
         letters: DeadLetters,
         *,
         held: HeldJobs | None = None,

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from filejobs.adapters.quarantine import Quarantined
-from filejobs.data.file_repository import FileRepository
 from filejobs.domain.file import ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.retry import PermanentError, is_missing_object
 from filejobs.domain.scanning import SCANNER
 from filejobs.domain.time import utcnow
+from filejobs.ports import FileStore, VerdictMarks
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.scan.processor import ScanVerdict
 from filejobs.processors.source import ObjectLocation
@@ -46,23 +45,11 @@ _STATUS = {
 _TAGS = {ScanStatus.CLEAN: ScanVerdict.CLEAN, ScanStatus.UNSCANNABLE: ScanVerdict.UNSCANNABLE}
 
 
-class VerdictMarks(Protocol):
-    """What a verdict does in S3 (adapters/quarantine.py S3VerdictStore)."""
-
-    def tag(self, location: ObjectLocation, verdict: str) -> bool: ...
-
-    def quarantine(
-        self, location: ObjectLocation, *, tenant: str, file_id: str, etag: str, size: int
-    ) -> Quarantined: ...
-
-    def withdraw_outputs(self, tenant: str, file_id: str) -> int: ...
-
-
 class VirusScan:
     def __init__(
         self,
         scanner: Processor,
-        files: FileRepository,
+        files: FileStore,
         marks: VerdictMarks,
         gate: ScanGate,
         clock: Callable[[], datetime] = utcnow,

@@ -18,13 +18,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from filejobs.adapters.workspace import Scratch, shared_scratch
-from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.outcome import Applied, Lost
 from filejobs.domain.retry import (
     ErrorKind,
     PermanentError,
@@ -34,8 +31,10 @@ from filejobs.domain.retry import (
 )
 from filejobs.domain.scanning import Gate, refusal_reason
 from filejobs.domain.time import utcnow
+from filejobs.domain.transition_result import Applied, Lost
+from filejobs.ports import Dispatcher, JobStore, Workspaces
 from filejobs.processors.base import OutputWriter, Processor, StopRequested, Work
-from filejobs.services.sweep import Dispatcher, dispatch_retry_if_soon
+from filejobs.services.sweep import dispatch_retry_if_soon
 
 if TYPE_CHECKING:
     from filejobs.services.scan_gate import ScanGate
@@ -48,7 +47,9 @@ logger = logging.getLogger(__name__)
 CANCEL_LOOK_EVERY = timedelta(seconds=5)
 
 
-class Outcome(StrEnum):
+class Disposition(StrEnum):
+    """What became of one job message (the job's own record of an attempt is its AttemptOutcome)."""
+
     COMPLETED = "completed"
     RETRYING = "retrying"
     FAILED = "failed"
@@ -58,7 +59,7 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True)
 class WorkResult:
-    outcome: Outcome
+    disposition: Disposition
     job: ProcessingJob | None
     detail: str = ""
 
@@ -66,7 +67,7 @@ class WorkResult:
 class WorkerService:
     def __init__(
         self,
-        jobs: JobRepository,
+        jobs: JobStore,
         dispatcher: Dispatcher,
         processor: Processor,
         job_type: JobType,
@@ -75,7 +76,7 @@ class WorkerService:
         retention: timedelta,
         worker_id: str,
         outputs: Callable[[ProcessingJob], OutputWriter] | None = None,
-        scratch: Scratch | None = None,
+        scratch: Workspaces,
         gate: ScanGate | None = None,
         retry_policy: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen dataclass: immutable)
         clock: Callable[[], datetime] = utcnow,
@@ -89,7 +90,7 @@ class WorkerService:
         self._retention = retention
         self._worker = worker_id
         self._outputs = outputs or _NoOutputs
-        self._scratch = scratch or shared_scratch()
+        self._scratch = scratch
         self._gate = gate
         self._retry = retry_policy
         self._clock = clock
@@ -97,7 +98,7 @@ class WorkerService:
 
     def handle(self, message: JobMessage) -> WorkResult:
         if message.job_type is not self._job_type:
-            return WorkResult(Outcome.SKIPPED, None, "wrong_type")
+            return WorkResult(Disposition.SKIPPED, None, "wrong_type")
         held, decided = self._check_scan(message)
         if held is not None:
             return held
@@ -105,7 +106,7 @@ class WorkerService:
         # The worker's own type, not the message's, derives the index keys it writes.
         claimed = self._jobs.apply(message.job_id, self._job_type, claim)
         if isinstance(claimed, Lost):
-            return WorkResult(Outcome.SKIPPED, claimed.current, str(claimed.conflict))
+            return WorkResult(Disposition.SKIPPED, claimed.current, str(claimed.conflict))
         job = claimed.job
         if decided is not None and job.file_id != decided.id:
             # The message named another file than its job's: never parse an unchecked file.
@@ -122,7 +123,7 @@ class WorkerService:
             try:
                 result = self._processor(work)
             except StopRequested:
-                return WorkResult(Outcome.ABANDONED, job, keeper.reason)
+                return WorkResult(Disposition.ABANDONED, job, keeper.reason)
             except Exception as error:  # every failure is recorded on the job
                 return self._cancel_if_file_withdrawn(job, error) or self._fail(job, error)
         return self._complete(job, result)
@@ -137,7 +138,7 @@ class WorkerService:
         if stored is not None and stored.status is FileStatus.ACTIVE:
             return None
         cancelled = self._gate.refuse(JobMessage.for_job(job), stored)
-        return WorkResult(Outcome.SKIPPED, cancelled, f"cancelled: {refusal_reason(stored)}")
+        return WorkResult(Disposition.SKIPPED, cancelled, f"cancelled: {refusal_reason(stored)}")
 
     def _check_scan(self, message: JobMessage) -> tuple[WorkResult | None, StoredFile | None]:
         """Scan before parse: a result when the job may not run now, and the file checked."""
@@ -146,13 +147,13 @@ class WorkerService:
         decision, decided = self._gate.decide(message)
         if decision is Gate.WAIT:
             # Left pending: the scan's worker sends it again on a clean verdict.
-            return WorkResult(Outcome.SKIPPED, None, "waiting for the virus scan"), decided
+            return WorkResult(Disposition.SKIPPED, None, "waiting for the virus scan"), decided
         if decision is Gate.REFUSE:
             if not self._gate.names_its_file(message):
-                return WorkResult(Outcome.SKIPPED, None, "the message names another file"), None
+                return WorkResult(Disposition.SKIPPED, None, "the message names another file"), None
             refused = self._gate.refuse(message, decided)
             detail = f"cancelled: {refusal_reason(decided)}"
-            return WorkResult(Outcome.SKIPPED, refused, detail), decided
+            return WorkResult(Disposition.SKIPPED, refused, detail), decided
         return None, decided
 
     def _complete(self, job: ProcessingJob, result: dict[str, Any]) -> WorkResult:
@@ -161,8 +162,8 @@ class WorkerService:
         )
         written = self._jobs.apply(job.id, job.job_type, done)
         if isinstance(written, Lost):
-            return WorkResult(Outcome.ABANDONED, written.current, str(written.conflict))
-        return WorkResult(Outcome.COMPLETED, written.job)
+            return WorkResult(Disposition.ABANDONED, written.current, str(written.conflict))
+        return WorkResult(Disposition.COMPLETED, written.job)
 
     def _fail(self, job: ProcessingJob, error: Exception) -> WorkResult:
         now = self._clock()
@@ -179,15 +180,15 @@ class WorkerService:
         )
         written = self._jobs.apply(job.id, job.job_type, failure)
         if isinstance(written, Lost):
-            return WorkResult(Outcome.ABANDONED, written.current, str(written.conflict))
+            return WorkResult(Disposition.ABANDONED, written.current, str(written.conflict))
         stored = written.job
         if stored.status is JobStatus.SCHEDULED:
             # A short retry does not wait for the sweep; the sweep is the safety net.
             dispatch_retry_if_soon(self._dispatcher, stored, now)
-            return WorkResult(Outcome.RETRYING, stored, stored.error_message or "")
+            return WorkResult(Disposition.RETRYING, stored, stored.error_message or "")
         if stored.job_type is JobType.VIRUS_SCAN and self._gate is not None:
             self._gate.scan_ended(stored)  # no verdict will come for the jobs that wait on one
-        return WorkResult(Outcome.FAILED, stored, stored.error_message or "")
+        return WorkResult(Disposition.FAILED, stored, stored.error_message or "")
 
 
 class LeaseKeeper:
@@ -203,7 +204,7 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        jobs: JobRepository,
+        jobs: JobStore,
         job: ProcessingJob,
         lease: timedelta,
         worker: str,

@@ -8,7 +8,10 @@ anything itself, and a write that never committed can never be announced.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.job import JobStatus, ProcessingJob
@@ -60,3 +63,13 @@ def job_event_id(job: ProcessingJob) -> str:
 
 def file_event_id(stored: StoredFile) -> str:
     return f"file:{stored.id}:{stored.status.value}:{stored.metadata.updated_at.isoformat()}"
+
+
+@dataclass(frozen=True)
+class OutcomeEvent:
+    """One announcement for the bus: its id (consumers drop a copy by it), kind and detail."""
+
+    event_id: str
+    detail_type: DetailType
+    detail: dict[str, Any]
+    time: datetime

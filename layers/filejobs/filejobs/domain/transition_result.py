@@ -1,4 +1,5 @@
-"""Typed outcomes of a transition attempt: a lost race is a value, not an exception."""
+"""What one conditional write of a transition did: applied, or lost the race (a value, not an
+exception)."""
 
 from __future__ import annotations
 

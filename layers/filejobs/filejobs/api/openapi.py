@@ -1,0 +1,332 @@
+"""Each status API route's OpenAPI description, as plain data, and the Swagger UI page.
+
+A route's decorator takes its description (`_doc`): summary, the query, header and body it
+reads, and its answers. `tools/openapi.py` turns the resolver into the document (with pydantic,
+in the dev venv only) and writes it to `filejobs/api_docs/openapi.json`, which
+`GET /openapi.json` serves as committed: nothing here imports pydantic.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from filejobs.api.parsing import BUCKET_NAME_PATTERN, DEFAULT_LIMIT, MAX_LIMIT
+from filejobs.domain.job import JobStatus, JobType
+from filejobs.domain.keys import TENANT_PATTERN
+from filejobs.services.page_tokens import MAX_TOKEN_LENGTH
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+
+
+ERROR_SCHEMA_REF = "#/components/schemas/Error"
+GATEWAY_ERROR_SCHEMA_REF = "#/components/schemas/GatewayError"
+_ERRORS = {
+    400: "The request is malformed (an id that is not a UUID, an unknown filter, a bad token)",
+    401: "The request carries no valid caller identity",
+    404: "No such resource for this caller (another tenant's answers exactly so)",
+    409: "The resource is not in a state that allows this",
+    422: "The body is well-formed JSON but not a valid request",
+}
+
+
+def _query(name: str, description: str, *, required: bool = False, **schema: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": {"type": "string", **schema},
+    }
+
+
+def _doc(
+    summary: str,
+    description: str,
+    *,
+    ok: tuple[int, str, str],  # status, description, component schema name ("" for no body)
+    ok_media: str = "application/json",
+    errors: tuple[int, ...] = (400, 401, 404),
+    parameters: list[dict[str, Any]] | None = None,
+    body: dict[str, Any] | None = None,
+    ok_headers: dict[str, Any] | None = None,
+    extra_ok: tuple[int, str] | None = None,
+) -> dict[str, Any]:
+    """The route decorator's OpenAPI arguments. Query and header parameters travel as the
+    `x-filejobs-parameters` extension: Powertools derives path parameters from the handler's
+    signature and would overwrite a `parameters` extension; tools/openapi.py merges the two."""
+    status, ok_description, schema = ok
+    success: OpenAPIResponse = {"description": ok_description}
+    # An empty content map stops Powertools from inventing a JSON body; tools/openapi.py drops it.
+    success["content"] = {}
+    if schema:
+        success["content"] = {ok_media: {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
+    if ok_headers:
+        success["headers"] = ok_headers
+    responses: dict[int, OpenAPIResponse] = {status: success}
+    if extra_ok is not None:
+        extra: OpenAPIResponse = {"description": extra_ok[1]}
+        if schema:
+            extra["content"] = success["content"]
+        if ok_headers:
+            extra["headers"] = ok_headers
+        responses[extra_ok[0]] = extra
+    for code in (*errors, 500):
+        responses[code] = {
+            "description": _ERRORS.get(code, "Internal error (the details are in the log)"),
+            "content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}},
+        }
+    # Before the function runs: API Gateway's IAM auth refuses an unsigned or foreign request
+    # with its own body; the local stack's router never answers so.
+    responses[403] = {
+        "description": "API Gateway refused the request's signature (IAM auth; its own body)",
+        "content": {"application/json": {"schema": {"$ref": GATEWAY_ERROR_SCHEMA_REF}}},
+    }
+    extensions: dict[str, Any] = {}
+    if parameters:
+        extensions["x-filejobs-parameters"] = parameters
+    if body is not None:
+        extensions["requestBody"] = body
+    return {
+        "summary": summary,
+        "description": description,
+        "responses": responses,
+        "openapi_extensions": extensions or None,
+        "tags": ["status"],
+    }
+
+
+_STATUS_FILTER = _query("status", "Only jobs in this status", enum=[s.value for s in JobStatus])
+_IDEMPOTENCY_HEADER = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": (
+        "1 to 128 visible ASCII characters. The same key on the same file answers the job it "
+        "made (200, Idempotent-Replayed: true); with another request, 409. Without one, every "
+        "request makes a new job."
+    ),
+    "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"},
+}
+# The answer of a request made once per Idempotency-Key: which key, and whether it replayed.
+_REPLAY_HEADERS = {
+    "Idempotency-Key": {
+        "description": "The key the job was made under (generated when none was sent)",
+        "schema": {"type": "string"},
+    },
+    "Idempotent-Replayed": {
+        "description": "true when the answer is an earlier request's job",
+        "schema": {"type": "string", "enum": ["true", "false"]},
+    },
+}
+_JOB_REQUEST_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobRequest"}}},
+}
+
+
+# --- the routes ---------------------------------------------------------------------------------
+
+# GET /health
+HEALTH = _doc(
+    "Liveness",
+    "Answers any authenticated caller without reading the table.",
+    ok=(200, "Alive", "Health"),
+    errors=(401,),
+)
+
+# GET /files
+FIND_FILE = _doc(
+    "Find a file by its object key",
+    "Every recorded version of the key the caller may see, newest first.",
+    ok=(200, "The versions of the key", "FileVersions"),
+    parameters=[
+        _query("key", "The object key", required=True, minLength=1, maxLength=1024),
+        _query(
+            "bucket",
+            "The bucket; the stack's uploads bucket when omitted",
+            pattern=BUCKET_NAME_PATTERN,
+        ),
+    ],
+)
+
+# GET /files/<file_id>
+GET_FILE = _doc(
+    "A file with its jobs",
+    "Completed jobs carry `outputs`: download URLs of their derived files, valid 15 minutes.",
+    ok=(200, "The file and its jobs", "FileWithJobs"),
+)
+
+# GET /files/<file_id>/jobs
+FILE_JOBS = _doc(
+    "A file's jobs",
+    "In creation order, without output URLs.",
+    ok=(200, "The file's jobs", "FileJobs"),
+    parameters=[_STATUS_FILTER],
+)
+
+# POST /files/<file_id>/jobs
+REQUEST_JOB = _doc(
+    "Request a job of a type for a file",
+    "One conditional write, then the job is sent to its worker (the sweep sends it if that "
+    "send fails). A parsing job on a file not yet scanned waits for a clean verdict.",
+    ok=(201, "The new job", "Job"),
+    extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
+    ok_headers=_REPLAY_HEADERS,
+    errors=(400, 401, 404, 409, 422),
+    parameters=[_IDEMPOTENCY_HEADER],
+    body=_JOB_REQUEST_BODY,
+)
+
+# POST /files/<file_id>/rescan
+RESCAN_FILE = _doc(
+    "Rescan a file with the current definitions",
+    "A new virus scan job on the file. If it finds an infection the first scan missed, the "
+    "file is quarantined (its version moved out of the uploads bucket), its derived outputs "
+    "are withdrawn and `File Quarantined` is published. A quarantined or deleted file "
+    "answers 409.",
+    ok=(201, "The rescan job", "Job"),
+    extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
+    ok_headers=_REPLAY_HEADERS,
+    errors=(400, 401, 404, 409, 422),
+    parameters=[_IDEMPOTENCY_HEADER],
+    body={
+        "required": False,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RescanRequest"}}},
+    },
+)
+
+# POST /rescans
+RESCAN_FILES = _doc(
+    "Rescan a tenant's files under a key prefix, a page at a time",
+    "Up to 100 files per request, in key order; send the answer's next_token (with the "
+    "same Idempotency-Key) for the next page. Repeating a page makes no second job for a "
+    "file. With dry_run nothing is written: the page says what would be rescanned.",
+    ok=(200, "One page of rescans", "RescanPage"),
+    ok_headers={
+        "Idempotency-Key": {
+            "description": "The operation's key: send it with every page of the operation",
+            "schema": {"type": "string"},
+        },
+    },
+    errors=(400, 401, 404, 422),
+    parameters=[_IDEMPOTENCY_HEADER],
+    body={
+        "required": False,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/RescanFilesRequest"}}
+        },
+    },
+)
+
+# GET /jobs
+LIST_JOBS = _doc(
+    "List jobs",
+    "A tenant's jobs newest first, or (operators) the jobs in one status in queue order. "
+    "Pages continue with next_token; deleted jobs are never listed.",
+    ok=(200, "One page of jobs", "JobPage"),
+    parameters=[
+        _STATUS_FILTER,
+        _query("job_type", "Only jobs of this type", enum=[t.value for t in JobType]),
+        _query(
+            "tenant",
+            "The tenant (operators; a tenant may name only its own)",
+            pattern=TENANT_PATTERN,
+        ),
+        _query(
+            "limit",
+            f"Page size ({DEFAULT_LIMIT})",
+            type="integer",
+            minimum=1,
+            maximum=MAX_LIMIT,
+        ),
+        _query("next_token", "The previous page's next_token", maxLength=MAX_TOKEN_LENGTH),
+    ],
+)
+
+# GET /jobs/<job_id>
+GET_JOB = _doc(
+    "A job",
+    "A completed job carries `outputs`: download URLs of its derived files, valid 15 minutes.",
+    ok=(200, "The job", "Job"),
+)
+
+# DELETE /jobs/<job_id>
+DELETE_JOB = _doc(
+    "Delete a finished job",
+    "Soft delete of a completed, failed or cancelled job: it is never shown again.",
+    ok=(204, "Deleted", ""),
+    errors=(400, 401, 404, 409),
+)
+
+# POST /jobs/<job_id>/cancel
+CANCEL_JOB = _doc(
+    "Cancel a job",
+    "A pending, scheduled or running job; a running worker's later writes then lose.",
+    ok=(200, "The cancelled job", "Job"),
+    errors=(400, 401, 404, 409, 422),
+    body={
+        "required": False,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CancelRequest"}}},
+    },
+)
+
+# POST /jobs/<job_id>/retry
+RETRY_JOB = _doc(
+    "Retry a failed or cancelled job",
+    "In place: the same job, pending again, sent to its worker.",
+    ok=(200, "The job, pending", "Job"),
+    errors=(400, 401, 404, 409),
+)
+
+# GET /openapi.json
+OPENAPI_DOCUMENT = _doc(
+    "This API's OpenAPI document",
+    "As committed (tools/openapi.py writes it).",
+    ok=(200, "The OpenAPI 3.1 document", "OpenApiDocument"),
+    errors=(401,),
+)
+
+# GET /docs
+DOCS_PAGE_ROUTE = _doc(
+    "This API's documentation (Swagger UI)",
+    "An HTML page that loads openapi.json; behind the same auth as every route.",
+    ok=(200, "The page", "DocsPage"),
+    ok_media="text/html",
+    errors=(401,),
+)
+
+
+# --- the documentation page -----------------------------------------------------------------------
+
+# swagger-ui-dist from unpkg, pinned to one release. No SRI hashes: they could not be computed
+# offline when this was written; add integrity= attributes once computed from the release files.
+SWAGGER_UI = "https://unpkg.com/swagger-ui-dist@5.17.14"
+# Relative: under the stage's path (/v1/docs -> /v1/openapi.json).
+_DOCS_SCRIPT = 'window.ui = SwaggerUIBundle({url: "openapi.json", dom_id: "#swagger-ui"});'
+
+
+def _script_hash(script: str) -> str:
+    return base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+
+
+DOCS_PAGE = f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>filejobs status API</title>
+<link rel="stylesheet" href="{SWAGGER_UI}/swagger-ui.css" crossorigin="anonymous">
+</head>
+<body>
+<div id="swagger-ui"></div>
+<script src="{SWAGGER_UI}/swagger-ui-bundle.js" crossorigin="anonymous"></script>
+<script>{_DOCS_SCRIPT}</script>
+</body>
+</html>
+"""
+DOCS_POLICY = (
+    f"default-src 'none'; script-src {SWAGGER_UI}/ 'sha256-{_script_hash(_DOCS_SCRIPT)}'; "
+    f"style-src {SWAGGER_UI}/; img-src 'self' data:; connect-src 'self'"
+)

@@ -1,0 +1,315 @@
+"""Requests parsed into the status API's commands (services/api.py), before any database call.
+
+Ids must be UUIDs, enums must name a member, bodies must be JSON objects of known fields, and
+whatever DynamoDB would refuse in a stored map is refused here as the caller's mistake. A
+request that cannot be read is malformed (400); one that reads but asks for something not
+allowed is invalid (422). Validation is by hand: Powertools' own needs pydantic, which the
+layer does not ship.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
+from filejobs.domain.keys import is_tenant
+from filejobs.domain.messages import is_uuid
+from filejobs.services.api import (
+    DEFAULT_CANCEL_REASON,
+    DEFAULT_RESCAN_REASON,
+    MAX_KEY_BYTES,
+    CancelJob,
+    FileJobs,
+    FindFile,
+    ListJobs,
+    RequestJob,
+    RescanFile,
+    RescanFiles,
+)
+from filejobs.services.errors import InvalidRequestError, MalformedRequestError
+
+DEFAULT_LIMIT = 25
+MAX_LIMIT = 100
+MAX_REASON_LENGTH = 500
+MAX_INPUT_DATA_BYTES = 8 * 1024
+_MAX_INPUT_DEPTH = 16  # DynamoDB nests maps and lists 32 deep at most
+INPUT_INTEGER_BOUND = 10**38  # DynamoDB numbers carry 38 digits
+INPUT_MIN_MAGNITUDE, INPUT_MAX_MAGNITUDE = 1e-130, 1e126  # and range no wider than this
+# Visible ASCII: what an HTTP header carries unchanged through every proxy.
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
+_DIGITS = re.compile(r"[0-9]{1,9}")
+BUCKET_NAME_PATTERN = "^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+_BUCKET_NAME = re.compile(BUCKET_NAME_PATTERN)
+# What a job's input_data says about its source object (domain/ingest.py): never the caller's.
+LOCATION_FIELDS = frozenset({"bucket", "key", "version_id", "size", "content_type"})
+
+# --- one parser per command --------------------------------------------------------------------
+
+
+def find_file(params: Mapping[str, str], uploads_bucket: str | None) -> FindFile:
+    """GET /files?key=&bucket= (the bucket is the stack's uploads bucket when omitted)."""
+    key = params.get("key")
+    if not key:
+        raise MalformedRequestError("query parameter key is required")
+    if len(key) > MAX_KEY_BYTES or not _is_text(key):
+        raise MalformedRequestError(f"key must be text of at most {MAX_KEY_BYTES} characters")
+    bucket = params.get("bucket", uploads_bucket)
+    if bucket is None:
+        raise MalformedRequestError("query parameter bucket is required")
+    if not _BUCKET_NAME.fullmatch(bucket):
+        raise MalformedRequestError(f"bucket must be an S3 bucket name; got {bucket[:80]!r}")
+    return FindFile(bucket, key)
+
+
+def file_jobs(file_id: str, params: Mapping[str, str]) -> FileJobs:
+    status = _enum(JobStatus, "status", params.get("status"))
+    return FileJobs(canonical_id("file id", file_id), status)
+
+
+def request_job(file_id: str, body: str | None, idempotency_key: str | None) -> RequestJob:
+    """POST /files/{file_id}/jobs: {"job_type", "priority"?, "input_data"?}."""
+    data = _job_request_body(body)
+    priority = _priority(data.get("priority", 0))
+    input_data = _input_data(data.get("input_data"))
+    key = _idempotency_key(idempotency_key)
+    return RequestJob(
+        file_id=canonical_id("file id", file_id),
+        job_type=JobType(data["job_type"]),
+        idempotency_key=key,
+        priority=priority,
+        input_data=input_data,
+    )
+
+
+def rescan_file(file_id: str, body: str | None, idempotency_key: str | None) -> RescanFile:
+    """POST /files/{file_id}/rescan: an optional {"reason"}."""
+    reason = _reason(body, DEFAULT_RESCAN_REASON, allowed={"reason"})
+    key = _idempotency_key(idempotency_key)
+    return RescanFile(canonical_id("file id", file_id), key, reason)
+
+
+def rescan_files(body: str | None, idempotency_key: str | None) -> RescanFiles:
+    """POST /rescans: {"tenant"?, "prefix"?, "reason"?, "dry_run"?, "next_token"?}."""
+    data = _optional_object(body, {"tenant", "prefix", "reason", "dry_run", "next_token"})
+    # A field that is there must be of its kind: null is not "absent".
+    tenant = data.get("tenant")
+    if "tenant" in data and (not isinstance(tenant, str) or not is_tenant(tenant)):
+        raise InvalidRequestError("tenant must be a tenant name")
+    prefix = data.get("prefix", "")
+    if (
+        not isinstance(prefix, str)
+        or len(prefix.encode("utf-8", errors="replace")) > MAX_KEY_BYTES
+        or not _is_text(prefix)
+    ):
+        raise InvalidRequestError(f"prefix must be text of at most {MAX_KEY_BYTES} bytes")
+    reason = _checked_reason(data.get("reason", DEFAULT_RESCAN_REASON))
+    dry_run = data.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise InvalidRequestError("dry_run must be true or false")
+    next_token = data.get("next_token")
+    if "next_token" in data and not isinstance(next_token, str):
+        raise InvalidRequestError("next_token must be the previous answer's next_token")
+    return RescanFiles(
+        idempotency_key=_idempotency_key(idempotency_key),
+        tenant=tenant,
+        prefix=prefix,
+        reason=reason,
+        dry_run=dry_run,
+        next_token=next_token,
+    )
+
+
+def list_jobs(params: Mapping[str, str]) -> ListJobs:
+    """GET /jobs?status=&job_type=&tenant=&limit=&next_token=."""
+    status = _enum(JobStatus, "status", params.get("status"))
+    job_type = _enum(JobType, "job_type", params.get("job_type"))
+    limit = _limit(params.get("limit"))
+    tenant = params.get("tenant")
+    if tenant is not None and not is_tenant(tenant):
+        raise MalformedRequestError(f"tenant must be a tenant name; got {tenant[:80]!r}")
+    return ListJobs(limit, status, job_type, tenant, params.get("next_token"))
+
+
+def cancel_job(job_id: str, body: str | None) -> CancelJob:
+    """POST /jobs/{job_id}/cancel: an optional {"reason"}."""
+    reason = _reason(body, DEFAULT_CANCEL_REASON, allowed={"reason"})
+    return CancelJob(canonical_id("job id", job_id), reason)
+
+
+def canonical_id(what: str, value: str) -> str:
+    """The id as stored (lower case)."""
+    if not is_uuid(value):
+        raise MalformedRequestError(f"{what} must be a UUID, got {value[:80]!r}")
+    return value.lower()
+
+
+# --- fields ------------------------------------------------------------------------------------
+
+
+def _enum[E: (JobStatus, JobType)](kind: type[E], name: str, value: str | None) -> E | None:
+    if value is None:  # absent; an empty value is refused like any other unknown one
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in kind)
+        raise MalformedRequestError(
+            f"{name} must be one of {allowed}; got {value[:80]!r}"
+        ) from None
+
+
+def _limit(value: str | None) -> int:
+    if value is None:
+        return DEFAULT_LIMIT
+    # Not str.isdigit(): it takes "²", which int() refuses.
+    if not _DIGITS.fullmatch(value) or not 1 <= int(value) <= MAX_LIMIT:
+        raise MalformedRequestError(
+            f"limit must be an integer from 1 to {MAX_LIMIT}; got {value[:20]!r}"
+        )
+    return int(value)
+
+
+def _idempotency_key(value: str | None) -> str:
+    """The caller's Idempotency-Key, or a fresh one: without a key every request is a new job."""
+    if value is None:
+        return str(uuid.uuid4())
+    if not _IDEMPOTENCY_KEY.fullmatch(value):
+        raise MalformedRequestError(
+            "Idempotency-Key must be 1 to 128 visible ASCII characters (no spaces)"
+        )
+    return value
+
+
+def _reason(body: str | None, default: str, *, allowed: set[str]) -> str:
+    """The "reason" of an optional JSON body that may hold only `allowed` fields."""
+    data = _optional_object(body, allowed)
+    return _checked_reason(data.get("reason", default))
+
+
+def _optional_object(body: str | None, allowed: set[str]) -> dict[str, Any]:
+    if body is None or not body.strip():
+        return {}
+    try:
+        data = json.loads(body, parse_constant=_no_constant)
+    except ValueError:
+        raise MalformedRequestError("the body must be JSON") from None
+    if not isinstance(data, dict) or set(data) - allowed:
+        fields = ", ".join(f'"{name}"' for name in sorted(allowed))
+        raise InvalidRequestError(f"the body must be an object with at most {fields}")
+    return data
+
+
+def _checked_reason(reason: object) -> str:
+    if (
+        not isinstance(reason, str)
+        or not reason.strip()
+        or len(reason) > MAX_REASON_LENGTH
+        or not _is_text(reason)
+    ):
+        raise InvalidRequestError(
+            f"reason must be a non-empty string of at most {MAX_REASON_LENGTH} characters"
+        )
+    return reason
+
+
+def _job_request_body(body: str | None) -> dict[str, Any]:
+    if body is None or not body.strip():
+        raise MalformedRequestError('the body must be a JSON object with "job_type"')
+    if len(body.encode()) > MAX_INPUT_DATA_BYTES * 2:
+        raise InvalidRequestError(f"the body must be at most {MAX_INPUT_DATA_BYTES * 2} bytes")
+    try:
+        data = json.loads(body, parse_constant=_no_constant)
+    except ValueError:
+        raise MalformedRequestError("the body must be JSON") from None
+    allowed = {"job_type", "priority", "input_data"}
+    if not isinstance(data, dict) or not set(data) <= allowed or "job_type" not in data:
+        raise InvalidRequestError(
+            'the body must be an object with "job_type" and at most "priority" and "input_data"'
+        )
+    job_type = data["job_type"]
+    if not isinstance(job_type, str) or job_type not in JobType:
+        known = ", ".join(member.value for member in JobType)
+        raise InvalidRequestError(f"job_type must be one of {known}; got {str(job_type)[:80]!r}")
+    return data
+
+
+def _priority(value: object) -> int:
+    # JSON has one number type: 5.0 is the integer 5 (as JSON Schema's "integer" says); 5.5 and
+    # true are not.
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or not PRIORITY_MIN <= value <= PRIORITY_MAX
+    ):
+        raise InvalidRequestError(
+            f"priority must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}"
+        )
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _input_data(input_data: object) -> dict[str, Any] | None:
+    if input_data is None:
+        return None
+    if not isinstance(input_data, dict):
+        raise InvalidRequestError("input_data must be an object")
+    size = len(json.dumps(input_data, separators=(",", ":")).encode())
+    if size > MAX_INPUT_DATA_BYTES:
+        raise InvalidRequestError(
+            f"input_data must be at most {MAX_INPUT_DATA_BYTES} bytes as JSON; it is {size}"
+        )
+    reserved = sorted(LOCATION_FIELDS & set(input_data))
+    if reserved:
+        raise InvalidRequestError(
+            f"input_data may not set {', '.join(reserved)}: the file's location is the job's own"
+        )
+    _check_input_value(input_data, 1)
+    return input_data or None
+
+
+def _check_input_value(value: object, depth: int) -> None:
+    """What DynamoDB would refuse in a stored map, refused up front as the caller's mistake (on
+    AWS it would otherwise be a ValidationException, a 500): nesting, empty or non-text keys,
+    non-text strings, numbers out of its range."""
+    if depth > _MAX_INPUT_DEPTH:
+        raise InvalidRequestError(f"input_data nests deeper than {_MAX_INPUT_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not key or not _is_text(key):
+                raise InvalidRequestError("input_data keys must be non-empty Unicode text")
+            _check_input_value(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_input_value(item, depth + 1)
+    elif isinstance(value, str):
+        if not _is_text(value):
+            raise InvalidRequestError("input_data strings must be Unicode text")
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int) and abs(value) >= INPUT_INTEGER_BOUND:
+        raise InvalidRequestError("input_data numbers must have at most 38 digits")
+    elif (
+        isinstance(value, float)
+        and value
+        and not INPUT_MIN_MAGNITUDE <= abs(value) < INPUT_MAX_MAGNITUDE
+    ):
+        raise InvalidRequestError("input_data numbers must be 0 or from 1e-130 to 1e126 in size")
+
+
+def _is_text(value: str) -> bool:
+    """False for a string with a lone surrogate: JSON's \\ud800 escapes can carry one, and no
+    UTF-8 (what DynamoDB stores) can."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

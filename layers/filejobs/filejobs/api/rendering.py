@@ -1,0 +1,89 @@
+"""The status API's answers: results as JSON views (filejobs/views.py), refusals as HTTP
+statuses with one error shape, {"error": {"code", "message"}}."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from filejobs.domain.job import ProcessingJob
+from filejobs.services.api import (
+    FileVersions,
+    FileWithJobs,
+    JobListing,
+    JobsOfFile,
+    JobWithOutputs,
+    RescannedPage,
+)
+from filejobs.services.errors import (
+    ConflictError,
+    InvalidRequestError,
+    MalformedRequestError,
+    NotFoundError,
+    RequestRefusedError,
+    UnidentifiedCallerError,
+)
+from filejobs.views import file_view, job_view
+
+# Each refusal's HTTP status and error code (the nearest class of the refusal's MRO).
+_STATUSES: dict[type[RequestRefusedError], tuple[int, str]] = {
+    MalformedRequestError: (400, "bad_request"),
+    UnidentifiedCallerError: (401, "unauthorized"),
+    NotFoundError: (404, "not_found"),
+    ConflictError: (409, "conflict"),
+    InvalidRequestError: (422, "unprocessable"),
+}
+
+
+def status_of(refusal: RequestRefusedError) -> tuple[int, str]:
+    return next(
+        (_STATUSES[kind] for kind in type(refusal).__mro__ if kind in _STATUSES),
+        (500, "internal"),
+    )
+
+
+def error_body(code: str, message: str) -> str:
+    return json.dumps({"error": {"code": code, "message": message}})
+
+
+def job_with_outputs(found: JobWithOutputs) -> dict[str, Any]:
+    """A single-job answer: the job with download URLs of its outputs."""
+    return job_view(found.job, outputs=found.outputs)
+
+
+def job(found: ProcessingJob) -> dict[str, Any]:
+    return job_view(found)
+
+
+def file_with_jobs(found: FileWithJobs) -> dict[str, Any]:
+    return {**file_view(found.file), "jobs": [job_with_outputs(j) for j in found.jobs]}
+
+
+def file_versions(found: FileVersions) -> dict[str, Any]:
+    return {"bucket": found.bucket, "key": found.key, "files": [file_view(f) for f in found.files]}
+
+
+def jobs_of_file(found: JobsOfFile) -> dict[str, Any]:
+    return {"file_id": found.file_id, "jobs": [job_view(j) for j in found.jobs]}
+
+
+def job_listing(found: JobListing) -> dict[str, Any]:
+    return {
+        "jobs": [job_view(j) for j in found.jobs],
+        "order": found.order,
+        "next_token": found.next_token,
+    }
+
+
+def rescanned_page(found: RescannedPage) -> dict[str, Any]:
+    return {
+        "tenant": found.tenant,
+        "prefix": found.prefix,
+        "dry_run": found.dry_run,
+        "requested": [
+            {"file_id": r.job.file_id, "job_id": r.job.id, "created": r.created}
+            for r in found.requested
+        ],
+        "skipped": [{"file_id": s.file_id, "reason": s.reason} for s in found.skipped],
+        "next_token": found.next_token,
+    }

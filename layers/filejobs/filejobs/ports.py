@@ -1,0 +1,296 @@
+"""The ports: what the services need from storage, queues, buses and buckets, and nothing more.
+
+The services depend on these Protocols only; `data/` (DynamoDB through PynamoDB) and `adapters/`
+(SQS, S3, EventBridge) implement them, so a use case can be given an in-memory stand-in and run
+without moto. The values that cross a port (pages,
+cursors, ingest results, dead letters) are defined here beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Protocol
+
+from filejobs.domain.definitions import DefinitionsManifest, Engine
+from filejobs.domain.file import ScanRecord, StoredFile
+from filejobs.domain.ingest import IngestPlan
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.outcome_events import OutcomeEvent
+from filejobs.domain.transition_result import TransitionResult
+from filejobs.domain.transitions import Transition
+from filejobs.processors.source import ObjectLocation
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+class InvalidCursorError(ValueError):
+    """A page cursor whose range value is not one the listing could have returned."""
+
+
+@dataclass(frozen=True)
+class PageCursor:
+    """Where a page ended: the last entry's sort value (serialized) and its id."""
+
+    range_value: str
+    id: str
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[ProcessingJob]
+    next: PageCursor | None  # None on the last page
+
+
+class JobStore(Protocol):
+    """The jobs, each change one conditional write: `apply` checks the transition's guard and
+    makes its changes atomically, or says who won the race (`Lost`)."""
+
+    def get(self, job_id: str, *, consistent: bool = True) -> ProcessingJob | None: ...
+
+    def create(self, job: ProcessingJob) -> bool:
+        """Store a new job; False (and nothing written) when its id exists already."""
+        ...
+
+    def apply(self, job_id: str, job_type: JobType, transition: Transition) -> TransitionResult: ...
+
+    def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
+        """A file's jobs, oldest first; with `status`, only those in it."""
+        ...
+
+    def tenant_page(
+        self,
+        tenant: str,
+        *,
+        status: JobStatus | None = None,
+        job_type: JobType | None = None,
+        after: PageCursor | None = None,
+        limit: int = 50,
+    ) -> JobPage:
+        """A tenant's jobs, newest first."""
+        ...
+
+    def status_page(
+        self,
+        status: JobStatus,
+        *,
+        job_type: JobType | None = None,
+        after: PageCursor | None = None,
+        limit: int = 50,
+    ) -> JobPage:
+        """Every tenant's jobs in one status, in their queue order."""
+        ...
+
+    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
+        """Jobs whose sweep check is due, oldest check first."""
+        ...
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ingested:
+    plan: IngestPlan
+
+
+@dataclass(frozen=True)
+class AlreadyIngested:
+    file_id: str
+
+
+type IngestResult = Ingested | AlreadyIngested
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file as a listing names it: enough to page on and to read the file."""
+
+    id: str
+    key: str
+
+
+@dataclass(frozen=True)
+class FilePage:
+    files: list[FileRef]
+    # Where the next page starts (the last file's key and id), or None after the last page.
+    next: tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    """A clean file as the rescan policy lists it."""
+
+    id: str
+    tenant: str
+    scanned_at: datetime
+    definitions_version: str | None
+
+
+class FileStore(Protocol):
+    """The StoredFiles, and the ingest that records a file with all its jobs at once."""
+
+    def get(self, file_id: str, *, consistent: bool = True) -> StoredFile | None: ...
+
+    def record_ingest(self, plan: IngestPlan) -> IngestResult:
+        """The file and all its jobs, or nothing when the file is recorded already."""
+        ...
+
+    def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:
+        """The scan's verdict, unless a later one is recorded; None when it was not written."""
+        ...
+
+    def quarantine(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
+        """The file quarantined, once; None when it is not there or quarantined already."""
+        ...
+
+    def files_of_tenant(
+        self,
+        tenant: str,
+        *,
+        prefix: str = "",
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> FilePage:
+        """A tenant's files whose key starts with `prefix`, in key order (then id)."""
+        ...
+
+    def scanned_before(
+        self, cutoff: datetime, *, definitions_before: str | None = None, per_shard: int = 100
+    ) -> Iterator[ScannedFile]:
+        """Clean files whose verdict is older than `cutoff` (or its definitions than a version)."""
+        ...
+
+    def versions_of(self, bucket: str, key: str) -> list[StoredFile]:
+        """Every recorded version of an object key, newest first."""
+        ...
+
+    def record_content(
+        self, file_id: str, *, sha256: str, duplicate_of: str | None, at: datetime, by: str
+    ) -> StoredFile | None:
+        """The file's content hash and the file it duplicates (none: it owns its content), in
+        one write; None when there is no such file."""
+        ...
+
+
+class ContentOwners(Protocol):
+    def claim(self, tenant: str, sha256: str, file_id: str, *, at: datetime) -> str:
+        """The id of the tenant's file that owns this content: `file_id` when it is the first
+        (also when it claimed it before), else the first one's."""
+        ...
+
+
+# --- queues, bus, bucket ---------------------------------------------------------------------
+
+
+class Dispatcher(Protocol):
+    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
+        """Send the job's message to its worker queue, visible after `delay`."""
+
+
+class BatchDispatcher(Protocol):
+    def dispatch_all(self, jobs: Iterable[ProcessingJob]) -> None:
+        """Send new jobs' messages, batched per queue (a file's jobs go to several queues)."""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A job message SQS gave up on, as read from its job type's dead-letter queue."""
+
+    job_type: JobType
+    body: str
+    receipt_handle: str
+    message_id: str
+
+
+class DeadLetters(Protocol):
+    def receive(self, job_type: JobType, limit: int = 10) -> list[DeadLetter]: ...
+
+    def settle(self, letter: DeadLetter) -> None:
+        """The letter's job carries its outcome: delete the letter."""
+
+
+class EventPublisher(Protocol):
+    def publish(self, event: OutcomeEvent) -> None: ...
+
+
+class ObjectStore(Protocol):
+    """The uploads bucket as the services read it (the processors read and write through
+    processors/source.py and processors/base.OutputWriter)."""
+
+    def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
+        """The first `length` bytes of one version of an object (fewer if it is shorter)."""
+        ...
+
+
+class OutputLinks(Protocol):
+    def link(self, key: str, lifetime: timedelta) -> str:
+        """A URL that reads one derived file for `lifetime`, without credentials."""
+        ...
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """Where the infected version went, and what this attempt did (for the job's result)."""
+
+    key: str
+    copied: bool  # False: an earlier attempt's copy was found and kept
+    deleted_versions: tuple[str, ...]
+
+
+class VerdictMarks(Protocol):
+    """What a verdict does to the object (adapters/quarantine.py S3VerdictStore)."""
+
+    def tag(self, location: ObjectLocation, verdict: str) -> bool: ...
+
+    def quarantine(
+        self, location: ObjectLocation, *, tenant: str, file_id: str, etag: str, size: int
+    ) -> Quarantined: ...
+
+    def withdraw_outputs(self, tenant: str, file_id: str) -> int: ...
+
+
+class Workspaces(Protocol):
+    def for_job(self, job_id: str) -> AbstractContextManager[Path]:
+        """An empty directory of the attempt's own, removed with its contents at the end."""
+        ...
+
+
+# --- the virus scan's definitions ------------------------------------------------------------
+
+# The updater's own state, kept beside the published sets (read_state / write_state).
+FRESHCLAM_STATE = "freshclam.dat"
+BACKOFF_STATE = "backoff.json"
+
+
+@dataclass(frozen=True)
+class ManifestRead:
+    """What `current()` found: the manifest and its ETag; or `unchanged` (the ETag asked about
+    is still current, nothing downloaded); or neither (nothing published yet)."""
+
+    manifest: DefinitionsManifest | None
+    etag: str | None
+    unchanged: bool = False
+
+
+@dataclass(frozen=True)
+class LocalDefinitions:
+    """One set on local disk, every file checked: give `clamav_dir` to clamd/clamscan as its
+    database directory and `yara_dir`'s rules to YARA."""
+
+    manifest: DefinitionsManifest
+    clamav_dir: Path
+    yara_dir: Path
+
+
+@dataclass(frozen=True)
+class CuratedFile:
+    """A database or rule file an operator put under custom/."""
+
+    key: str
+    name: str
+    engine: Engine
+    size: int
