@@ -8,6 +8,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
+from filejobs.adapters.aws_errors import AWS_RETRY_POLICY
 from filejobs.data.job_repository import JobRepository
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
 from filejobs.services.sweep import DeadLetterReview, SweepService
@@ -54,6 +55,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         queues=runtime.queue_watch(),
         held=held,
         retention=settings.retention,
+        retry_policy=AWS_RETRY_POLICY,
     )
     total_ms = context.get_remaining_time_in_millis()
     report = sweep.run(

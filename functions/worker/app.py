@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from filejobs import runtime
+from filejobs.adapters.aws_errors import AWS_RETRY_POLICY
 from filejobs.adapters.s3 import S3Outputs
 from filejobs.adapters.workspace import shared_scratch
 from filejobs.domain.job import JobType
@@ -132,6 +133,7 @@ def handle(message: JobMessage, message_id: str) -> None:
         outputs=S3Outputs(runtime.s3(), settings.require_outputs_bucket()).for_job,
         scratch=shared_scratch(),
         gate=runtime.scan_gate(),
+        retry_policy=AWS_RETRY_POLICY,
     )
     result = service.handle(message)
     job = result.job

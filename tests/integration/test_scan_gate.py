@@ -14,7 +14,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from filejobs.adapters.workspace import shared_scratch
 from filejobs.data.file_repository import FileRepository
@@ -24,7 +23,7 @@ from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.retry import PermanentError, TransientError
+from filejobs.domain.retry import ObjectGoneError, PermanentError, TransientError
 from filejobs.domain.scanning import GATED_JOB_TYPES, UnscannablePolicy
 from filejobs.domain.transition_result import Applied
 from filejobs.ports import Quarantined
@@ -202,17 +201,15 @@ def test_an_infected_file_is_quarantined_and_its_parsing_jobs_cancelled_with_the
     assert late.job is not None and late.job.status is JobStatus.CANCELLED
 
 
-@pytest.mark.parametrize("code", ["NoSuchKey", "404"])
 def test_a_job_whose_file_is_quarantined_while_it_runs_is_cancelled_not_failed(
-    plan: IngestPlan, clock: FakeClock, code: str
+    plan: IngestPlan, clock: FakeClock
 ) -> None:
     gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
 
     def hashing_while_the_scan_quarantines(work: Work) -> dict[str, Any]:
         # the scan finishes first and moves the object away; the read then finds nothing
         run_scan(plan, "INFECTED", gate, clock)
-        error = {"Error": {"Code": code, "Message": "gone"}}
-        raise ClientError(error, "GetObject")  # type: ignore[arg-type]
+        raise ObjectGoneError(f"{ObjectLocation.of(work.job)} is gone (NoSuchKey)")
 
     # when the deduplication check (never gated) runs beside the scan of an infected file
     dedup = job_of(plan, JobType.DEDUPLICATION_CHECK)
@@ -232,14 +229,14 @@ def test_a_missing_object_of_an_active_file_still_fails_the_job(
     gate = ScanGate(FileRepository(), JobRepository(), Recorder(), retention=KEEP, clock=clock)
 
     def object_missing(work: Work) -> dict[str, Any]:
-        raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "gone"}}, "GetObject")
+        raise ObjectGoneError(f"{ObjectLocation.of(work.job)} is gone (NoSuchKey)")
 
     dedup = job_of(plan, JobType.DEDUPLICATION_CHECK)
     service(JobType.DEDUPLICATION_CHECK, object_missing, gate, clock).handle(
         JobMessage.for_job(dedup)
     )
     now = stored(dedup)
-    assert now.status is JobStatus.FAILED and "NoSuchKey" in (now.error_message or "")
+    assert now.status is JobStatus.FAILED and "is gone (NoSuchKey)" in (now.error_message or "")
 
 
 def test_an_unscannable_file_has_its_parsing_jobs_cancelled_with_the_reason(

@@ -14,10 +14,12 @@ from botocore.exceptions import (
 )
 from pynamodb.exceptions import PutError
 
+from filejobs.adapters.aws_errors import AWS_RETRY_POLICY
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import (
     DispatchPolicy,
     ErrorKind,
+    ObjectGoneError,
     PermanentError,
     RetryPolicy,
     TransientError,
@@ -30,7 +32,7 @@ POLICY = RetryPolicy(base=timedelta(seconds=2), cap=timedelta(minutes=1))
 
 
 class AwsError(Exception):
-    """Shaped like botocore's ClientError: the domain matches on the error code only."""
+    """Shaped like botocore's ClientError: the adapters match on the error code only."""
 
     def __init__(self, code: str) -> None:
         super().__init__(code)
@@ -105,6 +107,7 @@ def _wrapped_by_pynamodb(code: str) -> PutError:
         (TimeoutError("read timed out"), ErrorKind.TRANSIENT),
         (ConnectionResetError("reset by peer"), ErrorKind.TRANSIENT),
         (AwsError("NoSuchKey"), ErrorKind.PERMANENT),
+        (ObjectGoneError("s3://uploads/k is gone"), ErrorKind.PERMANENT),
         (AwsError("AccessDenied"), ErrorKind.PERMANENT),
         (_client_error("InvalidArgument"), ErrorKind.PERMANENT),
         (_wrapped_by_pynamodb("ValidationException"), ErrorKind.PERMANENT),
@@ -121,7 +124,17 @@ def _wrapped_by_pynamodb(code: str) -> PutError:
 def test_errors_are_transient_only_when_known_to_pass(
     error: BaseException, kind: ErrorKind
 ) -> None:
-    assert classify(error) is kind
+    assert AWS_RETRY_POLICY.classify(error) is kind
+
+
+def test_the_domain_alone_retries_only_its_own_transient_errors() -> None:
+    # AWS's codes are the adapters' knowledge: without their test a throttle is not recognised
+    assert classify(_client_error("ThrottlingException")) is ErrorKind.PERMANENT
+    assert RetryPolicy().classify(AwsError("SlowDown")) is ErrorKind.PERMANENT
+    # what the domain knows it recognises anywhere in the chain of causes
+    wrapped = RuntimeError("upload failed")
+    wrapped.__cause__ = TimeoutError("read timed out")
+    assert classify(wrapped) is ErrorKind.TRANSIENT
 
 
 def test_a_transient_error_may_say_how_soon_a_retry_can_help(clock: FakeClock) -> None:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from filejobs.adapters.aws_errors import is_missing_object
 from filejobs.domain import keys
-from filejobs.domain.retry import is_missing_object
 from filejobs.ports import Quarantined
 from filejobs.processors.source import ObjectLocation
 

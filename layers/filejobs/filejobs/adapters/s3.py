@@ -8,8 +8,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from filejobs.adapters.aws_errors import error_code, is_missing_object
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.keys import derived_key
+from filejobs.domain.retry import ObjectGoneError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -31,6 +33,10 @@ class S3HeadReader:
             # An empty object has no byte 0: S3 answers 416 InvalidRange.
             if error.response.get("Error", {}).get("Code") == "InvalidRange":
                 return b""
+            if is_missing_object(error):
+                raise ObjectGoneError(
+                    f"s3://{bucket}/{key} is gone ({error_code(error)})"
+                ) from error
             raise
         body: bytes = response["Body"].read(length)
         return body

@@ -32,95 +32,45 @@ class ErrorKind(StrEnum):
     PERMANENT = "permanent"
 
 
-# AWS error codes that say "try again later". Matched by code, so the domain needs no botocore
-# import. Transient is an allow-list: an error not known to pass (a ParamValidationError, a
-# KeyError, any bug) fails the job at once with its reason, instead of spending its retries on
-# an answer that will not change.
-_TRANSIENT_AWS_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "Throttling",
-        "ThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "RequestThrottled",
-        "SlowDown",
-        "InternalError",
-        "InternalServerError",
-        "InternalFailure",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "RequestTimeTooSkewed",
-        "TransactionConflictException",
-        "TransactionInProgressException",
-        "LimitExceededException",
-    }
-)
-# botocore's network failures (a connection refused, reset or timed out mid-request), by class
-# name: any of them in an error's class hierarchy makes it transient.
-_TRANSIENT_NETWORK_ERRORS = frozenset(
-    {
-        "HTTPClientError",
-        "EndpointConnectionError",
-        "ConnectTimeoutError",
-        "ReadTimeoutError",
-        "ConnectionClosedError",
-        "ProxyConnectionError",
-        "ResponseStreamingError",
-        "IncompleteReadError",
-    }
-)
-_SERVER_ERROR = 500
-_TOO_MANY_REQUESTS = 429
+class ObjectGoneError(PermanentError):
+    """The object version a job or an upload names is not there (any more): quarantined,
+    deleted, or never stored. The adapters that read objects raise it in place of their
+    storage's own "no such key"."""
 
 
-# The source object is not there (any more): a quarantine or a delete may have moved it.
-_MISSING_OBJECT_CODES = frozenset({"NoSuchKey", "NoSuchVersion", "404", "NotFound"})
+type TransientTest = Callable[[BaseException], bool]
+"""Whether one error (not its causes) is known to pass if tried again."""
 
 
-def is_missing_object(error: BaseException) -> bool:
-    return _aws_error_code(error) in _MISSING_OBJECT_CODES
+def is_transient_kind(error: BaseException) -> bool:
+    """What the domain knows is transient on its own: its TransientError, a timeout, a dropped
+    connection. A cloud SDK's throttling codes are the adapters' to recognise
+    (adapters/aws_errors.py) and reach a policy as its `transient` test."""
+    return isinstance(error, TransientError | TimeoutError | ConnectionError)
 
 
-def classify(error: BaseException) -> ErrorKind:
-    """Transient only for what is known to pass; everything else is permanent."""
+def classify(error: BaseException, transient: TransientTest = is_transient_kind) -> ErrorKind:
+    """Transient only for what is known to pass (the error or one it wraps); everything else,
+    a bug included, is permanent: its job fails at once with its reason instead of spending its
+    retries on an answer that will not change."""
     if isinstance(error, PermanentError):
         return ErrorKind.PERMANENT
-    return ErrorKind.TRANSIENT if _is_transient(error) else ErrorKind.PERMANENT
+    return ErrorKind.TRANSIENT if _in_chain(error, transient) else ErrorKind.PERMANENT
 
 
-def _is_transient(error: BaseException, depth: int = 0) -> bool:
-    if isinstance(error, TransientError | TimeoutError | ConnectionError):
-        return True
-    if any(kind.__name__ in _TRANSIENT_NETWORK_ERRORS for kind in type(error).__mro__):
-        return True
-    if _aws_error_code(error) in _TRANSIENT_AWS_CODES:
-        return True
-    status = _http_status(error)
-    if status is not None and (status >= _SERVER_ERROR or status == _TOO_MANY_REQUESTS):
-        return True
-    # PynamoDB wraps botocore's error (PutError.cause); others chain it (raise ... from).
-    wrapped = getattr(error, "cause", None) or error.__cause__
-    return isinstance(wrapped, BaseException) and depth < 3 and _is_transient(wrapped, depth + 1)
+_CHAIN_DEPTH = 3
 
 
-def _http_status(error: BaseException) -> int | None:
-    response = getattr(error, "response", None)
-    if not isinstance(response, dict):
-        return None
-    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    return status if isinstance(status, int) else None
-
-
-def _aws_error_code(error: BaseException) -> str | None:
-    response = getattr(error, "response", None)
-    if not isinstance(response, dict):
-        return None
-    code = response.get("Error", {}).get("Code")
-    return code if isinstance(code, str) else None
+def _in_chain(error: BaseException, test: TransientTest) -> bool:
+    for _ in range(_CHAIN_DEPTH + 1):
+        if test(error):
+            return True
+        # Libraries wrap an error (PynamoDB's PutError.cause) or chain it (raise ... from).
+        wrapped = getattr(error, "cause", None) or error.__cause__
+        if not isinstance(wrapped, BaseException):
+            return False
+        error = wrapped
+    return False
 
 
 @dataclass(frozen=True)
@@ -133,6 +83,12 @@ class RetryPolicy:
 
     base: timedelta = timedelta(seconds=2)
     cap: timedelta = timedelta(minutes=15)
+    # Which foreign errors are worth a retry: the runtime passes the AWS adapters' test
+    # (throttling codes, network failures); the domain alone knows only its own errors.
+    transient: TransientTest = is_transient_kind
+
+    def classify(self, error: BaseException) -> ErrorKind:
+        return classify(error, self.transient)
 
     def delay(self, retry_number: int, rand: Callable[[], float] = random.random) -> timedelta:
         if retry_number < 1:
@@ -148,7 +104,7 @@ class RetryPolicy:
         rand: Callable[[], float] = random.random,
     ) -> datetime | None:
         """When to run the next attempt, or None when the job must fail now."""
-        if classify(error) is ErrorKind.PERMANENT or not job.can_retry():
+        if self.classify(error) is ErrorKind.PERMANENT or not job.can_retry():
             return None
         delay = self.delay(job.retry_count + 1, rand)
         soonest = error.retry_after if isinstance(error, TransientError) else None

@@ -8,12 +8,14 @@ between them, so a cancelled job stops reading within one chunk.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from filejobs.adapters.aws_errors import error_code, is_missing_object
 from filejobs.domain.job import ProcessingJob
-from filejobs.domain.retry import PermanentError
+from filejobs.domain.retry import ObjectGoneError, PermanentError
 from filejobs.processors.base import StopRequested
 
 if TYPE_CHECKING:
@@ -47,19 +49,39 @@ class ObjectLocation:
             request["VersionId"] = self.version_id
         return request
 
+    def __str__(self) -> str:
+        version = f" (version {self.version_id})" if self.version_id else ""
+        return f"s3://{self.bucket}/{self.key}{version}"
+
+
+@contextmanager
+def _gone_as_domain_error(location: ObjectLocation) -> Iterator[None]:
+    """S3's "no such key or version" as the domain's ObjectGoneError, which the services act on
+    (a file quarantined while its job ran is cancelled, not failed)."""
+    try:
+        yield
+    except Exception as error:
+        if is_missing_object(error):
+            raise ObjectGoneError(f"{location} is gone ({error_code(error)})") from error
+        raise
+
 
 class ObjectSource:
     def __init__(self, s3: S3Client) -> None:
         self._s3 = s3
 
     def size(self, job: ProcessingJob) -> int:
-        return int(self._s3.head_object(**ObjectLocation.of(job).request())["ContentLength"])
+        location = ObjectLocation.of(job)
+        with _gone_as_domain_error(location):
+            return int(self._s3.head_object(**location.request())["ContentLength"])
 
     def chunks(
         self, job: ProcessingJob, should_stop: Callable[[], bool], chunk: int = CHUNK
     ) -> Iterator[bytes]:
         """The object's bytes in order, `chunk` at a time; StopRequested once told to stop."""
-        body = self._s3.get_object(**ObjectLocation.of(job).request())["Body"]
+        location = ObjectLocation.of(job)
+        with _gone_as_domain_error(location):
+            body = self._s3.get_object(**location.request())["Body"]
         try:
             for piece in iter(lambda: body.read(chunk), b""):
                 if should_stop():
@@ -70,9 +92,11 @@ class ObjectSource:
 
     def head(self, job: ProcessingJob, length: int) -> bytes:
         """At most `length` leading bytes (a ranged GET)."""
-        request = {**ObjectLocation.of(job).request(), "Range": f"bytes=0-{max(length, 1) - 1}"}
+        location = ObjectLocation.of(job)
+        request = {**location.request(), "Range": f"bytes=0-{max(length, 1) - 1}"}
         try:
-            data: bytes = self._s3.get_object(**request)["Body"].read()
+            with _gone_as_domain_error(location):
+                data: bytes = self._s3.get_object(**request)["Body"].read()
         except self._s3.exceptions.ClientError as error:
             if error.response.get("Error", {}).get("Code") == "InvalidRange":
                 return b""  # an empty object has no byte 0

@@ -11,7 +11,7 @@ from filejobs.domain import keys
 from filejobs.domain.content import SNIFF_BYTES, sniff_content_type
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated, plan_ingest, tenant_of
 from filejobs.domain.job import JobStatus, ProcessingJob
-from filejobs.domain.retry import is_missing_object
+from filejobs.domain.retry import ObjectGoneError
 from filejobs.domain.scanning import sent_at_ingest
 from filejobs.domain.time import utcnow
 from filejobs.ports import (
@@ -43,9 +43,7 @@ class IngestService:
         tenant_of(record.key)
         try:
             head = self._heads.read_head(record.bucket, record.key, record.version_id, SNIFF_BYTES)
-        except Exception as error:
-            if not is_missing_object(error):
-                raise
+        except ObjectGoneError:
             return self._gone(record)
         content_type = sniff_content_type(head)
         plan = plan_ingest(record, content_type, now=self._clock())

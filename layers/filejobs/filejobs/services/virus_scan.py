@@ -25,7 +25,7 @@ from typing import Any
 
 from filejobs.domain.file import ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.job import ProcessingJob
-from filejobs.domain.retry import PermanentError, is_missing_object
+from filejobs.domain.retry import ObjectGoneError, PermanentError
 from filejobs.domain.scanning import SCANNER
 from filejobs.domain.time import utcnow
 from filejobs.ports import FileStore, VerdictMarks
@@ -82,7 +82,7 @@ class VirusScan:
         and moved it, then died before the end: the quarantine is finished, not failed. (An
         earlier attempt that died before the move is simply run again: its scan records the
         same verdict, and the move finds any copy it made.)"""
-        if not is_missing_object(error):
+        if not isinstance(error, ObjectGoneError):
             return None
         stored = self._files.get(job.file_id)
         if stored is None or stored.scan_status is not ScanStatus.INFECTED:

@@ -22,13 +22,7 @@ from filejobs.domain import transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.retry import (
-    ErrorKind,
-    PermanentError,
-    RetryPolicy,
-    classify,
-    is_missing_object,
-)
+from filejobs.domain.retry import ErrorKind, ObjectGoneError, PermanentError, RetryPolicy
 from filejobs.domain.scanning import Gate, refusal_reason
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied, Lost
@@ -132,7 +126,7 @@ class WorkerService:
         """A job that finds its object gone because the file was quarantined (or deleted) while
         it ran, as a deduplication check beside the scan that quarantines an infected file can,
         is cancelled with that reason, not failed with S3's NoSuchKey."""
-        if self._gate is None or not is_missing_object(error):
+        if self._gate is None or not isinstance(error, ObjectGoneError):
             return None
         stored = self._gate.file(job.file_id)
         if stored is not None and stored.status is FileStatus.ACTIVE:
@@ -167,7 +161,7 @@ class WorkerService:
 
     def _fail(self, job: ProcessingJob, error: Exception) -> WorkResult:
         now = self._clock()
-        if classify(error) is ErrorKind.TRANSIENT:
+        if self._retry.classify(error) is ErrorKind.TRANSIENT:
             logger.warning("job %s attempt %s failed: %s", job.id, job.attempt, error)
         retry_at = self._retry.retry_at(job, error, now)
         failure = transitions.fail(
