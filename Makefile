@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 # Python 3.13: the pyenv build where there is one, else any python3.13 on PATH (resolved to a real path).
 PYTHON313 := $(shell PYENV_VERSION=3.13.0 python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null || python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null)
 
+# uv installs every venv's packages (a tenth of pip's time on a fresh clone); pip installs uv.
+UV := $(BIN)/uv
+
 # aws-sam-cli pins versions that clash with the project's: it gets a tool venv of its own.
 SAM_VENV := .tools/sam
 SAM := $(SAM_VENV)/bin/sam
@@ -15,15 +18,19 @@ CHECKOV := $(CHECKOV_VENV)/bin/checkov
 ST_VENV := .tools/schemathesis
 ST := $(ST_VENV)/bin/st
 
-.PHONY: install system-deps bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full soak bench demo dev clean
+.PHONY: install system-deps bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full end-to-end soak bench demo dev clean
 
+# The venv keeps pip (sam build runs this python's pip for the layers' requirements).
 $(BIN)/python:
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found (try: pyenv install 3.13.0)" >&2; exit 1; }
 	$(PYTHON313) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml layers/filejobs/requirements.txt
-	$(BIN)/python -m pip install --quiet -e '.[dev,media]'
+$(UV): | $(BIN)/python
+	$(BIN)/python -m pip install --quiet uv
+
+$(VENV)/.installed: $(UV) pyproject.toml layers/filejobs/requirements.txt
+	$(UV) pip install --quiet --python $(BIN)/python -e '.[dev,media]'
 	@touch $@
 
 install: $(VENV)/.installed
@@ -58,10 +65,9 @@ unit: install system-deps
 check: lint typecheck
 	$(BIN)/pytest -n auto tests/unit
 
-$(SAM):
-	$(PYTHON313) -m venv $(SAM_VENV)
-	$(SAM_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(SAM_VENV)/bin/python -m pip install --quiet aws-sam-cli
+$(SAM): | $(UV)
+	$(UV) venv --quiet --clear --python $(PYTHON313) $(SAM_VENV)
+	$(UV) pip install --quiet --python $(SAM_VENV)/bin/python aws-sam-cli
 
 # sam validate --lint, then a container-free sam build (a real python3.13 first on PATH) into a
 # scratch folder, so the working tree gets no .aws-sam; then every native library of the build
@@ -76,20 +82,18 @@ template: install system-deps $(SAM)
 	  $(BIN)/python tools/check_build.py "$$build_dir" && \
 	  $(BIN)/python layers/clamav/debs.py smoke --layer "$$build_dir/ClamAvLayer"
 
-$(CHECKOV):
-	$(PYTHON313) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov>=3.2,<4'
+$(CHECKOV): | $(UV)
+	$(UV) venv --quiet --clear --python $(PYTHON313) $(CHECKOV_VENV)
+	$(UV) pip install --quiet --python $(CHECKOV_VENV)/bin/python 'checkov>=3.2,<4'
 
 # checkov on the template: 0 failed checks. Each skipped check is in template.yaml with its reason
 # (the resource's Metadata.checkov.skip). --skip-download: no call to the vendor's guideline API.
 security: $(CHECKOV)
 	$(CHECKOV) --file template.yaml --framework cloudformation --compact --quiet --skip-download
 
-$(ST):
-	$(PYTHON313) -m venv $(ST_VENV)
-	$(ST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(ST_VENV)/bin/python -m pip install --quiet 'schemathesis==4.32.5'
+$(ST): | $(UV)
+	$(UV) venv --quiet --clear --python $(PYTHON313) $(ST_VENV)
+	$(UV) pip install --quiet --python $(ST_VENV)/bin/python 'schemathesis==4.32.5'
 
 # schemathesis over the committed OpenAPI document against the API on the local stack, as a
 # tenant and as an operator: every check, 0 server errors, 0 schema violations
@@ -112,17 +116,25 @@ chaos-full: install
 # (tools/soak.py; docs/RELIABILITY.md). Exits 1 on a violation, memory growth or latency drift.
 SOAK_MINUTES ?= 60
 $(VENV)/.soak-installed: $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[dev,media,soak]'
+	$(UV) pip install --quiet --python $(BIN)/python -e '.[dev,media,soak]'
 	@touch $@
 
 soak: $(VENV)/.soak-installed
 	$(BIN)/python tools/soak.py --minutes $(SOAK_MINUTES)
 
-test: lint typecheck template security unit api-fuzz chaos
+# The static checks first (about a minute), then the whole suite beside the two end-to-end runs
+# on the local stack: pytest keeps both cores busy, while chaos spends most of its run waiting
+# on its timers (leases, visibility timeouts, the dead-letter queue's receives). Each part's
+# output is printed whole when it ends.
+test: lint typecheck template security
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit end-to-end
+
+end-to-end: api-fuzz
+	$(MAKE) --no-print-directory chaos
 
 # What the processor benchmarks compare against: the CLIs (Debian) and libvips (the bench extra).
 $(VENV)/.bench-installed: $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[dev,media,bench]'
+	$(UV) pip install --quiet --python $(BIN)/python -e '.[dev,media,bench]'
 	@touch $@
 
 bench-deps: $(VENV)/.bench-installed

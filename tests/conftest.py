@@ -24,6 +24,10 @@ for _variable in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"
 
 from filejobs.data.models import bind_tables  # noqa: E402
 from filejobs_dev.infra.template import create_tables  # noqa: E402
+from filejobs_dev.local.moto_speedups import key_pairs_when_used  # noqa: E402
+
+# Every table made in moto makes a KMS key, and moto an RSA pair for it that nothing reads.
+key_pairs_when_used()
 
 
 class FakeClock:

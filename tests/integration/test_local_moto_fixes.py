@@ -934,3 +934,71 @@ def test_receives_read_the_retention_period_without_building_every_attribute() -
     # and moto built the queue's attributes three times per message without the fix, not with it
     assert unfixed["built"] >= 3 * 299
     assert fixed["built"] < 30
+
+
+def kms_keys_used(*, fixed: bool = True) -> dict[str, Any]:
+    """Three symmetric keys and a table encrypted with DynamoDB's default key, then an RSA
+    signing key that signs and verifies: the answers, and how many RSA pairs moto made."""
+    from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
+    from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415
+        load_der_public_key,
+    )
+    from moto import mock_aws  # noqa: PLC0415
+
+    from filejobs_dev.local import moto_speedups  # noqa: PLC0415
+
+    if fixed:
+        moto_speedups.key_pairs_when_used()
+    made = 0
+    generate = rsa.generate_private_key
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal made
+        made += 1
+        return generate(*args, **kwargs)
+
+    rsa.generate_private_key = counted
+    with mock_aws():
+        kms = boto3.client("kms", region_name="us-east-1")
+        symmetric = [kms.create_key()["KeyMetadata"] for _ in range(3)]
+        boto3.client("dynamodb", region_name="us-east-1").create_table(
+            TableName="encrypted",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            SSESpecification={"Enabled": True, "SSEType": "KMS"},
+        )
+        made_before_signing = made
+        sealed = kms.encrypt(KeyId=symmetric[0]["KeyId"], Plaintext=b"secret")["CiphertextBlob"]
+        signer = kms.create_key(KeyUsage="SIGN_VERIFY", KeySpec="RSA_2048")["KeyMetadata"]
+        signed = {
+            "KeyId": signer["KeyId"],
+            "Message": b"m",
+            "SigningAlgorithm": "RSASSA_PSS_SHA_256",
+        }
+        signature = kms.sign(**signed)["Signature"]
+        public = kms.get_public_key(KeyId=signer["KeyId"])["PublicKey"]
+        return {
+            "made before signing": made_before_signing,
+            "made": made,
+            "opened": kms.decrypt(CiphertextBlob=sealed)["Plaintext"],
+            "valid": kms.verify(**signed, Signature=signature)["SignatureValid"],
+            "public key bits": load_der_public_key(public).key_size,  # type: ignore[union-attr]
+            "symmetric": sorted(
+                (key, str(value))
+                for key, value in symmetric[0].items()
+                if key not in {"KeyId", "Arn", "CreationDate"}
+            ),
+        }
+
+
+def test_a_kms_key_makes_its_key_pair_when_it_first_signs() -> None:
+    # given symmetric keys (one made by DynamoDB for an encrypted table) and a signing key
+    fixed = _in_fresh_process(kms_keys_used)
+    unfixed = _in_fresh_process(kms_keys_used, fixed=False)
+    # then KMS answers alike: encryption round-trips, a signature verifies, the same metadata
+    assert fixed == {**unfixed, "made before signing": 0, "made": 1}
+    assert fixed["opened"] == b"secret" and fixed["valid"] and fixed["public key bits"] == 2048
+    # and moto as released made a pair for each of the four symmetric keys, nobody reading it
+    assert unfixed["made before signing"] == 4
+    assert unfixed["made"] == 5

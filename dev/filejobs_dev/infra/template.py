@@ -7,6 +7,8 @@ everywhere.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,7 +42,11 @@ _CREATE_TABLE_KEYS = (
 )
 
 
-class _CloudFormationLoader(yaml.SafeLoader):
+# libyaml's parser where PyYAML was built with it: a tenth of the pure-Python one's time.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _CloudFormationLoader(_SafeLoader):  # type: ignore[valid-type,misc]
     """SafeLoader that keeps CloudFormation short-form tags (!Ref, !Sub, ...) as plain data."""
 
 
@@ -60,12 +66,24 @@ _CloudFormationLoader.add_multi_constructor("!", _intrinsic)
 
 
 def default_template_path() -> Path:
-    """template.yaml at the project root (this file lives in layers/filejobs/filejobs/infra)."""
+    """template.yaml at the project root (this file lives in dev/filejobs_dev/infra)."""
     return Path(__file__).resolve().parents[3] / "template.yaml"
 
 
 def load_template(path: Path | None = None) -> dict[str, Any]:
-    text = (path or default_template_path()).read_text(encoding="utf-8")
+    """The template as data: a copy of its own, so a caller may change it freely.
+
+    Parsed once per version of the file (a test suite builds its tables from it hundreds of
+    times); a changed file is parsed again.
+    """
+    source = (path or default_template_path()).resolve()
+    stat = source.stat()
+    return copy.deepcopy(_parsed(source, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(source: Path, mtime_ns: int, size: int) -> dict[str, Any]:
+    text = source.read_text(encoding="utf-8")
     template: dict[str, Any] = yaml.load(text, Loader=_CloudFormationLoader)  # noqa: S506
     return template
 

@@ -57,7 +57,13 @@ that the speed-up avoids). The baseline of bench/local_stack.py runs without the
   seconds, and each asked for a copy of the whole table (a fifth of the DynamoDB emulator's time
   in a 2,000-file chaos run, py-spy 2026-12-02). The table's items are now read in place and
   only the answer is copied (a projection makes new items itself; a count answers none);
-  index scans, whose projection works on the copy, keep moto's way."""
+  index scans, whose projection works on the copy, keep moto's way.
+- A KMS key's RSA key pair made when it is first used. moto makes a 2,048-bit RSA pair for every
+  key it creates, symmetric ones included, which never sign: DynamoDB's default encryption key
+  is one, made for each table's first moto backend, and its pair was half of what creating the
+  test suite's two tables cost (cProfile, 2026-12-04). The pair is now made the first time
+  the key signs, verifies or hands out its public key; until then nothing reads it. The tests
+  apply this one alone (`key_pairs_when_used`) to their in-process moto."""
 
 from __future__ import annotations
 
@@ -541,6 +547,42 @@ def _kinds_per_class(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return nodes_to_be_processed
 
 
+class _KeyPairWhenUsed:
+    """Stands for the key pair moto's KMS makes per key, and makes it on its first use."""
+
+    def __init__(self, key_spec: str, generate: Callable[[str], Any]) -> None:
+        self._key_spec = key_spec
+        self._generate = generate
+        self._made: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        # Only what the pair itself answers: a copy or a pickle probing private names finds
+        # them missing instead of making a pair.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._made is None:
+            self._made = self._generate(self._key_spec)
+        return getattr(self._made, name)
+
+
+_key_pairs_when_used = False
+
+
+def key_pairs_when_used() -> None:
+    """moto's KMS makes a key's pair when the key first signs or verifies (once per process)."""
+    from moto.kms import models as kms_models  # noqa: PLC0415
+
+    global _key_pairs_when_used  # noqa: PLW0603 (once per process)
+    if _key_pairs_when_used:
+        return
+    _key_pairs_when_used = True
+    # The name as moto's Key.__init__ looks it up: in its own module's globals.
+    generate = kms_models.generate_private_key  # type: ignore[attr-defined]
+    kms_models.generate_private_key = functools.partial(  # type: ignore[attr-defined,assignment]
+        _KeyPairWhenUsed, generate=generate
+    )
+
+
 def apply() -> None:
     """Every speed-up, once per process, before moto server makes any object (moto_fixes'
     `apply` calls this unless asked for the baseline)."""
@@ -589,3 +631,4 @@ def apply() -> None:
         ResponseSerializer._serialize_type_structure
     )
     SQSBackend.is_message_valid_based_on_retention_period = _retained  # type: ignore[method-assign]
+    key_pairs_when_used()
