@@ -44,6 +44,9 @@ SERVERS_PLACEHOLDER = "https://{api_id}.execute-api.{region}.amazonaws.com/v1"
 
 _STR = {"type": "string"}
 _OPT_STR = {"type": ["string", "null"]}
+# A person's words: at least one character that is not white space (the API refuses a reason of
+# spaces or line breaks alone), at most 500.
+_REASON = {"type": "string", "minLength": 1, "maxLength": 500, "pattern": "\\S"}
 _OPT_TIME = {"type": ["string", "null"], "format": "date-time"}
 
 SCHEMAS: dict[str, Any] = {
@@ -188,7 +191,7 @@ SCHEMAS: dict[str, Any] = {
     "RescanRequest": {
         "type": "object",
         "additionalProperties": False,
-        "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+        "properties": {"reason": _REASON},
     },
     "RescanFilesRequest": {
         "type": "object",
@@ -200,7 +203,7 @@ SCHEMAS: dict[str, Any] = {
                 "description": "Required of an operator; a tenant may name only its own",
             },
             "prefix": {"type": "string", "maxLength": 1024, "description": "A key prefix"},
-            "reason": {"type": "string", "minLength": 1, "maxLength": 500},
+            "reason": _REASON,
             "dry_run": {"type": "boolean"},
             "next_token": {"type": "string", "maxLength": 2048},
         },
@@ -235,7 +238,7 @@ SCHEMAS: dict[str, Any] = {
     "CancelRequest": {
         "type": "object",
         "additionalProperties": False,
-        "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+        "properties": {"reason": _REASON},
     },
     "OpenApiDocument": {"type": "object"},
 }

@@ -556,6 +556,7 @@ def test_a_foreign_tenant_cannot_cancel_or_retry(stack: Api) -> None:
         ("[1]", 422),
         ('{"reason": 3}', 422),
         ('{"reason": ""}', 422),
+        ('{"reason": "\\r\\n \\t"}', 422),  # white space alone says nothing
         ('{"why": "x"}', 422),
         (json.dumps({"reason": "x" * 501}), 422),
         ('{"reason": "half a pair \\ud800"}', 422),  # no UTF-8 can store a lone surrogate
