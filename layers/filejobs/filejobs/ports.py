@@ -1,9 +1,10 @@
 """The ports: what the services need from storage, queues, buses and buckets, and nothing more.
 
 The services depend on these Protocols only; `data/` (DynamoDB through PynamoDB) and `adapters/`
-(SQS, S3, EventBridge) implement them, so a use case can be given an in-memory stand-in and run
-without moto. The values that cross a port (pages,
-cursors, ingest results, dead letters) are defined here beside it.
+(SQS, S3, EventBridge) implement them, and the services' unit tests give them in-memory ones
+(tests/fakes.py, held to the repository's behaviour by the contract test,
+tests/integration/test_job_store_contract.py). The values that cross a port (pages, cursors,
+ingest results, dead letters) are defined here.
 """
 
 from __future__ import annotations

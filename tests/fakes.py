@@ -1,0 +1,459 @@
+"""In-memory stand-ins for the ports (filejobs/ports.py), for the services' tests without moto.
+
+`InMemoryJobStore` makes each transition as `ProcessingJob.apply` does (the transition's guard,
+then its changes) and lists jobs in the orders the repository's indexes give them; the same
+scenarios run against it and against `JobRepository` on moto
+(tests/integration/test_job_store_contract.py), so the two cannot drift apart unnoticed.
+
+Every store hands out copies: a caller that changes a job (or a file) it was given changes
+nothing stored, as with the real tables.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from itertools import count
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from filejobs.data import index_keys
+from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
+from filejobs.domain.ingest import IngestPlan
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.outcome_events import OutcomeEvent
+from filejobs.domain.retry import ObjectGoneError
+from filejobs.domain.transition_result import Applied, Lost, TransitionResult
+from filejobs.domain.transitions import Conflict, Transition
+from filejobs.ports import (
+    AlreadyIngested,
+    BatchDispatcher,
+    Dispatcher,
+    EventPublisher,
+    FilePage,
+    FileRef,
+    FileStore,
+    Ingested,
+    IngestResult,
+    InvalidCursorError,
+    JobPage,
+    JobStore,
+    ObjectStore,
+    PageCursor,
+    ScannedFile,
+    Workspaces,
+)
+
+# How the repository serializes a `created_at` page cursor (PynamoDB's UTCDateTimeAttribute).
+_CURSOR_TIME = "%Y-%m-%dT%H:%M:%S.%f+0000"
+# DynamoDB's limit on a sort key value (job_repository._MAX_RANGE_KEY_BYTES).
+_MAX_RANGE_KEY_BYTES = 1024
+
+
+def _copy[T](value: T) -> T:
+    return copy.deepcopy(value)
+
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+class InMemoryJobStore:
+    """The JobStore port in a dict: one lock stands for DynamoDB's per-item conditional write."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, ProcessingJob] = {}
+        # Deleted through `apply`: the repository removes their tenant and status index keys.
+        self._unlisted: set[str] = set()
+        self._lock = threading.Lock()
+
+    def get(self, job_id: str, *, consistent: bool = True) -> ProcessingJob | None:
+        with self._lock:
+            stored = self._jobs.get(job_id)
+            # A soft-deleted job is still an item: `get` returns it, deleted_at set.
+            return None if stored is None else _copy(stored)
+
+    def create(self, job: ProcessingJob) -> bool:
+        with self._lock:
+            return self._put_new(job)
+
+    def create_all(self, jobs: Iterable[ProcessingJob]) -> bool:
+        """Every job or, when one of their ids exists already, none (an ingest's transaction)."""
+        jobs = list(jobs)
+        with self._lock:
+            if any(job.id in self._jobs for job in jobs):
+                return False
+            for job in jobs:
+                self._put_new(job)
+            return True
+
+    def _put_new(self, job: ProcessingJob) -> bool:
+        if job.id in self._jobs:
+            return False
+        self._jobs[job.id] = _copy(job)
+        return True
+
+    def apply(self, job_id: str, job_type: JobType, transition: Transition) -> TransitionResult:
+        with self._lock:
+            stored = self._jobs.get(job_id)
+            if stored is None:
+                return Lost(Conflict.NOT_FOUND, None)
+            # The repository conditions every write on the caller's job type (it derives the
+            # index keys), whatever the guard says, and reports that first.
+            if stored.job_type is not job_type:
+                return Lost(Conflict.WRONG_TYPE, _copy(stored))
+            refusal = transition.guard.refusal(stored)
+            if refusal is not None:
+                return Lost(refusal, _copy(stored))
+            changed = _copy(stored)
+            transition.changes.apply_to(changed)
+            self._jobs[job_id] = _copy(changed)  # not sharing the caller's values (a result)
+            if "deleted_at" in transition.changes.set:
+                self._unlisted.add(job_id)
+            return Applied(changed)
+
+    # --- listings ------------------------------------------------------------------------
+
+    def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
+        # The `by_file` index keeps a deleted job (its keys are the file id and created_at), so
+        # the repository lists it here, deleted_at set; so does this.
+        with self._lock:
+            found = [
+                j
+                for j in self._jobs.values()
+                if j.file_id == file_id and (status is None or j.status is status)
+            ]
+            found.sort(key=lambda j: (j.metadata.created_at, j.id))
+            return [_copy(j) for j in found]
+
+    def tenant_page(
+        self,
+        tenant: str,
+        *,
+        status: JobStatus | None = None,
+        job_type: JobType | None = None,
+        after: PageCursor | None = None,
+        limit: int = 50,
+    ) -> JobPage:
+        start = None if after is None else (_created_at_of(after), after.id)
+        with self._lock:
+            entries = [
+                ((j.metadata.created_at, j.id), j)
+                for j in self._listed()
+                if j.tenant == tenant
+                and (status is None or j.status is status)
+                and (job_type is None or j.job_type is job_type)
+            ]
+            entries.sort(key=lambda entry: entry[0], reverse=True)
+            beyond = [job for position, job in entries if start is None or position < start]
+            return _page(beyond, limit, lambda j: _cursor_time(j.metadata.created_at))
+
+    def status_page(
+        self,
+        status: JobStatus,
+        *,
+        job_type: JobType | None = None,
+        after: PageCursor | None = None,
+        limit: int = 50,
+    ) -> JobPage:
+        if after is not None and not _is_range_key_value(after.range_value):
+            raise InvalidCursorError(f"not a queue_order value: {after.range_value[:80]!r}")
+        start = None if after is None else (after.range_value, after.id)
+        with self._lock:
+            entries = [
+                ((_queue_order(j), j.id), j)
+                for j in self._listed()
+                if j.status is status and (job_type is None or j.job_type is job_type)
+            ]
+            entries.sort(key=lambda entry: entry[0])
+            beyond = [job for position, job in entries if start is None or position > start]
+            return _page(beyond, limit, _queue_order)
+
+    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
+        """The due jobs oldest check first. The repository reads its 256 shards from a random
+        one on and yields each shard's in order: callers may rely on nothing across shards."""
+        with self._lock:
+            shards: dict[str, list[ProcessingJob]] = {}
+            for job in self._jobs.values():
+                if job.sweep_at is not None and job.sweep_at <= now:
+                    shards.setdefault(index_keys.sweep_key(job.id), []).append(job)
+            due = [
+                _copy(job)
+                for jobs in shards.values()
+                for job in sorted(jobs, key=_sweep_order)[:per_shard]
+            ]
+        # Taken lazily, as the repository's, but from a snapshot: a caller may write meanwhile.
+        yield from sorted(due, key=_sweep_order)
+
+    def _listed(self) -> Iterator[ProcessingJob]:
+        return (j for j in self._jobs.values() if j.id not in self._unlisted)
+
+    # --- for tests -------------------------------------------------------------------------
+
+    def all(self) -> list[ProcessingJob]:
+        """Every stored job (copies), in creation order."""
+        with self._lock:
+            return [_copy(j) for j in sorted(self._jobs.values(), key=_created)]
+
+
+def _created(job: ProcessingJob) -> tuple[datetime, str]:
+    return job.metadata.created_at, job.id
+
+
+def _sweep_order(job: ProcessingJob) -> tuple[datetime, str]:
+    assert job.sweep_at is not None
+    return job.sweep_at, job.id
+
+
+def _queue_order(job: ProcessingJob) -> str:
+    return index_keys.queue_order(job.priority, job.metadata.created_at)
+
+
+def _cursor_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime(_CURSOR_TIME)
+
+
+def _created_at_of(cursor: PageCursor) -> datetime:
+    """The cursor's created_at, refused as the repository refuses it (InvalidCursorError)."""
+    text = cursor.range_value
+    try:
+        moment = datetime.strptime(text, _CURSOR_TIME).replace(tzinfo=UTC)
+    except (TypeError, ValueError) as error:
+        raise InvalidCursorError(f"not a created_at value: {text!r}") from error
+    if _cursor_time(moment) != text or not _is_range_key_value(text):
+        raise InvalidCursorError(f"not a created_at value: {text[:80]!r}")
+    return moment
+
+
+def _is_range_key_value(text: str) -> bool:
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    return 0 < size <= _MAX_RANGE_KEY_BYTES
+
+
+def _page(ordered: list[ProcessingJob], limit: int, range_value: Any) -> JobPage:
+    entries = ordered[:limit]
+    cursor = None
+    if len(ordered) > limit:
+        last = entries[-1]
+        cursor = PageCursor(range_value(last), last.id)
+    return JobPage([_copy(j) for j in entries], cursor)
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+class InMemoryFileStore:
+    """The FileStore port in a dict. Its ingest writes the plan's jobs into `jobs`, as the
+    repository's one transaction puts the file and its jobs."""
+
+    def __init__(self, jobs: InMemoryJobStore) -> None:
+        self._jobs = jobs
+        self._files: dict[str, StoredFile] = {}
+        self._lock = threading.Lock()
+
+    def get(self, file_id: str, *, consistent: bool = True) -> StoredFile | None:
+        with self._lock:
+            stored = self._files.get(file_id)
+            return None if stored is None else _copy(stored)
+
+    def put(self, stored: StoredFile) -> None:
+        """For tests: a file recorded as it is (no jobs)."""
+        with self._lock:
+            self._files[stored.id] = _copy(stored)
+
+    def record_ingest(self, plan: IngestPlan) -> IngestResult:
+        with self._lock:
+            if plan.file.id in self._files or not self._jobs.create_all(plan.jobs):
+                return AlreadyIngested(plan.file.id)
+            self._files[plan.file.id] = _copy(plan.file)
+            return Ingested(plan)
+
+    def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:
+        verdict = record.verdict
+        earlier = {
+            ScanStatus.CLEAN: {ScanStatus.UNSCANNABLE},
+            ScanStatus.INFECTED: {ScanStatus.CLEAN, ScanStatus.UNSCANNABLE},
+            ScanStatus.UNSCANNABLE: set(),
+        }[verdict]
+
+        def allowed(stored: StoredFile) -> bool:
+            if stored.scan_status is not None and stored.scan_status not in {verdict, *earlier}:
+                return False
+            return verdict is not ScanStatus.CLEAN or stored.status is FileStatus.ACTIVE
+
+        def change(stored: StoredFile) -> None:
+            stored.scan_status = verdict
+            stored.scan = record
+
+        return self._update_if(file_id, allowed, change, at=record.scanned_at, by=by)
+
+    def quarantine(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
+        def allowed(stored: StoredFile) -> bool:
+            return stored.status is FileStatus.ACTIVE and stored.metadata.deleted_at is None
+
+        def change(stored: StoredFile) -> None:
+            stored.status = FileStatus.QUARANTINED
+            stored.status_reason = reason
+
+        return self._update_if(file_id, allowed, change, at=at, by=by)
+
+    def record_content(
+        self, file_id: str, *, sha256: str, duplicate_of: str | None, at: datetime, by: str
+    ) -> StoredFile | None:
+        def change(stored: StoredFile) -> None:
+            stored.sha256 = sha256
+            stored.duplicate_of = duplicate_of
+
+        return self._update_if(file_id, lambda _: True, change, at=at, by=by)
+
+    def _update_if(
+        self,
+        file_id: str,
+        allowed: Any,
+        change: Any,
+        *,
+        at: datetime,
+        by: str,
+    ) -> StoredFile | None:
+        with self._lock:
+            stored = self._files.get(file_id)
+            if stored is None:
+                return None
+            if allowed(stored):
+                stored = _copy(stored)
+                change(stored)
+                stored.metadata.updated_at, stored.metadata.updated_by = at, by
+                self._files[file_id] = _copy(stored)
+            return _copy(stored)
+
+    def files_of_tenant(
+        self,
+        tenant: str,
+        *,
+        prefix: str = "",
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> FilePage:
+        with self._lock:
+            found = sorted(
+                (f.key, f.id)
+                for f in self._files.values()
+                if f.tenant == tenant
+                and f.key.startswith(prefix)
+                and (after is None or (f.key, f.id) > after)
+            )
+        page = [FileRef(file_id, key) for key, file_id in found[:limit]]
+        cursor = (page[-1].key, page[-1].id) if len(found) > limit else None
+        return FilePage(page, cursor)
+
+    def scanned_before(
+        self, cutoff: datetime, *, definitions_before: str | None = None, per_shard: int = 100
+    ) -> Iterator[ScannedFile]:
+        with self._lock:
+            found = [
+                ScannedFile(f.id, f.tenant, f.scan.scanned_at, f.scan.definitions_version)
+                for f in self._files.values()
+                if f.scan is not None
+                and f.status is FileStatus.ACTIVE
+                and f.scan_status is ScanStatus.CLEAN
+                and f.scan.scanned_at < cutoff
+                and (
+                    definitions_before is None
+                    or f.scan.definitions_version is None
+                    or f.scan.definitions_version < definitions_before
+                )
+            ]
+        yield from sorted(found, key=lambda s: (s.scanned_at, s.id))
+
+    def versions_of(self, bucket: str, key: str) -> list[StoredFile]:
+        with self._lock:
+            found = [f for f in self._files.values() if (f.bucket, f.key) == (bucket, key)]
+        found.sort(key=lambda f: f.metadata.created_at, reverse=True)
+        return [_copy(f) for f in found]
+
+
+# --- queues, bus, bucket, scratch ------------------------------------------------------------
+
+
+@dataclass
+class RecordingDispatcher:
+    """Dispatcher and BatchDispatcher: records each message sent as (job id, delay)."""
+
+    sent: list[tuple[str, timedelta]] = field(default_factory=list)
+
+    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
+        self.sent.append((job.id, delay))
+
+    def dispatch_all(self, jobs: Iterable[ProcessingJob]) -> None:
+        self.sent.extend((job.id, timedelta(0)) for job in jobs)
+
+    @property
+    def sent_ids(self) -> list[str]:
+        return [job_id for job_id, _ in self.sent]
+
+
+@dataclass
+class RecordingEvents:
+    """EventPublisher: keeps what was published."""
+
+    published: list[OutcomeEvent] = field(default_factory=list)
+
+    def publish(self, event: OutcomeEvent) -> None:
+        self.published.append(event)
+
+
+@dataclass
+class InMemoryObjects:
+    """ObjectStore: objects by (bucket, key); a missing one is gone (ObjectGoneError)."""
+
+    objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
+
+    def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
+        try:
+            return self.objects[(bucket, key)][:length]
+        except KeyError:
+            raise ObjectGoneError(f"no object s3://{bucket}/{key}") from None
+
+
+class TempWorkspaces:
+    """Workspaces: a fresh directory under `root` per attempt, removed afterwards."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._numbers = count()
+        self.used: list[Path] = []
+
+    @contextmanager
+    def for_job(self, job_id: str) -> Iterator[Path]:
+        path = self.root / f"job-{job_id}-{next(self._numbers)}"
+        path.mkdir(parents=True)
+        self.used.append(path)
+        try:
+            yield path
+        finally:
+            for entry in sorted(path.rglob("*"), reverse=True):
+                entry.rmdir() if entry.is_dir() else entry.unlink()
+            path.rmdir()
+
+
+def aged(job: ProcessingJob, created_at: datetime) -> ProcessingJob:
+    """A copy of `job` created (and last updated) at another instant."""
+    metadata = replace(job.metadata, created_at=created_at, updated_at=created_at)
+    return replace(_copy(job), metadata=metadata)
+
+
+# mypy checks here that each fake implements its port exactly.
+if TYPE_CHECKING:
+    _job_store: JobStore = InMemoryJobStore()
+    _file_store: FileStore = InMemoryFileStore(InMemoryJobStore())
+    _dispatcher: Dispatcher = RecordingDispatcher()
+    _batch_dispatcher: BatchDispatcher = RecordingDispatcher()
+    _events: EventPublisher = RecordingEvents()
+    _objects: ObjectStore = InMemoryObjects()
+    _workspaces: Workspaces = TempWorkspaces(Path())
