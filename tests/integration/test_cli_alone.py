@@ -48,10 +48,15 @@ def cli_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(ROOT / "cli", source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     venv = scratch / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [venv / "bin" / "pip", "install", "--quiet", "--disable-pip-version-check", str(source)],
-        check=True,
+    # uv where the project's venv has it (make install puts it there): the same install, from
+    # the CLI's own pyproject, in a tenth of pip's time.
+    uv = Path(sys.executable).parent / "uv"
+    install: list[str | Path] = (
+        [uv, "pip", "install", "--quiet", "--python", venv / "bin" / "python"]
+        if uv.exists()
+        else [venv / "bin" / "pip", "install", "--quiet", "--disable-pip-version-check"]
     )
+    subprocess.run([*install, str(source)], check=True)
     return venv
 
 
