@@ -118,13 +118,13 @@ class InMemoryJobStore:
     # --- listings ------------------------------------------------------------------------
 
     def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
-        # The `by_file` index keeps a deleted job (its keys are the file id and created_at), so
-        # the repository lists it here, deleted_at set; so does this.
         with self._lock:
             found = [
                 j
                 for j in self._jobs.values()
-                if j.file_id == file_id and (status is None or j.status is status)
+                if j.file_id == file_id
+                and j.metadata.deleted_at is None
+                and (status is None or j.status is status)
             ]
             found.sort(key=lambda j: (j.metadata.created_at, j.id))
             return [_copy(j) for j in found]

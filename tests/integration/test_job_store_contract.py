@@ -396,13 +396,14 @@ def test_a_deleted_job_leaves_the_listings_and_no_transition_takes_it(store: Job
     assert list(store.due_for_sweep(T0 + timedelta(days=365))) == []
 
 
-def test_a_deleted_job_is_still_among_its_files_jobs_marked_deleted(store: JobStore) -> None:
-    # The `by_file` index keeps a deleted job (unlike the tenant and status indexes): readers of
-    # a file's jobs (StatusApi) filter on deleted_at themselves.
+def test_a_deleted_job_leaves_its_files_jobs_too(store: JobStore) -> None:
+    # The file index keeps its keys (the file's id and the creation time): the store leaves the
+    # deleted job out of the answer, so no reader of a file's jobs has to.
     done = finished(store, created(store, a_job())[0])
     deleted = applied(write(store, done, transitions.delete(now=T0, by="api")))
 
-    assert store.jobs_of_file(ACME.id) == [deleted]
+    assert store.jobs_of_file(ACME.id) == []
+    assert store.get(deleted.id) == deleted
 
 
 # --- copies ----------------------------------------------------------------------------------

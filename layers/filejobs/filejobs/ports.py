@@ -59,7 +59,7 @@ class JobStore(Protocol):
     def apply(self, job_id: str, job_type: JobType, transition: Transition) -> TransitionResult: ...
 
     def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
-        """A file's jobs, oldest first; with `status`, only those in it."""
+        """A file's jobs, oldest first, deleted ones left out; with `status`, only those in it."""
         ...
 
     def tenant_page(

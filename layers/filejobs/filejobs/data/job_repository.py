@@ -90,8 +90,11 @@ class JobRepository:
     # --- queries (Query or GetItem only, never Scan) ---------------------------------------
 
     def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
-        """A file's jobs in creation order; a file has a handful, so status is a filter."""
-        condition = None if status is None else (_J.status == status.value)
+        """A file's jobs in creation order, deleted ones left out; a file has a handful, so the
+        status and the deletion are filters (the file index keeps a deleted job's keys)."""
+        condition = _J.deleted_at.does_not_exist()
+        if status is not None:
+            condition &= _J.status == status.value
         return [job_from_model(m) for m in _J.by_file.query(file_id, filter_condition=condition)]
 
     def jobs_by_status(

@@ -418,7 +418,7 @@ class StatusApi:
         self, caller: Caller, stored: StoredFile, status: JobStatus | None = None
     ) -> list[ProcessingJob]:
         jobs = self.jobs.jobs_of_file(stored.id, status)
-        return [j for j in jobs if caller.may_see(j.tenant) and j.metadata.deleted_at is None]
+        return [j for j in jobs if caller.may_see(j.tenant)]
 
     def _visible_job(self, caller: Caller, job_id: str) -> ProcessingJob:
         job = self.jobs.get(job_id, consistent=False)
