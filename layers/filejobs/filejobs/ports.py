@@ -86,7 +86,8 @@ class JobStore(Protocol):
         ...
 
     def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
-        """Jobs whose sweep check is due, oldest check first."""
+        """Jobs whose sweep check is due: oldest check first within a shard, the shards in an
+        order that moves from run to run (so a run cut short leaves no shard always last)."""
         ...
 
 
@@ -145,7 +146,8 @@ class FileStore(Protocol):
         ...
 
     def quarantine(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
-        """The file quarantined, once; None when it is not there or quarantined already."""
+        """The file as stored after marking it quarantined (one already quarantined or deleted is
+        left as it is, and returned so); None when there is no such file."""
         ...
 
     def files_of_tenant(
