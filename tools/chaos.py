@@ -256,10 +256,12 @@ def wait_until_quiet(stack: LaunchedStack, uploads: int, seconds: float) -> floa
             continue
         counted = time.monotonic()
         progress = stack.progress()
+        # Which queues hold the last few messages: what a long tail is waiting for.
+        where = f" ({', '.join(sorted(busy))})" if 0 < len(busy) <= 3 else ""
         print(
             f"  {time.monotonic() - started:6.0f} s: {progress.files}/{uploads} files,"
             f" {progress.jobs} jobs, {progress.active} active,"
-            f" {sum(busy.values())} messages queued",
+            f" {sum(busy.values())} messages queued{where}",
             flush=True,
         )
         if progress.files >= uploads and progress.jobs and not progress.active and not busy:
