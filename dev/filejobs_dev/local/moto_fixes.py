@@ -1,4 +1,5 @@
-"""Fixes to moto server, applied by the local stack in the emulator's process.
+"""Fixes to moto server, applied by the local stack in the emulator's process (and by the tests
+to their in-process moto, tests/conftest.py: they run on the moto the local stack runs).
 
 Each one was found by running the local stack under load, and each makes the emulator behave as
 AWS does where the system depends on it (those that only make it faster, each keeping moto's

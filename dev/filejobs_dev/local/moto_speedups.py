@@ -1,4 +1,5 @@
-"""Faster moto, with moto's own answers: applied by the local stack in its emulator processes.
+"""Faster moto, with moto's own answers: applied by the local stack in its emulator processes,
+and by the tests to their in-process moto (tests/conftest.py).
 
 Each was found by profiling the local stack under load (py-spy on the emulator processes); each
 keeps what moto answers (its test compares answers with moto's as released, and counts the work
@@ -62,8 +63,7 @@ that the speed-up avoids). The baseline of bench/local_stack.py runs without the
   key it creates, symmetric ones included, which never sign: DynamoDB's default encryption key
   is one, made for each table's first moto backend, and its pair was half of what creating the
   test suite's two tables cost (cProfile, 2026-12-04). The pair is now made the first time
-  the key signs, verifies or hands out its public key; until then nothing reads it. The tests
-  apply this one alone (`key_pairs_when_used`) to their in-process moto."""
+  the key signs, verifies or hands out its public key; until then nothing reads it."""
 
 from __future__ import annotations
 
