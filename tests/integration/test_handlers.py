@@ -19,6 +19,7 @@ from urllib.parse import unquote_plus
 import boto3
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.exceptions import ClientError
 from mypy_boto3_s3 import S3Client
 from mypy_boto3_sqs import SQSClient
 
@@ -32,6 +33,7 @@ from filejobs.domain.retry import TransientError
 from filejobs.domain.time import utcnow
 from filejobs.processors.base import Work
 from filejobs.processors.digest import ObjectDigest
+from filejobs.processors.source import ObjectSource
 from filejobs.services.worker import WorkerService
 from filejobs_dev.infra.template import (
     create_buckets,
@@ -401,6 +403,33 @@ def test_a_scan_refused_for_want_of_definitions_is_counted_for_its_alarm(
     assert blob["job_type"] == "virus_scan"
     [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/e.txt")
     assert stored.scan_status is None
+
+
+def test_a_throttled_read_of_the_upload_is_retried_not_failed(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an upload whose content hash cannot be read: S3 answers SlowDown (503), as it does
+    # when a prefix takes more requests than it can serve
+    stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/t.txt", Body=b"t\n")
+    invoke(ingest.handler, receive(stack, "IngestQueue"))
+    answer: Any = {
+        "Error": {"Code": "SlowDown", "Message": "Please reduce your request rate."},
+        "ResponseMetadata": {"HTTPStatusCode": 503},
+    }
+
+    def throttled(*_: Any, **__: Any) -> Iterator[bytes]:
+        raise ClientError(answer, "GetObject")
+
+    monkeypatch.setattr(ObjectSource, "chunks", throttled)
+    monkeypatch.setenv("JOB_TYPE", JobType.DEDUPLICATION_CHECK.value)
+    # When the deduplication check's worker handles its message
+    assert invoke(worker.handler, receive(stack, "DeduplicationCheckQueue")) == []
+    # Then the job waits for a retry (the function's retry policy knows AWS's throttling), with
+    # S3's answer as its error, instead of failing for good
+    [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/t.txt")
+    [job] = JobRepository().jobs_of_file(stored.id, JobStatus.SCHEDULED)
+    assert job.job_type is JobType.DEDUPLICATION_CHECK
+    assert "SlowDown" in (job.error_message or "")
 
 
 def test_a_completed_job_is_measured(
