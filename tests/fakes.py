@@ -1,7 +1,7 @@
 """In-memory stand-ins for the ports (filejobs/ports.py), for the services' tests without moto.
 
-`InMemoryJobStore` makes each transition as `ProcessingJob.apply` does (the transition's guard,
-then its changes) and lists jobs in the orders the repository's indexes give them; the same
+`InMemoryJobStore` makes each transition with `ProcessingJob.apply` (the transition's guard, then
+its changes) and lists jobs in the orders the repository's indexes give them; the same
 scenarios run against it and against `JobRepository` on moto
 (tests/integration/test_job_store_contract.py), so the two cannot drift apart unnoticed.
 
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from filejobs.data import index_keys
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan
-from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.job import JobError, JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome_events import OutcomeEvent
 from filejobs.domain.retry import ObjectGoneError
 from filejobs.domain.transition_result import Applied, Lost, TransitionResult
@@ -105,11 +105,12 @@ class InMemoryJobStore:
             # index keys), whatever the guard says, and reports that first.
             if stored.job_type is not job_type:
                 return Lost(Conflict.WRONG_TYPE, _copy(stored))
-            refusal = transition.guard.refusal(stored)
-            if refusal is not None:
-                return Lost(refusal, _copy(stored))
             changed = _copy(stored)
-            transition.changes.apply_to(changed)
+            try:
+                # The entity's own apply: the transition's guard, then its changes.
+                changed.apply(transition)
+            except JobError as refused:
+                return Lost(Conflict(refused.reason), _copy(stored))
             self._jobs[job_id] = _copy(changed)  # not sharing the caller's values (a result)
             if "deleted_at" in transition.changes.set:
                 self._unlisted.add(job_id)
