@@ -200,6 +200,13 @@ class InMemoryJobStore:
             return [_copy(j) for j in sorted(self._jobs.values(), key=_created)]
 
 
+def stored(jobs: InMemoryJobStore, job: ProcessingJob) -> ProcessingJob:
+    """The job as the store holds it now (it must be there)."""
+    found = jobs.get(job.id)
+    assert found is not None
+    return found
+
+
 def _created(job: ProcessingJob) -> tuple[datetime, str]:
     return job.metadata.created_at, job.id
 

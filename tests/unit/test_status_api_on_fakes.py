@@ -18,28 +18,13 @@ from filejobs.services.api import CancelJob, StatusApi
 from filejobs.services.errors import ConflictError, NotFoundError
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
-from tests.fakes import InMemoryFileStore, InMemoryJobStore, RecordingDispatcher
+from tests.fakes import InMemoryFileStore, InMemoryJobStore, RecordingDispatcher, stored
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 KEEP = timedelta(days=30)
 ACME = Caller(tenant="acme", operator=False)
 GLOBEX = Caller(tenant="globex", operator=False)
 OPERATOR = Caller(tenant=None, operator=True)
-
-
-@pytest.fixture
-def jobs() -> InMemoryJobStore:
-    return InMemoryJobStore()
-
-
-@pytest.fixture
-def files(jobs: InMemoryJobStore) -> InMemoryFileStore:
-    return InMemoryFileStore(jobs)
-
-
-@pytest.fixture
-def sent() -> RecordingDispatcher:
-    return RecordingDispatcher()
 
 
 @pytest.fixture
@@ -65,12 +50,6 @@ def upload(files: InMemoryFileStore) -> IngestPlan:
 @pytest.fixture
 def scan(upload: IngestPlan) -> ProcessingJob:
     return next(j for j in upload.jobs if j.job_type is JobType.VIRUS_SCAN)
-
-
-def stored(jobs: InMemoryJobStore, job: ProcessingJob) -> ProcessingJob:
-    found = jobs.get(job.id)
-    assert found is not None
-    return found
 
 
 def completed(jobs: InMemoryJobStore, job: ProcessingJob) -> ProcessingJob:

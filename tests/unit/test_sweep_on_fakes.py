@@ -17,7 +17,7 @@ from filejobs.domain.transition_result import Applied
 from filejobs.services.sweep import SweepService
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
-from tests.fakes import InMemoryJobStore, RecordingDispatcher
+from tests.fakes import InMemoryJobStore, RecordingDispatcher, stored
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=5)
@@ -27,29 +27,8 @@ RETRIES = RetryPolicy(base=timedelta(seconds=4), cap=timedelta(minutes=1))
 
 
 @pytest.fixture
-def jobs() -> InMemoryJobStore:
-    return InMemoryJobStore()
-
-
-@pytest.fixture
-def sent() -> RecordingDispatcher:
-    return RecordingDispatcher()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0)
-
-
-@pytest.fixture
 def sweep(jobs: InMemoryJobStore, sent: RecordingDispatcher, clock: FakeClock) -> SweepService:
     return SweepService(jobs, sent, clock=clock, retry_policy=RETRIES)
-
-
-def stored(jobs: InMemoryJobStore, job: ProcessingJob) -> ProcessingJob:
-    found = jobs.get(job.id)
-    assert found is not None
-    return found
 
 
 def applied(

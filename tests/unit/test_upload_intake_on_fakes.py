@@ -25,28 +25,8 @@ RECORD = upload_record("photo.jpg")
 
 
 @pytest.fixture
-def jobs() -> InMemoryJobStore:
-    return InMemoryJobStore()
-
-
-@pytest.fixture
-def files(jobs: InMemoryJobStore) -> InMemoryFileStore:
-    return InMemoryFileStore(jobs)
-
-
-@pytest.fixture
 def objects() -> InMemoryObjects:
     return InMemoryObjects({(RECORD.bucket, RECORD.key): JPEG})
-
-
-@pytest.fixture
-def sent() -> RecordingDispatcher:
-    return RecordingDispatcher()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from filejobs.processors.base import Work
 from filejobs.services.worker import Disposition, WorkerService
 from tests.conftest import FakeClock
 from tests.factories import pending_job
-from tests.fakes import InMemoryJobStore, RecordingDispatcher, TempWorkspaces
+from tests.fakes import InMemoryJobStore, RecordingDispatcher, TempWorkspaces, stored
 
 T0 = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=5)
@@ -42,21 +42,6 @@ class Processor:
         if self.error is not None:
             raise self.error
         return self.result
-
-
-@pytest.fixture
-def jobs() -> InMemoryJobStore:
-    return InMemoryJobStore()
-
-
-@pytest.fixture
-def sent() -> RecordingDispatcher:
-    return RecordingDispatcher()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0)
 
 
 @pytest.fixture
@@ -90,12 +75,6 @@ def worker(
         retry_policy=RETRIES,
         clock=clock,
     )
-
-
-def stored(jobs: InMemoryJobStore, job: ProcessingJob) -> ProcessingJob:
-    found = jobs.get(job.id)
-    assert found is not None
-    return found
 
 
 def test_a_message_for_a_pending_job_runs_its_processor_once_and_completes_the_job(
