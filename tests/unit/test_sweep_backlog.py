@@ -2,18 +2,16 @@
 
 A waiting job is sent again only once its queue has got past the moment its message became
 visible (domain/backlog.py); a job whose file's virus scan has no verdict yet is not sent at all
-(its worker could only skip it). Real conditional writes on moto; the queue's progress comes from
-a stand-in the test moves by hand (tests/integration/test_queue_watch.py reads it from SQS).
+(its worker could only skip it). The sweep runs for hours and days of a fake clock, so on the
+in-memory stores (tests/fakes.py; tests/integration/test_job_store_contract.py holds them to the
+repositories' behaviour); the queue's progress comes from a stand-in the test moves by hand
+(tests/integration/test_queue_watch.py reads it from SQS).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-import pytest
-
-from filejobs.data.file_repository import FileRepository
-from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.backlog import QueueProgress
 from filejobs.domain.file import ScanRecord, ScanStatus
@@ -26,18 +24,11 @@ from filejobs.services.scan_gate import ScanGate
 from filejobs.services.sweep import SweepService
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
+from tests.fakes import InMemoryFileStore, InMemoryJobStore, RecordingDispatcher, stored
 
 KEEP = timedelta(days=30)
 DISPATCH = DispatchPolicy(grace=timedelta(minutes=2), cap=timedelta(minutes=8), max_dispatches=3)
 RETRY = RetryPolicy(base=timedelta(seconds=10), cap=timedelta(minutes=5))
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def dispatch(self, job: ProcessingJob, delay: timedelta = timedelta(0)) -> None:
-        self.sent.append(job.id)
 
 
 class HandMovedQueues:
@@ -55,16 +46,16 @@ class HandMovedQueues:
         return QueueProgress(self.reach)
 
 
-@pytest.fixture
-def sent() -> Recorder:
-    return Recorder()
-
-
 def sweep(
-    clock: FakeClock, sent: Recorder, queues: HandMovedQueues, *, held: ScanGate | None = None
+    jobs: InMemoryJobStore,
+    clock: FakeClock,
+    sent: RecordingDispatcher,
+    queues: HandMovedQueues,
+    *,
+    held: ScanGate | None = None,
 ) -> SweepService:
     return SweepService(
-        JobRepository(),
+        jobs,
         sent,
         queues=queues,
         held=held,
@@ -75,13 +66,17 @@ def sweep(
     )
 
 
-def gate(sent: Recorder, clock: FakeClock) -> ScanGate:
-    return ScanGate(FileRepository(), JobRepository(), sent, retention=KEEP, clock=clock)
+def gate(
+    files: InMemoryFileStore, jobs: InMemoryJobStore, sent: RecordingDispatcher, clock: FakeClock
+) -> ScanGate:
+    return ScanGate(files, jobs, sent, retention=KEEP, clock=clock)
 
 
-def ingested(clock: FakeClock, content_type: str, name: str = "f") -> IngestPlan:
+def ingested(
+    files: InMemoryFileStore, clock: FakeClock, content_type: str, name: str = "f"
+) -> IngestPlan:
     plan = ingest_plan(clock.now, content_type, name=name)
-    FileRepository().record_ingest(plan)
+    files.record_ingest(plan)
     return plan
 
 
@@ -89,26 +84,20 @@ def job_of(plan: IngestPlan, job_type: JobType) -> ProcessingJob:
     return next(j for j in plan.jobs if j.job_type is job_type)
 
 
-def stored(job: ProcessingJob) -> ProcessingJob:
-    found = JobRepository().get(job.id)
-    assert found is not None
-    return found
-
-
 def test_a_job_queued_behind_a_backlog_is_put_off_not_sent(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given an empty file's jobs (scan, dedup), in queues that have not reached their sending
-    plan = ingested(clock, "application/x-empty")
+    plan = ingested(files, clock, "application/x-empty")
     job = plan.jobs[0]
     queues = HandMovedQueues(reach=clock.now - timedelta(minutes=10))
     # When the sweep runs after the jobs' dispatch grace
     clock.advance(timedelta(minutes=3))
-    report = sweep(clock, sent, queues).run()
+    report = sweep(jobs, clock, sent, queues).run()
     # Then nothing is sent and nothing counted: the jobs are only looked at later
-    assert sent.sent == []
+    assert sent.sent_ids == []
     assert report.actions["queued"] == len(plan.jobs) == 2
-    after = stored(job)
+    after = stored(jobs, job)
     assert after.status is JobStatus.PENDING
     assert after.dispatch_count == 0
     assert after.sweep_at is not None
@@ -116,61 +105,61 @@ def test_a_job_queued_behind_a_backlog_is_put_off_not_sent(
 
 
 def test_a_job_whose_queue_got_past_it_was_lost_and_is_sent_once(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given a pending job sent at its creation, and a queue that has since got past that moment
-    job = ingested(clock, "application/x-empty").jobs[0]
+    job = ingested(files, clock, "application/x-empty").jobs[0]
     clock.advance(timedelta(minutes=3))
     queues = HandMovedQueues(reach=clock.now - timedelta(minutes=1))
     # When the sweep runs twice
-    first = sweep(clock, sent, queues).run()
-    second = sweep(clock, sent, queues).run()
+    first = sweep(jobs, clock, sent, queues).run()
+    second = sweep(jobs, clock, sent, queues).run()
     # Then its message is sent again once, counted, with the time of the send recorded
-    assert sent.sent.count(job.id) == 1
+    assert sent.sent_ids.count(job.id) == 1
     assert first.actions["redispatched"] == 2  # the file's two jobs
     assert second.examined == 0
-    after = stored(job)
+    after = stored(jobs, job)
     assert after.dispatch_count == 1
     assert after.dispatched_at == clock.now
 
 
 def test_a_resent_job_is_judged_from_its_last_send_not_its_creation(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
-    job = ingested(clock, "application/x-empty").jobs[0]
+    job = ingested(files, clock, "application/x-empty").jobs[0]
     clock.advance(timedelta(minutes=3))
     queues = HandMovedQueues(reach=clock.now)
-    sweep(clock, sent, queues).run()  # lost: sent again now
+    sweep(jobs, clock, sent, queues).run()  # lost: sent again now
     resent_at = clock.now
     # When its next check comes while the queue has not reached that second send
     clock.advance(timedelta(minutes=5))
     queues.reach = resent_at - timedelta(seconds=1)
-    report = sweep(clock, sent, queues).run()
+    report = sweep(jobs, clock, sent, queues).run()
     # Then the copy is taken for queued: no third message
     assert report.actions["queued"] == 2
-    assert sent.sent.count(job.id) == 1
+    assert sent.sent_ids.count(job.id) == 1
 
 
 def test_a_backlog_of_days_never_gives_a_queued_job_up_and_checks_it_ever_less_often(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given a job queued behind a backlog that does not clear for three days
-    job = ingested(clock, "application/x-empty").jobs[0]
+    job = ingested(files, clock, "application/x-empty").jobs[0]
     queues = HandMovedQueues(reach=clock.now - timedelta(seconds=1))
     checks = 0
     end = clock.now + timedelta(days=3)
     while True:
         # The runs (every minute) that find nothing due change nothing: go to the next due one.
-        due = stored(job).sweep_at
+        due = stored(jobs, job).sweep_at
         assert due is not None
         if due >= end:
             break
         clock.now = due
-        checks += sweep(clock, sent, queues).run().actions["queued"]
+        checks += sweep(jobs, clock, sent, queues).run().actions["queued"]
     # Then it was never sent, never counted, never failed; and looked at a few dozen times in
     # 4,320 minutes (each look puts the next off by as long as it has waited, up to the patience)
-    after = stored(job)
-    assert sent.sent == []
+    after = stored(jobs, job)
+    assert sent.sent_ids == []
     assert after.status is JobStatus.PENDING
     assert after.dispatch_count == 0
     assert 5 <= checks <= 2 * (3 * 24 // 6 + 10)  # its own looks, and its sibling's
@@ -178,35 +167,35 @@ def test_a_backlog_of_days_never_gives_a_queued_job_up_and_checks_it_ever_less_o
     queues.reach = clock.now
     assert after.sweep_at is not None
     clock.now = after.sweep_at
-    assert sweep(clock, sent, queues).run().actions["redispatched"] >= 1
-    assert sent.sent.count(job.id) == 1
+    assert sweep(jobs, clock, sent, queues).run().actions["redispatched"] >= 1
+    assert sent.sent_ids.count(job.id) == 1
 
 
 def test_a_job_whose_every_copy_reached_a_worker_unclaimed_is_still_given_up(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given a job whose queue keeps getting past every copy (no worker claims them)
-    job = ingested(clock, "application/x-empty").jobs[0]
+    job = ingested(files, clock, "application/x-empty").jobs[0]
     queues = HandMovedQueues(reach=clock.now)
     for _ in range(DISPATCH.max_dispatches + 1):
-        due = stored(job).sweep_at
+        due = stored(jobs, job).sweep_at
         assert due is not None
         clock.now = due + timedelta(seconds=1)
         queues.reach = clock.now
-        sweep(clock, sent, queues).run()
+        sweep(jobs, clock, sent, queues).run()
     # Then after the budget of sends it fails, saying no worker took it
-    after = stored(job)
+    after = stored(jobs, job)
     assert after.status is JobStatus.FAILED
     assert "never claimed" in (after.error_message or "")
-    assert sent.sent.count(job.id) == DISPATCH.max_dispatches
+    assert sent.sent_ids.count(job.id) == DISPATCH.max_dispatches
 
 
 def test_a_due_retry_whose_delayed_message_may_still_be_queued_is_left_scheduled(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given a job whose attempt failed and was scheduled to retry (its message sent delayed)
-    job = ingested(clock, "application/x-empty").jobs[0]
-    repo = JobRepository()
+    job = ingested(files, clock, "application/x-empty").jobs[0]
+    repo = jobs
     claimed = repo.apply(
         job.id, job.job_type, transitions.claim(now=clock.now, lease=KEEP, worker="w")
     )
@@ -228,22 +217,22 @@ def test_a_due_retry_whose_delayed_message_may_still_be_queued_is_left_scheduled
     # When the retry is due but its queue is behind the moment the message became visible
     clock.now = retry_at + timedelta(minutes=1)
     queues = HandMovedQueues(reach=retry_at - timedelta(minutes=5))
-    report = sweep(clock, sent, queues).run()
+    report = sweep(jobs, clock, sent, queues).run()
     # Then it is not promoted and no second message is sent
     assert report.actions["queued"] >= 1
-    assert job.id not in sent.sent
-    assert stored(job).status is JobStatus.SCHEDULED
+    assert job.id not in sent.sent_ids
+    assert stored(jobs, job).status is JobStatus.SCHEDULED
 
 
 def test_a_job_held_by_the_scan_gate_is_never_sent_while_its_scan_is_on(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given an image's thumbnail job, held at ingest, and the file's scan running (a big file)
-    plan = ingested(clock, "image/png")
+    plan = ingested(files, clock, "image/png")
     thumbnail = job_of(plan, JobType.THUMBNAIL_GENERATION)
     scan = job_of(plan, JobType.VIRUS_SCAN)
     lease = transitions.claim(now=clock.now, lease=timedelta(hours=2), worker="scanner")
-    running = JobRepository().apply(scan.id, scan.job_type, lease)
+    running = jobs.apply(scan.id, scan.job_type, lease)
     assert isinstance(running, Applied)
     scan_due = running.job.sweep_at
     queues = HandMovedQueues(reach=clock.now + timedelta(days=1))  # every queue drained
@@ -252,11 +241,15 @@ def test_a_job_held_by_the_scan_gate_is_never_sent_while_its_scan_is_on(
     end = clock.now + timedelta(hours=1)
     while clock.now < end:
         clock.advance(timedelta(minutes=1))
-        looks += sweep(clock, sent, queues, held=gate(sent, clock)).run().actions["held"]
+        looks += (
+            sweep(jobs, clock, sent, queues, held=gate(files, jobs, sent, clock))
+            .run()
+            .actions["held"]
+        )
     # Then the parsing job was never sent, and was looked at once: it waits for the scan's
     # own next check (its lease), not for every run
-    assert thumbnail.id not in sent.sent
-    after = stored(thumbnail)
+    assert thumbnail.id not in sent.sent_ids
+    after = stored(jobs, thumbnail)
     assert after.status is JobStatus.PENDING
     assert after.dispatch_count == 0
     assert looks == 1
@@ -264,115 +257,122 @@ def test_a_job_held_by_the_scan_gate_is_never_sent_while_its_scan_is_on(
 
 
 def test_a_held_job_of_a_clean_file_whose_release_was_lost_is_sent(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given an image found clean, whose scan worker died before it sent the waiting jobs
-    plan = ingested(clock, "image/png")
+    plan = ingested(files, clock, "image/png")
     thumbnail = job_of(plan, JobType.THUMBNAIL_GENERATION)
     clock.advance(timedelta(minutes=1))
     verdict = ScanRecord(ScanStatus.CLEAN, clock.now, job_of(plan, JobType.VIRUS_SCAN).id)
-    FileRepository().record_scan(plan.file.id, verdict, by="virus_scan")
+    files.record_scan(plan.file.id, verdict, by="virus_scan")
     clock.advance(timedelta(minutes=3))
     queues = HandMovedQueues(reach=verdict.scanned_at - timedelta(seconds=1))
     # When the sweep runs while the queue has not reached the verdict's release: left alone
-    assert sweep(clock, sent, queues, held=gate(sent, clock)).run().actions["queued"] >= 1
-    assert thumbnail.id not in sent.sent
+    assert (
+        sweep(jobs, clock, sent, queues, held=gate(files, jobs, sent, clock))
+        .run()
+        .actions["queued"]
+        >= 1
+    )
+    assert thumbnail.id not in sent.sent_ids
     # And once the queue is past it: sent, once
-    after = stored(thumbnail)
+    after = stored(jobs, thumbnail)
     assert after.sweep_at is not None
     clock.now = after.sweep_at
     queues.reach = clock.now
-    sweep(clock, sent, queues, held=gate(sent, clock)).run()
-    assert sent.sent.count(thumbnail.id) == 1
+    sweep(jobs, clock, sent, queues, held=gate(files, jobs, sent, clock)).run()
+    assert sent.sent_ids.count(thumbnail.id) == 1
 
 
 def test_a_held_job_whose_scan_ended_without_a_verdict_is_cancelled_by_the_sweep(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given an image whose scan job was cancelled before giving a verdict
-    plan = ingested(clock, "image/png")
+    plan = ingested(files, clock, "image/png")
     scan = job_of(plan, JobType.VIRUS_SCAN)
     cancel = transitions.cancel(now=clock.now, by="operator", reason="test", retention=KEEP)
-    assert isinstance(JobRepository().apply(scan.id, scan.job_type, cancel), Applied)
+    assert isinstance(jobs.apply(scan.id, scan.job_type, cancel), Applied)
     # When the sweep reaches the waiting thumbnail job
     clock.advance(timedelta(minutes=3))
     queues = HandMovedQueues(reach=clock.now)
-    report = sweep(clock, sent, queues, held=gate(sent, clock)).run()
+    report = sweep(jobs, clock, sent, queues, held=gate(files, jobs, sent, clock)).run()
     # Then it is cancelled, saying why, and never sent
-    thumbnail = stored(job_of(plan, JobType.THUMBNAIL_GENERATION))
+    thumbnail = stored(jobs, job_of(plan, JobType.THUMBNAIL_GENERATION))
     assert report.actions["refused"] >= 1
     assert thumbnail.status is JobStatus.CANCELLED
-    assert thumbnail.id not in sent.sent
+    assert thumbnail.id not in sent.sent_ids
 
 
 def test_a_scan_the_sweep_fails_settles_the_jobs_waiting_on_it_in_the_same_run(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given an image whose scan worker crashes on every attempt, the thumbnail held meanwhile
     # (and put off, as the scan ran, until long after: the sweep looks less often the longer a
     # job waits)
-    plan = ingested(clock, "image/png")
+    plan = ingested(files, clock, "image/png")
     scan, thumbnail = job_of(plan, JobType.VIRUS_SCAN), job_of(plan, JobType.THUMBNAIL_GENERATION)
     queues = HandMovedQueues(reach=clock.now + timedelta(days=1))  # every queue drained
     clock.advance(timedelta(hours=2))
     report = None
     for _ in range(scan.max_retries + 1):
         lease = transitions.claim(now=clock.now, lease=timedelta(minutes=5), worker="crashes")
-        assert isinstance(JobRepository().apply(scan.id, scan.job_type, lease), Applied)
+        assert isinstance(jobs.apply(scan.id, scan.job_type, lease), Applied)
         clock.advance(timedelta(minutes=6))
-        report = sweep(clock, sent, queues, held=gate(sent, clock)).run()
+        report = sweep(jobs, clock, sent, queues, held=gate(files, jobs, sent, clock)).run()
         clock.advance(RETRY.cap)
     # When the sweep takes back the last attempt's lease, the scan fails for good
     assert report is not None and report.actions["recovered"] == 1
-    assert stored(scan).status is JobStatus.FAILED
+    assert stored(jobs, scan).status is JobStatus.FAILED
     # Then the thumbnail was cancelled in that run, saying why, not at its own next look
-    after = stored(thumbnail)
+    after = stored(jobs, thumbnail)
     assert after.status is JobStatus.CANCELLED
     assert "virus scan" in (after.error_message or after.cancel_reason or "")
-    assert thumbnail.id not in sent.sent
+    assert thumbnail.id not in sent.sent_ids
 
 
 def test_a_queue_whose_progress_cannot_be_read_gets_no_copies(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
-    ingested(clock, "application/x-empty", name="a")
-    ingested(clock, "application/x-empty", name="b")
+    ingested(files, clock, "application/x-empty", name="a")
+    ingested(files, clock, "application/x-empty", name="b")
     queues = HandMovedQueues(reach=clock.now + timedelta(days=1))
     queues.broken = True
     clock.advance(timedelta(minutes=3))
-    report = sweep(clock, sent, queues).run()
+    report = sweep(jobs, clock, sent, queues).run()
     # Then the jobs wait (put off), and each queue was asked once in the run, not once per job
-    assert sent.sent == []
+    assert sent.sent_ids == []
     assert report.actions["queued"] == 4
     assert sorted(queues.asked) == sorted(set(queues.asked))
     assert len(queues.asked) == 2  # the scan's queue and the dedup check's
 
 
 def test_a_run_whose_time_is_up_leaves_the_rest_due_for_the_next(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
-    jobs = [ingested(clock, "application/x-empty", name=f"f{n}").jobs[0] for n in range(5)]
+    one_per_file = [
+        ingested(files, clock, "application/x-empty", name=f"f{n}").jobs[0] for n in range(5)
+    ]
     clock.advance(timedelta(minutes=3))
     queues = HandMovedQueues(reach=clock.now)
     taken = iter([False, False, True])
-    report = sweep(clock, sent, queues).run(should_stop=lambda: next(taken, True))
+    report = sweep(jobs, clock, sent, queues).run(should_stop=lambda: next(taken, True))
     assert report.cut_short
     assert report.examined == 2
     # The next run takes the others
-    following = sweep(clock, sent, queues).run()
+    following = sweep(jobs, clock, sent, queues).run()
     assert not following.cut_short
-    assert following.examined == 2 * len(jobs) - 2
-    assert {j.id for j in jobs} <= set(sent.sent)
-    assert len(sent.sent) == len(set(sent.sent)) == 2 * len(jobs)
+    assert following.examined == 2 * len(one_per_file) - 2
+    assert {j.id for j in one_per_file} <= set(sent.sent_ids)
+    assert len(sent.sent_ids) == len(set(sent.sent_ids)) == 2 * len(one_per_file)
 
 
 def test_a_retry_too_far_off_for_a_delayed_message_is_promoted_when_due_even_in_a_backlog(
-    tables: dict[str, str], clock: FakeClock, sent: Recorder
+    jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
     # Given a job whose attempt failed with its retry an hour away (SQS delays 15 minutes at
     # most, so no message was sent: the sweep owes it one)
-    job = ingested(clock, "application/x-empty").jobs[0]
-    repo = JobRepository()
+    job = ingested(files, clock, "application/x-empty").jobs[0]
+    repo = jobs
     claimed = repo.apply(
         job.id, job.job_type, transitions.claim(now=clock.now, lease=KEEP, worker="w")
     )
@@ -385,8 +385,8 @@ def test_a_retry_too_far_off_for_a_delayed_message_is_promoted_when_due_even_in_
     # When it is due while its queue has a backlog of unknown age
     clock.now = retry_at + timedelta(seconds=1)
     queues = HandMovedQueues(reach=clock.now - timedelta(days=4))
-    report = sweep(clock, sent, queues).run()
+    report = sweep(jobs, clock, sent, queues).run()
     # Then it is promoted and sent, as nothing of it can be queued
     assert report.actions["promoted"] == 1
-    assert job.id in sent.sent
-    assert stored(job).status is JobStatus.PENDING
+    assert job.id in sent.sent_ids
+    assert stored(jobs, job).status is JobStatus.PENDING
