@@ -1,7 +1,7 @@
 """The local stack's lean HTTP front for moto (filejobs_dev/local/front.py): moto's own answers to
 the requests the function hosts make, with less of the server's work around each.
 
-Each server runs in a fresh interpreter (multiprocessing's spawn): moto's backends are module
+Each server runs in a process of its own (tests/fresh_process.py): moto's backends are module
 state, and each side must start from none.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import re
 import socket
 import threading
@@ -21,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from filejobs_cli.local_stack_file import LOCAL_CREDENTIALS
 from filejobs_dev.local.stack import free_port
+from tests.fresh_process import in_fresh_process
 
 # Response headers whose values differ between two servers or two runs.
 _VOLATILE_HEADERS = {
@@ -35,11 +35,6 @@ _VOLATILE_KEYS = {
 
 
 _VOLATILE_XML = re.compile(r"<(LastModified|RequestId|HostId)>[^<]*</\1>")
-
-
-def _in_fresh_process(scenario: Callable[..., Any], **keywords: Any) -> Any:
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(scenario, kwds=keywords)
 
 
 def _serve(front: bool, port: int) -> Callable[[], None]:
@@ -157,8 +152,8 @@ def test_the_front_answers_every_request_of_the_hosts_as_moto_server_does() -> N
     # given the S3, SQS and DynamoDB requests the function hosts make, when moto's app answers
     # them behind the front and behind moto server's own werkzeug server
     port = free_port()  # the same for both: it is in the queue's URL
-    behind_front = _in_fresh_process(answers_to_the_hosts_requests, front=True, port=port)
-    behind_werkzeug = _in_fresh_process(answers_to_the_hosts_requests, front=False, port=port)
+    behind_front = in_fresh_process(answers_to_the_hosts_requests, front=True, port=port)
+    behind_werkzeug = in_fresh_process(answers_to_the_hosts_requests, front=False, port=port)
     # then each answer is the same: status, headers and body
     assert _without_connection(behind_front) == _without_connection(behind_werkzeug)
     # but for keeping the connection: werkzeug's server closes it after every response (its
@@ -220,8 +215,8 @@ def server_work_per_request(*, front: bool, requests: int = 200) -> float:
 
 def test_the_front_does_a_small_part_of_werkzeug_s_work_per_request() -> None:
     # given the same requests on one kept-alive connection
-    front = _in_fresh_process(server_work_per_request, front=True)
-    werkzeug = _in_fresh_process(server_work_per_request, front=False)
+    front = in_fresh_process(server_work_per_request, front=True)
+    werkzeug = in_fresh_process(server_work_per_request, front=False)
     # then the front makes under a third of the calls werkzeug's server makes around the app
     assert front < werkzeug / 3, (front, werkzeug)
 
@@ -271,7 +266,7 @@ def raw_requests() -> dict[str, bytes]:
 
 
 def test_the_front_reads_chunked_and_continued_bodies_and_refuses_garbage() -> None:
-    answers = _in_fresh_process(raw_requests)
+    answers = in_fresh_process(raw_requests)
     # a chunked body is read whole, and an expected 100 Continue is sent before the body
     assert answers["chunked"].startswith(b"HTTP/1.1 200 ")
     assert b'"TableNames": []' in answers["chunked"]

@@ -2,14 +2,13 @@
 and the system relies on, kept by the emulator under load; and its speed-ups
 (filejobs_dev/local/moto_speedups.py): moto's own answers, with less work.
 
-Each scenario runs in a fresh interpreter (multiprocessing's spawn), as the fixes patch moto's
+Each scenario runs in a process of its own (tests/fresh_process.py), as the fixes patch moto's
 classes for the whole process and the rest of the suite runs moto as released.
 """
 
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,11 +22,7 @@ from botocore.exceptions import ClientError
 
 from filejobs_cli.local_stack_file import LOCAL_CREDENTIALS
 from filejobs_dev.local.stack import free_port
-
-
-def _in_fresh_process(scenario: Any, **keywords: Any) -> Any:
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(scenario, kwds=keywords)
+from tests.fresh_process import in_fresh_process
 
 
 def _emulator() -> tuple[Any, Any, Any]:
@@ -164,7 +159,7 @@ def test_a_rolled_back_transaction_leaves_the_stream_whole_and_no_copies_behind(
     # given a table with a stream and a reader at its start, when committed transactions
     # alternate with rolled-back ones (each of which put a new item and updated a committed one
     # before it was undone)
-    result = _in_fresh_process(stream_across_rollbacks)
+    result = in_fresh_process(stream_across_rollbacks)
     committed = [key for n in range(20) for key in (f"a{n}", f"b{n}")]
     # then the reader got every committed write, in order, and nothing of the undone ones
     assert result["read"] == committed
@@ -179,7 +174,7 @@ def test_an_acknowledged_write_is_never_undone_by_another_requests_rollback() ->
     # given a table of 2,000 items, and a client whose transactions keep failing (each backs the
     # table up, then restores it)
     # when another client puts 60 items meanwhile, each acknowledged
-    result = _in_fresh_process(writes_during_rollbacks)
+    result = in_fresh_process(writes_during_rollbacks)
     # then all 60 are stored, and the rollbacks did happen alongside them
     assert result["kept"] == result["acknowledged"]
     assert result["rollbacks"] > 0
@@ -227,7 +222,7 @@ def notifications_of_two_writes(*, fixed: bool = True) -> dict[str, Any]:
 
 def test_an_object_created_notification_names_the_version_it_announces() -> None:
     # given a versioned bucket notifying a queue, when one key is written twice
-    result = _in_fresh_process(notifications_of_two_writes)
+    result = in_fresh_process(notifications_of_two_writes)
     objects = sorted(result["objects"], key=lambda o: o["sequencer"])
     # then each notification names the version S3 made, in the order they were written
     assert [o["versionId"] for o in objects] == result["written"]
@@ -237,7 +232,7 @@ def test_an_object_created_notification_names_the_version_it_announces() -> None
 
 def test_moto_as_released_names_no_version_in_its_notifications() -> None:
     # the gap the fix closes (this fails once moto names versions itself: drop the fix then)
-    result = _in_fresh_process(notifications_of_two_writes, fixed=False)
+    result = in_fresh_process(notifications_of_two_writes, fixed=False)
     assert len(result["objects"]) == 2
     assert all("versionId" not in o for o in result["objects"])
 
@@ -275,7 +270,7 @@ def folder_listings_per_request(*, fixed: bool = True) -> dict[str, int]:
 
 def test_the_emulator_finds_each_service_once_not_once_per_request() -> None:
     # given moto server with the fixes, when it answers 38 requests of three services
-    result = _in_fresh_process(folder_listings_per_request)
+    result = in_fresh_process(folder_listings_per_request)
     # then each was answered, and its package folder was listed at most once per service
     assert result["answers"] == 12
     assert result["listings"] <= 3
@@ -283,7 +278,7 @@ def test_the_emulator_finds_each_service_once_not_once_per_request() -> None:
 
 def test_moto_as_released_lists_its_folder_for_every_request() -> None:
     # the cost the fix removes (this fails once moto remembers it itself: drop the fix then)
-    result = _in_fresh_process(folder_listings_per_request, fixed=False)
+    result = in_fresh_process(folder_listings_per_request, fixed=False)
     assert result["listings"] >= result["requests"]
 
 
@@ -395,8 +390,8 @@ def queries_on_a_big_table(*, fixed: bool = True) -> dict[str, Any]:
 def test_a_query_reads_its_partition_and_answers_as_moto_does() -> None:
     # given 600 items, and table, sparse index and numeric index queries with conditions,
     # descending order and paging, when moto server with the fixes and without answers them
-    fixed = _in_fresh_process(queries_on_a_big_table)
-    unfixed = _in_fresh_process(queries_on_a_big_table, fixed=False)
+    fixed = in_fresh_process(queries_on_a_big_table)
+    unfixed = in_fresh_process(queries_on_a_big_table, fixed=False)
     # then the answers are the same, item for item and in order
     assert fixed["answers"] == unfixed["answers"]
     assert len(fixed["answers"]["index"]) > 9  # paged
@@ -535,8 +530,8 @@ def index_queries_between_writes(*, fixed: bool = True) -> dict[str, Any]:
 def test_index_groups_follow_each_write_without_going_over_the_table() -> None:
     # given 300 items in a sparse index of 4 shards, each shard queried in pages after every
     # kind of write, by moto server with the fixes and without
-    fixed = _in_fresh_process(index_queries_between_writes)
-    unfixed = _in_fresh_process(index_queries_between_writes, fixed=False)
+    fixed = in_fresh_process(index_queries_between_writes)
+    unfixed = in_fresh_process(index_queries_between_writes, fixed=False)
     # then every answer is moto's own, item for item and in order
     assert fixed["answers"] == unfixed["answers"]
     assert "j000" in fixed["answers"]["moved"]["s9"]
@@ -624,8 +619,8 @@ def scans_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
 def test_a_scan_copies_only_what_it_answers_with() -> None:
     # given 400 items, when moto server with the fixes and without answers table scans that
     # filter, count, project, page and segment, and an index scan
-    fixed = _in_fresh_process(scans_of_every_kind)
-    unfixed = _in_fresh_process(scans_of_every_kind, fixed=False)
+    fixed = in_fresh_process(scans_of_every_kind)
+    unfixed = in_fresh_process(scans_of_every_kind, fixed=False)
     # then every answer is moto's own, and the items are stored as they were
     assert fixed["answers"] == unfixed["answers"]
     assert fixed["answers"]["counted"] == {"items": [], "count": 40, "scanned": 400}
@@ -718,8 +713,8 @@ def transitions_of_many_jobs(*, fixed: bool = True) -> dict[str, Any]:
 def test_expressions_are_parsed_once_and_handlers_listed_once() -> None:
     # given 101 conditional transitions with the same expressions and values of their own,
     # and two bad expressions, answered by moto server with the fixes and without
-    fixed = _in_fresh_process(transitions_of_many_jobs)
-    unfixed = _in_fresh_process(transitions_of_many_jobs, fixed=False)
+    fixed = in_fresh_process(transitions_of_many_jobs)
+    unfixed = in_fresh_process(transitions_of_many_jobs, fixed=False)
     # then every answer is moto's own: the new items, the lost race's old item, the errors
     assert fixed["answers"] == unfixed["answers"]
     assert fixed["answers"][100][0] == "ConditionalCheckFailedException"
@@ -871,8 +866,8 @@ def responses_of_every_kind(*, fixed: bool = True) -> dict[str, Any]:
 def test_responses_are_read_from_their_dicts_and_are_byte_for_byte_moto_s() -> None:
     # given items holding every attribute type (and keys that are also shape and member names),
     # when moto server with the fixes and without answers every item operation and a few more
-    fixed = _in_fresh_process(responses_of_every_kind)
-    unfixed = _in_fresh_process(responses_of_every_kind, fixed=False)
+    fixed = in_fresh_process(responses_of_every_kind)
+    unfixed = in_fresh_process(responses_of_every_kind, fixed=False)
     # then every answer is the same
     assert len(fixed["bodies"]) == len(unfixed["bodies"]) == 23
     for answered, expected in zip(fixed["bodies"], unfixed["bodies"], strict=True):
@@ -925,8 +920,8 @@ def receives_from_a_backlog(*, fixed: bool = True) -> dict[str, Any]:
 
 def test_receives_read_the_retention_period_without_building_every_attribute() -> None:
     # given 300 messages in a queue, one past its retention period, when all are received
-    fixed = _in_fresh_process(receives_from_a_backlog)
-    unfixed = _in_fresh_process(receives_from_a_backlog, fixed=False)
+    fixed = in_fresh_process(receives_from_a_backlog)
+    unfixed = in_fresh_process(receives_from_a_backlog, fixed=False)
     # then the same messages came back, and never the expired one
     assert fixed["received"] == unfixed["received"]
     assert len(fixed["received"]) == 299
@@ -994,8 +989,8 @@ def kms_keys_used(*, fixed: bool = True) -> dict[str, Any]:
 
 def test_a_kms_key_makes_its_key_pair_when_it_first_signs() -> None:
     # given symmetric keys (one made by DynamoDB for an encrypted table) and a signing key
-    fixed = _in_fresh_process(kms_keys_used)
-    unfixed = _in_fresh_process(kms_keys_used, fixed=False)
+    fixed = in_fresh_process(kms_keys_used)
+    unfixed = in_fresh_process(kms_keys_used, fixed=False)
     # then KMS answers alike: encryption round-trips, a signature verifies, the same metadata
     assert fixed == {**unfixed, "made before signing": 0, "made": 1}
     assert fixed["opened"] == b"secret" and fixed["valid"] and fixed["public key bits"] == 2048
