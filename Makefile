@@ -58,7 +58,7 @@ system-deps:
 # The whole pytest suite, on every core (pytest-xdist): each test builds its own moto tables,
 # servers and scratch folders, so none shares state with a test running beside it.
 unit: install system-deps
-	$(BIN)/pytest -n auto --dist loadgroup
+	$(BIN)/pytest -n auto --dist loadfile
 
 # The quick loop for a change to the code: lint, types and the unit tests (the domain, the
 # processors' pure rules and the tooling's, on fakes: no moto server, no ClamAV, no local stack).

@@ -94,22 +94,3 @@ def tables(aws: None) -> dict[str, str]:
 
 # Fixtures of shared test benches (tests/processing.py: `media`).
 pytest_plugins = ["tests.processing"]
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of a module that share one of its module-scoped fixtures (a running local
-    stack, a venv, a clamd) run on one xdist worker (`--dist loadgroup`): spread over two,
-    each worker would build its own copy (a local stack is 20 CPU-seconds). Runs before
-    xdist's own hook, which reads the mark."""
-    for item in items:
-        if isinstance(item, pytest.Function) and _uses_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-
-
-def _uses_a_module_fixture(item: pytest.Function) -> bool:
-    return any(
-        definition.scope == "module"
-        for definitions in item._fixtureinfo.name2fixturedefs.values()
-        for definition in definitions
-    )

@@ -15,9 +15,15 @@ __all__ = ["ROOT", "TERMINAL", "RunningStack", "running_stack"]
 
 
 @contextmanager
-def running_stack(scratch: Path, *options: str) -> Iterator[LaunchedStack]:
+def running_stack(
+    scratch: Path, *options: str, schedule_seconds: float | None = 2
+) -> Iterator[LaunchedStack]:
     """`filejobs dev` on a copy of the project under `scratch` (the working tree is left
-    alone), sweeping every 2 seconds and waiting at most 20 for running batches on Ctrl-C."""
+    alone), waiting at most 20 s for running batches on Ctrl-C; its sweep (and any schedule of
+    five minutes or less) runs every `schedule_seconds`, or at the template's own rate when
+    None: for tests that never wait on a schedule, as a sweep over 256 shards every 2 s is
+    most of an idle stack's work."""
     root = project_copy(ROOT, scratch)
-    with launched(root, "--schedule-seconds", "2", "--grace-seconds", "20", *options) as stack:
+    fast = () if schedule_seconds is None else ("--schedule-seconds", str(schedule_seconds))
+    with launched(root, *fast, "--grace-seconds", "20", *options) as stack:
         yield stack

@@ -28,7 +28,8 @@ FILE_LINE = re.compile(r"^(?P<path>.+): file (?P<id>[0-9a-f-]{36})$", re.MULTILI
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    with running_stack(tmp_path_factory.mktemp("project")) as running:
+    # Nothing here waits on the sweep or another schedule: they keep the template's rates.
+    with running_stack(tmp_path_factory.mktemp("project"), schedule_seconds=None) as running:
         yield running
 
 

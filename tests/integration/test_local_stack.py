@@ -39,7 +39,8 @@ print(json.dumps(handler(event, context)))
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    with running_stack(tmp_path_factory.mktemp("project")) as running:
+    # Nothing here waits on the sweep or another schedule: they keep the template's rates.
+    with running_stack(tmp_path_factory.mktemp("project"), schedule_seconds=None) as running:
         yield running
 
 
