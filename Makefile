@@ -56,7 +56,8 @@ system-deps:
 	    clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static >/dev/null; }
 
 # The whole pytest suite, on every core (pytest-xdist): each test builds its own moto tables,
-# servers and scratch folders, so none shares state with a test running beside it.
+# servers and scratch folders, so none shares state with a test running beside it. A file's tests
+# stay on one worker (--dist loadfile), so a file's module-scoped local stack starts once.
 unit: install system-deps
 	$(BIN)/pytest -n auto --dist loadfile
 
