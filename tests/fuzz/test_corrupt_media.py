@@ -489,14 +489,14 @@ LIES = (
     Lie("jpeg-named-pdf", "report.pdf", lambda: photo(64, 48), DOCUMENT, None, FAILED,
         "does not support image/jpeg files"),
     Lie("pdf-named-jpg", "photo.jpg", lambda: _sample("pdf"), THUMBNAIL, None, FAILED,
-        "not an image in a supported format"),
+        "thumbnail_generation does not decode application/pdf files"),
     Lie("jpeg-named-png", "photo.png", lambda: photo(64, 48), THUMBNAIL, None, COMPLETED),
-    # FFmpeg reads a still image as a one-frame video: a poster is made. From the PDF too:
-    # its probe finds the JPEG the page is drawn from.
+    # A decoder is picked by the sniffed type, never probed: FFmpeg left to probe took a PNG for
+    # a one-frame video, and a PDF too (it found the JPEG the page is drawn from).
     Lie("png-named-mp4", "clip.mp4", lambda: _sample("png"), JobType.VIDEO_THUMBNAIL, None,
-        COMPLETED),
+        FAILED, "video_thumbnail does not decode image/png files"),
     Lie("pdf-named-mp4", "clip.mp4", lambda: _sample("pdf"), JobType.VIDEO_THUMBNAIL, None,
-        COMPLETED),
+        FAILED, "video_thumbnail does not decode application/pdf files"),
     # A job's declared content type is believed: a wrong one fails the job, or the bytes are
     # previewed as what it declared (binary typeset as text, replacement characters and all).
     Lie("text-declared-pdf", "notes.txt", notes, DOCUMENT, "application/pdf", FAILED,

@@ -19,11 +19,18 @@ import pytest
 from PIL import Image
 
 from filejobs.config import ConfigurationError
+from filejobs.domain.content import THUMBNAILABLE_IMAGES
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.processors import registry
 from filejobs.processors.base import StopRequested
-from filejobs.processors.thumbnail import ThumbnailProcessor, render_thumbnails, sizes_setting
+from filejobs.processors.thumbnail import (
+    DECODERS,
+    EVERY_DECODER,
+    ThumbnailProcessor,
+    render_thumbnails,
+    sizes_setting,
+)
 from tests.processing import MediaBench
 
 RED, GREEN, BLUE, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)
@@ -396,7 +403,7 @@ def test_a_zero_byte_file_fails_permanently(media: MediaBench) -> None:
 
 def test_garbage_bytes_fail_permanently(media: MediaBench) -> None:
     message = fails(media, "noise.jpg", bytes(range(256)) * 40)
-    assert message.startswith("the file is not an image in a supported format")
+    assert message.startswith("thumbnail_generation does not decode application/octet-stream")
 
 
 def test_a_png_declaring_900_megapixels_is_refused_as_a_bomb(media: MediaBench) -> None:
@@ -484,3 +491,46 @@ def test_a_stop_between_sizes_ends_the_rendering(tmp_path: Path) -> None:
     with pytest.raises(StopRequested):
         render_thumbnails(path, (128, 256, 512), "webp", should_stop=should_stop)
     assert len(calls) == 2
+
+
+# --- one decoder per type: no bytes reach a parser they were not sniffed for ----------------------
+
+EPS = (
+    b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 64 64\n%%EndComments\n"
+    b"newpath 0 0 moveto 64 64 lineto stroke\nshowpage\n%%EOF\n"
+)
+
+
+def test_each_thumbnailable_type_has_one_decoder_pillow_has_and_none_runs_a_program() -> None:
+    assert set(DECODERS) == THUMBNAILABLE_IMAGES
+    Image.init()
+    assert set(EVERY_DECODER) <= set(Image.OPEN)  # names Pillow (and pi-heif) registered
+    assert not {"EPS", "PDF", "FITS", "HDF5", "GRIB", "BUFR", "WMF", "MPEG"} & set(EVERY_DECODER)
+
+
+def test_an_eps_file_never_reaches_pillow_s_eps_parser(tmp_path: Path) -> None:
+    # Given an EPS file, which Pillow left to itself identifies as an image (Ghostscript would
+    # render it on load)
+    path = tmp_path / "source"
+    path.write_bytes(EPS)
+    with Image.open(path) as probed:
+        assert probed.format == "EPS"
+    # When thumbnails are made of it, as a PNG (a mislabelled file) or with every decoder
+    for decoders in (DECODERS["image/png"], EVERY_DECODER):
+        with pytest.raises(PermanentError, match="not an image its type's decoder reads"):
+            render_thumbnails(path, decoders=decoders)
+
+
+def test_a_thumbnail_job_for_content_that_is_not_an_image_fails_before_reading_it(
+    media: MediaBench,
+) -> None:
+    # EPS sniffs as text/plain: the API would refuse such a job (422); one made anyway fails
+    message = fails(media, "drawing.eps", EPS)
+    assert message.startswith("thumbnail_generation does not decode text/plain files")
+    assert "image/png" in message
+
+
+def test_a_png_labelled_as_a_jpeg_is_not_decoded(media: MediaBench) -> None:
+    png = encoded(scene((64, 64)), "PNG")
+    message = fails(media, "lies.jpg", png, content_type="image/jpeg")
+    assert "decoders: JPEG" in message

@@ -16,10 +16,11 @@ import av
 import pytest
 from PIL import Image
 
+from filejobs.domain.content import VIDEO_TYPES
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested
-from filejobs.processors.video import VideoPosterProcessor, extract_poster, poster_time
+from filejobs.processors.video import DEMUXERS, VideoPosterProcessor, extract_poster, poster_time
 from tests.processing import MediaBench
 
 # One colour per second of a clip: far apart in RGB, so lossy coding cannot blur one into another.
@@ -189,7 +190,7 @@ def test_the_poster_is_exactly_the_frame_a_full_decode_shows_at_that_time(
     path.write_bytes(h264_video(40, keyframe_every=50, preset="medium", paint=moving_bar))
 
     # When its poster is extracted (at 4 s)
-    poster = extract_poster(path)
+    poster = extract_poster(path, DEMUXERS["video/mp4"])
 
     # Then it is the same picture as decoding every frame from the start up to 4 s
     with av.open(str(path)) as video:
@@ -255,7 +256,7 @@ def test_a_stream_that_does_not_know_its_duration_gets_its_first_frame(tmp_path:
     raw.write_bytes(h264_video(3, container="h264"))
 
     # When its poster is extracted
-    poster = extract_poster(raw)
+    poster = extract_poster(raw, "h264")  # the core reads any demuxer it is given
 
     # Then it is the first frame
     assert poster.duration_s is None
@@ -264,20 +265,30 @@ def test_a_stream_that_does_not_know_its_duration_gets_its_first_frame(tmp_path:
 
 
 @pytest.mark.parametrize(
-    ("name", "body", "message"),
+    ("name", "body", "labelled", "message"),
     [
-        ("empty.mp4", lambda: b"", "empty"),
-        ("cut.mp4", lambda: h264_video(3)[:1500], "not a readable video"),
-        ("tone.wav", wav_tone, "no video stream"),
-        ("noise.mp4", lambda: bytes(range(256)) * 64, "not a readable video"),
+        ("empty.mp4", lambda: b"", None, "the file is empty"),
+        ("cut.mp4", lambda: h264_video(3)[:1500], None, "not a readable video"),
+        ("tone.wav", wav_tone, None, "video_thumbnail does not decode audio/wav files"),
+        ("noise.mp4", lambda: bytes(range(256)) * 64, None, "does not decode application/octet"),
+        ("noise.mp4", lambda: bytes(range(256)) * 64, "video/mp4", "not a readable video"),
+        ("tone.mp4", wav_tone, "video/mp4", "not a readable video"),
     ],
-    ids=["zero-bytes", "truncated-mp4", "audio-only", "garbage"],
+    ids=[
+        "zero-bytes",
+        "truncated-mp4",
+        "audio-only",
+        "garbage",
+        "garbage-labelled-mp4",
+        "wav-labelled-mp4",
+    ],
 )
 def test_input_that_is_no_decodable_video_fails_permanently_with_a_readable_message(
-    media: MediaBench, name: str, body: Callable[[], bytes], message: str
+    media: MediaBench, name: str, body: Callable[[], bytes], labelled: str | None, message: str
 ) -> None:
-    # Given an upload that is no decodable video
-    work = media.work_for(JobType.VIDEO_THUMBNAIL, name, body())
+    # Given an upload that is no decodable video (or a job that says it is one)
+    label: dict[str, object] = {} if labelled is None else {"content_type": labelled}
+    work = media.work_for(JobType.VIDEO_THUMBNAIL, name, body(), input_data=label)
 
     # When the processor runs, then it fails for good, saying why
     with pytest.raises(PermanentError, match=message):
@@ -327,3 +338,28 @@ def test_a_stop_request_while_decoding_stops_the_job(media: MediaBench) -> None:
     assert len(checks) == 2
     listed = media.s3.list_objects_v2(Bucket=media.outputs)
     assert listed.get("KeyCount", 0) == 0
+
+
+# --- one demuxer per type, reading the file it is given and nothing else -------------------------
+
+
+def test_each_video_type_has_one_demuxer_ffmpeg_has() -> None:
+    assert set(DEMUXERS) == VIDEO_TYPES
+    for demuxer in set(DEMUXERS.values()):
+        assert av.ContainerFormat(demuxer, "r").name  # raises on a name FFmpeg does not have
+    assert not {"hls", "dash", "concat", "image2", "tee"} & set(DEMUXERS.values())
+
+
+def test_a_script_naming_another_file_is_never_followed(tmp_path: Path) -> None:
+    # Given an upload that is an FFmpeg concat script naming another file beside it in the
+    # workspace, which FFmpeg left to probe would read instead
+    (tmp_path / "other.mp4").write_bytes(h264_video(1))
+    script = tmp_path / "video"
+    script.write_text("ffconcat version 1.0\nfile other.mp4\n")
+    with av.open(str(script)) as probed:
+        assert probed.format.name == "concat"
+        assert probed.streams.video
+    # When a poster is taken of it as the MP4 it was labelled, then it is no video: the other
+    # file was never opened
+    with pytest.raises(PermanentError, match="not a readable video"):
+        extract_poster(script, DEMUXERS["video/mp4"])

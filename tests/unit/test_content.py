@@ -23,6 +23,7 @@ from PIL import Image
 from filejobs.domain.content import (
     ALREADY_COMPRESSED,
     SNIFF_BYTES,
+    fits,
     job_types_for,
     sniff_content_type,
 )
@@ -470,7 +471,8 @@ def test_the_eicar_test_string_sniffs_as_text_plain() -> None:
         ("video/quicktime", (SCAN, DEDUP, VIDEO_THUMBNAIL)),
         ("video/webm", (SCAN, DEDUP, VIDEO_THUMBNAIL)),
         ("video/x-msvideo", (SCAN, DEDUP, VIDEO_THUMBNAIL)),
-        ("video/some-future-codec", (SCAN, DEDUP, VIDEO_THUMBNAIL)),
+        # A video type no demuxer is allowed for gets no poster job (that job could only fail).
+        ("video/some-future-codec", (SCAN, DEDUP)),
         ("application/pdf", (SCAN, DEDUP, PREVIEW, COMPRESSION)),
         ("text/plain", (SCAN, DEDUP, PREVIEW, COMPRESSION)),
         ("text/markdown", (SCAN, DEDUP, PREVIEW, COMPRESSION)),
@@ -542,3 +544,39 @@ def test_every_sniffed_video_type_counts_as_already_compressed() -> None:
     videos = {mime for mime in expected_types if mime.startswith("video/")}
     assert videos
     assert videos <= ALREADY_COMPRESSED
+
+
+@pytest.mark.parametrize(("head", "_expected"), BINARY_FORMATS + TEXT_FORMATS)
+def test_every_job_ingest_gives_a_file_fits_its_content(head: bytes, _expected: str) -> None:
+    content_type = sniff_content_type(head)
+    assert all(fits(job, content_type) for job in job_types_for(content_type))
+
+
+@pytest.mark.parametrize(
+    ("job", "content_type"),
+    [
+        (THUMBNAIL, "application/pdf"),
+        (THUMBNAIL, "application/postscript"),  # EPS: Pillow hands it to Ghostscript
+        (THUMBNAIL, "video/mp4"),
+        (VIDEO_THUMBNAIL, "application/vnd.apple.mpegurl"),  # an HLS playlist: URLs to fetch
+        (VIDEO_THUMBNAIL, "application/octet-stream"),
+        (VIDEO_THUMBNAIL, "image/gif"),
+        (PREVIEW, "image/png"),
+        (PREVIEW, "application/zip"),
+    ],
+)
+def test_a_decoding_job_does_not_fit_content_its_decoder_is_not_for(
+    job: JobType, content_type: str
+) -> None:
+    assert not fits(job, content_type)
+
+
+@pytest.mark.parametrize("job", [SCAN, DEDUP, COMPRESSION])
+def test_a_job_that_reads_bytes_as_bytes_fits_any_content(job: JobType) -> None:
+    for content_type in ("application/octet-stream", "image/jpeg", "video/mp4", "text/plain"):
+        assert fits(job, content_type)
+
+
+def test_fitting_ignores_parameters_and_case() -> None:
+    assert fits(PREVIEW, "Text/CSV; charset=utf-8")
+    assert not fits(THUMBNAIL, "Application/PDF; version=1.7")

@@ -14,8 +14,8 @@ from filejobs.domain import transitions
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.transition_result import Applied
-from filejobs.services.api import CancelJob, StatusApi
-from filejobs.services.errors import ConflictError, NotFoundError
+from filejobs.services.api import CancelJob, RequestJob, StatusApi
+from filejobs.services.errors import ConflictError, InvalidRequestError, NotFoundError
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 from tests.fakes import InMemoryFileStore, InMemoryJobStore, RecordingDispatcher, stored
@@ -145,3 +145,55 @@ def test_a_deleted_job_is_not_found_even_by_its_tenant(
     listed = api.file(ACME, upload.file.id).jobs
     assert scan.id not in {shown.job.id for shown in listed}
     assert len(listed) == len(upload.jobs) - 1
+
+
+@pytest.mark.parametrize(
+    ("content_type", "job_type"),
+    [
+        ("application/pdf", JobType.THUMBNAIL_GENERATION),
+        ("image/png", JobType.VIDEO_THUMBNAIL),
+        ("video/mp4", JobType.DOCUMENT_PREVIEW),
+        ("application/octet-stream", JobType.VIDEO_THUMBNAIL),
+    ],
+)
+def test_a_decoding_job_for_content_it_does_not_decode_is_refused_and_nothing_is_made(
+    api: StatusApi,
+    jobs: InMemoryJobStore,
+    files: InMemoryFileStore,
+    sent: RecordingDispatcher,
+    content_type: str,
+    job_type: JobType,
+) -> None:
+    # Given a file of one content type
+    plan = ingest_plan(T0, content_type, name="mismatch")
+    files.record_ingest(plan)
+    before = {job.id for job in jobs.all()}
+    # When a tenant asks for a job that decodes another kind of content
+    request = RequestJob(plan.file.id, job_type, idempotency_key="k1")
+    with pytest.raises(InvalidRequestError) as refused:
+        api.request_job(ACME, request)
+    # Then it is refused saying what the file holds, and no job is made or sent
+    assert job_type.value in refused.value.message
+    assert content_type in refused.value.message
+    assert {job.id for job in jobs.all()} == before
+    assert sent.sent == []
+
+
+@pytest.mark.parametrize(
+    ("content_type", "job_type"),
+    [
+        ("image/tiff", JobType.THUMBNAIL_GENERATION),
+        ("video/webm", JobType.VIDEO_THUMBNAIL),
+        ("text/csv", JobType.DOCUMENT_PREVIEW),
+        ("image/jpeg", JobType.COMPRESSION),  # bytes as bytes: any file
+        ("application/octet-stream", JobType.VIRUS_SCAN),
+    ],
+)
+def test_a_job_that_fits_the_content_is_made(
+    api: StatusApi, files: InMemoryFileStore, content_type: str, job_type: JobType
+) -> None:
+    plan = ingest_plan(T0, content_type, name="fits")
+    files.record_ingest(plan)
+    made = api.request_job(ACME, RequestJob(plan.file.id, job_type, idempotency_key="k1"))
+    assert made.job.job.job_type is job_type
+    assert not made.replayed

@@ -171,7 +171,9 @@ FILE_JOBS = _doc(
 REQUEST_JOB = _doc(
     "Request a job of a type for a file",
     "One conditional write, then the job is sent to its worker (the sweep sends it if that "
-    "send fails). A parsing job on a file not yet scanned waits for a clean verdict.",
+    "send fails). A parsing job on a file not yet scanned waits for a clean verdict. A job "
+    "that decodes content only fits the types it decodes (thumbnail_generation: images; "
+    "video_thumbnail: videos; document_preview: PDF and text): another answers 422.",
     ok=(201, "The new job", "Job"),
     extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
     ok_headers=_REPLAY_HEADERS,

@@ -292,7 +292,7 @@ def sniff_content_type(head: bytes) -> str:
 
 # --- which jobs a content type gets ------------------------------------------------------------
 
-_VIDEO_TYPES = frozenset(
+VIDEO_TYPES = frozenset(
     {
         "video/mp4",
         "video/quicktime",
@@ -326,11 +326,11 @@ ALREADY_COMPRESSED: frozenset[str] = frozenset(
         "application/x-xz",
         "application/x-7z-compressed",
         "application/vnd.rar",
-        *_VIDEO_TYPES,
+        *VIDEO_TYPES,
     }
 )
 
-_THUMBNAILABLE_IMAGES = frozenset(
+THUMBNAILABLE_IMAGES = frozenset(
     {
         "image/jpeg",
         "image/png",
@@ -370,15 +370,37 @@ _EVERY_FILE = (JobType.VIRUS_SCAN, JobType.DEDUPLICATION_CHECK)
 
 # The type-specific jobs, and which content types get each.
 _RULES: tuple[tuple[JobType, Callable[[str], bool]], ...] = (
-    (JobType.THUMBNAIL_GENERATION, _THUMBNAILABLE_IMAGES.__contains__),
-    (JobType.VIDEO_THUMBNAIL, _is_video),
+    (JobType.THUMBNAIL_GENERATION, THUMBNAILABLE_IMAGES.__contains__),
+    (JobType.VIDEO_THUMBNAIL, VIDEO_TYPES.__contains__),
     (JobType.DOCUMENT_PREVIEW, _PREVIEWABLE_DOCUMENTS.__contains__),
     (JobType.COMPRESSION, _worth_compressing),
 )
 
 
+# The jobs that decode a file's content, each on the types its decoder is for. The others (the
+# scan, the dedup check, compression) read any file's bytes as bytes.
+_PARSERS: dict[JobType, Callable[[str], bool]] = {
+    JobType.THUMBNAIL_GENERATION: THUMBNAILABLE_IMAGES.__contains__,
+    JobType.VIDEO_THUMBNAIL: VIDEO_TYPES.__contains__,
+    JobType.DOCUMENT_PREVIEW: _PREVIEWABLE_DOCUMENTS.__contains__,
+}
+
+
+def media_type(content_type: str) -> str:
+    """`type/subtype` of a content type, lower case, without its parameters."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
 def job_types_for(content_type: str) -> tuple[JobType, ...]:
     """The jobs a file of this (sniffed) content type gets, in a stable order."""
-    mime = content_type.split(";", 1)[0].strip().lower()
+    mime = media_type(content_type)
     applicable = {job for job, applies in _RULES if applies(mime)}
     return _EVERY_FILE + tuple(job for job in JobType if job in applicable)
+
+
+def fits(job_type: JobType, content_type: str) -> bool:
+    """Whether a job of this type may run on a file of this (sniffed) content type: a job that
+    decodes the content only on the types its decoder is for, so no request can hand a
+    thumbnailer a PDF or a video demuxer a playlist."""
+    decodes = _PARSERS.get(job_type)
+    return decodes is None or decodes(media_type(content_type))

@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 import pypdfium2 as pdfium  # type: ignore[import-untyped]
 from PIL import Image, ImageDraw, ImageFont
 
-from filejobs.domain.content import SNIFF_BYTES, sniff_content_type
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
-from filejobs.processors.source import ObjectSource
+from filejobs.processors.source import ObjectSource, content_type_of
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -307,13 +306,6 @@ def encode_webp(image: Image.Image, quality: int = WEBP_QUALITY) -> bytes:
     return out.getvalue()
 
 
-def _content_type(work: Work, source: ObjectSource) -> str:
-    declared = (work.job.input_data or {}).get("content_type")
-    if isinstance(declared, str) and declared.strip():
-        return declared.split(";", 1)[0].strip().lower()
-    return sniff_content_type(source.head(work.job, SNIFF_BYTES))
-
-
 class DocumentPreviewProcessor:
     def __init__(self, s3: S3Client, max_pdf_bytes: int = MAX_PDF_BYTES) -> None:
         self._s3 = s3
@@ -321,7 +313,7 @@ class DocumentPreviewProcessor:
 
     def __call__(self, work: Work) -> dict[str, Any]:
         source = ObjectSource(self._s3)
-        content_type = _content_type(work, source)
+        content_type = content_type_of(work.job, source)
         if content_type == PDF:
             preview, name = self._pdf(work, source), PDF_PREVIEW
         elif content_type in TEXT_TYPES:

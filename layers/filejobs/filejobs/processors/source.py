@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filejobs.adapters.aws_errors import error_code, is_missing_object
+from filejobs.domain.content import SNIFF_BYTES, media_type, sniff_content_type
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.retry import ObjectGoneError, PermanentError
 from filejobs.processors.base import StopRequested
@@ -125,3 +126,12 @@ class ObjectSource:
                     )
                 out.write(piece)
         return into
+
+
+def content_type_of(job: ProcessingJob, source: ObjectSource) -> str:
+    """The object's content type as ingest sniffed it (the job's input: no caller may set it),
+    else sniffed here from its first bytes; `type/subtype`, lower case."""
+    declared = (job.input_data or {}).get("content_type")
+    if isinstance(declared, str) and declared.strip():
+        return media_type(declared)
+    return sniff_content_type(source.head(job, SNIFF_BYTES))

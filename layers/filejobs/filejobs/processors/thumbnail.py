@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from filejobs.config import ConfigurationError
+from filejobs.domain.content import EMPTY
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
-from filejobs.processors.source import ObjectSource
+from filejobs.processors.source import ObjectSource, content_type_of
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -56,6 +57,24 @@ FORMATS: Final[Mapping[str, tuple[str, str]]] = {
     "jpeg": ("JPEG", "image/jpeg"),
 }
 DEFAULT_FORMAT: Final = "webp"
+
+# The one Pillow decoder for each image type a thumbnail is made of (domain/content.py's
+# THUMBNAILABLE_IMAGES). An image is opened with its sniffed type's decoder alone: bytes sniffed
+# as a PNG never reach another of Pillow's parsers, and none ever reaches those that run an
+# external program (EPS runs Ghostscript) or parse scientific formats (FITS, HDF5, GRIB).
+DECODERS: Final[Mapping[str, tuple[str, ...]]] = {
+    "image/jpeg": ("JPEG",),
+    "image/png": ("PNG",),
+    "image/gif": ("GIF",),
+    "image/webp": ("WEBP",),
+    "image/tiff": ("TIFF",),
+    "image/bmp": ("BMP",),
+    "image/heic": ("HEIF",),  # pi-heif's
+    "image/heif": ("HEIF",),
+    "image/avif": ("AVIF",),
+}
+EVERY_DECODER: Final = tuple(sorted({name for names in DECODERS.values() for name in names}))
+_EMPTY: Final = "the file is empty (0 bytes): there is no image to thumbnail"
 WEBP_QUALITY: Final = 80
 JPEG_QUALITY: Final = 85
 # Box-reduce to within this factor of the target, then Lanczos: Pillow's thumbnail() default.
@@ -152,8 +171,10 @@ def render_thumbnails(
     *,
     should_stop: Callable[[], bool] = lambda: False,
     max_pixels: int = MAX_PIXELS,
+    decoders: tuple[str, ...] = EVERY_DECODER,
 ) -> tuple[SourceInfo, list[Rendered]]:
-    """Decodes the image at `path` once and encodes one thumbnail per size, largest first.
+    """Decodes the image at `path` once, with one of `decoders` (Pillow's format names) only,
+    and encodes one thumbnail per size, largest first.
 
     A thumbnail never upscales: an image smaller than a size is encoded at its own dimensions.
     Raises PermanentError for input no retry can fix, StopRequested when told to stop.
@@ -161,14 +182,14 @@ def render_thumbnails(
     wanted = sorted(set(sizes), reverse=True)
     pil_format, _ = FORMATS[fmt]
     try:
-        with Image.open(path) as im:
+        with Image.open(path, formats=decoders) as im:
             info, base = _decode(im, wanted[0], max_pixels)
     except PermanentError:
         raise
     except Image.DecompressionBombError as error:
         raise PermanentError(f"image refused as a decompression bomb: {_short(error)}") from None
     except UnidentifiedImageError:
-        raise PermanentError(_unidentified(path)) from None
+        raise PermanentError(_unidentified(path, decoders)) from None
     except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError) as error:
         # Pillow's ways of saying "this file is broken": truncated, bad header, bad chunk.
         raise PermanentError(f"the image could not be decoded: {_short(error)}") from None
@@ -291,13 +312,10 @@ def _short(error: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _unidentified(path: Path) -> str:
+def _unidentified(path: Path, decoders: Sequence[str]) -> str:
     if path.stat().st_size == 0:
-        return "the file is empty (0 bytes): there is no image to thumbnail"
-    return (
-        "the file is not an image in a supported format "
-        "(JPEG, PNG, WebP, GIF, TIFF, BMP, AVIF, HEIC)"
-    )
+        return _EMPTY
+    return f"the file is not an image its type's decoder reads (decoders: {', '.join(decoders)})"
 
 
 class ThumbnailProcessor:
@@ -317,6 +335,15 @@ class ThumbnailProcessor:
     def __call__(self, work: Work) -> dict[str, Any]:
         started = time.perf_counter()
         options = Options.of(work.job.input_data, self._default_sizes)
+        content_type = content_type_of(work.job, self._source)
+        decoders = DECODERS.get(content_type)
+        if content_type == EMPTY:
+            raise PermanentError(_EMPTY)
+        if decoders is None:
+            raise PermanentError(
+                f"thumbnail_generation does not decode {content_type} files "
+                f"(it decodes {', '.join(sorted(DECODERS))})"
+            )
         path = self._source.download(
             work.job, work.workspace / "source", work.should_stop, max_bytes=self._max_bytes
         )
@@ -328,13 +355,14 @@ class ThumbnailProcessor:
             options.format,
             should_stop=work.should_stop,
             max_pixels=self._max_pixels,
+            decoders=decoders,
         )
-        _, content_type = FORMATS[options.format]
+        _, output_type = FORMATS[options.format]
         thumbnails = []
         for thumb in sorted(rendered, key=lambda t: t.size):
             if work.should_stop():
                 raise StopRequested
-            key = work.outputs.put_bytes(thumb.name, thumb.data, content_type)
+            key = work.outputs.put_bytes(thumb.name, thumb.data, output_type)
             thumbnails.append(
                 {
                     "size": thumb.size,

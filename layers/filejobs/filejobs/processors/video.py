@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import av
 import av.error
@@ -26,9 +26,10 @@ from av.video.frame import VideoFrame
 from av.video.stream import VideoStream
 from PIL import Image
 
+from filejobs.domain.content import EMPTY
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
-from filejobs.processors.source import ObjectSource
+from filejobs.processors.source import ObjectSource, content_type_of
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -41,6 +42,26 @@ POSTER_LONG_EDGE = 1280
 WEBP_QUALITY = 80
 WEBP_METHOD = 2  # libwebp effort 0-6: 2 is twice as fast as the default 4, for ~9% more bytes
 POSTER_NAME = "poster.webp"
+
+# The one FFmpeg demuxer for each video type a poster is taken of (domain/content.py's
+# VIDEO_TYPES), named so that FFmpeg never probes: bytes sniffed as an MP4 never reach another
+# demuxer, and none reaches those that follow references to other files or URLs (HLS, DASH,
+# concat, image2 sequences).
+DEMUXERS: Final[Mapping[str, str]] = {
+    "video/mp4": "mov",
+    "video/quicktime": "mov",
+    "video/3gpp": "mov",
+    "video/3gpp2": "mov",
+    "video/webm": "matroska",
+    "video/x-matroska": "matroska",
+    "video/x-msvideo": "avi",
+    "video/mp2t": "mpegts",
+    "video/ogg": "ogg",
+}
+# The demuxer reads the local file it is given and nothing else: no network protocol, no other
+# file by a reference inside this one.
+_CONTAINER_OPTIONS: Final = {"protocol_whitelist": "file"}
+_EMPTY: Final = "the file is empty (0 bytes): no video to take a poster from"
 
 # What FFmpeg says about input that no retry will fix: it is not (or no longer) a video.
 _BAD_INPUT = (
@@ -74,15 +95,18 @@ def poster_time(duration_s: float | None) -> float:
 
 def extract_poster(
     path: Path,
+    demuxer: str,
     should_stop: Callable[[], bool] = lambda: False,
     long_edge: int = POSTER_LONG_EDGE,
 ) -> Poster:
-    """The poster frame of the video at `path` (a local file).
+    """The poster frame of the video at `path` (a local file), read with `demuxer` alone.
 
     PermanentError when the file is no video FFmpeg can decode; StopRequested once told to stop.
     """
     try:
-        with av.open(str(path), mode="r") as container:
+        with av.open(
+            str(path), mode="r", format=demuxer, container_options=_CONTAINER_OPTIONS
+        ) as container:
             stream = _moving_picture(container)
             stream.thread_type = "SLICE"  # no frame-threading delay: we want one frame, soon
             duration_s = _duration_s(stream, container.duration)
@@ -244,12 +268,22 @@ class VideoPosterProcessor:
         self._max_bytes = max_bytes
 
     def __call__(self, work: Work) -> dict[str, Any]:
-        local = ObjectSource(self._s3).download(
+        source = ObjectSource(self._s3)
+        content_type = content_type_of(work.job, source)
+        demuxer = DEMUXERS.get(content_type)
+        if content_type == EMPTY:
+            raise PermanentError(_EMPTY)
+        if demuxer is None:
+            raise PermanentError(
+                f"video_thumbnail does not decode {content_type} files "
+                f"(it decodes {', '.join(sorted(DEMUXERS))})"
+            )
+        local = source.download(
             work.job, work.workspace / "video", work.should_stop, max_bytes=self._max_bytes
         )
         if local.stat().st_size == 0:
-            raise PermanentError("the file is empty (0 bytes): no video to take a poster from")
-        poster = extract_poster(local, work.should_stop)
+            raise PermanentError(_EMPTY)
+        poster = extract_poster(local, demuxer, work.should_stop)
         local.unlink()  # free the workspace before encoding
         data = encode_webp(poster.image)
         key = work.outputs.put_bytes(POSTER_NAME, data, "image/webp")

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from filejobs.access import Caller
-from filejobs.domain import scanning, transitions
+from filejobs.domain import content, scanning, transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
@@ -453,12 +453,19 @@ def _visible(caller: Caller, stored: StoredFile) -> bool:
 
 
 def _may_run(job_type: JobType, stored: StoredFile) -> None:
-    """Refuse a job the file cannot have: a quarantined or deleted file, or a parsing job the
-    scan gate would cancel. One still waiting for its scan is accepted (the gate holds it)."""
+    """Refuse a job the file cannot have: a quarantined or deleted file, a decoding job for
+    content it does not decode (a thumbnail of a PDF), or a parsing job the scan gate would
+    cancel. One still waiting for its scan is accepted (the gate holds it)."""
     if stored.status is not FileStatus.ACTIVE:
         raise ConflictError(
             f"file {stored.id} is {stored.status.value}: no job can be requested for it",
             log="job requested on an inactive file",
+        )
+    if not content.fits(job_type, stored.content_type):
+        raise InvalidRequestError(
+            f"a {job_type.value} job does not fit file {stored.id}: its content is "
+            f"{stored.content_type}",
+            log="job requested for content it does not decode",
         )
     if scanning.gate(job_type, stored) is scanning.Gate.REFUSE:
         raise ConflictError(
