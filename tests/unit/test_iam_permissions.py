@@ -1,0 +1,79 @@
+"""Least privilege, reviewed: every role's permissions are a committed list
+(docs/IAM_PERMISSIONS.md, written by tools/iam_permissions.py), so a new permission is a visible
+diff; and the roles of the workers that decode untrusted bytes cannot write a file item (the scan
+verdict lives there: a decoder exploit must not be able to set it back to clean)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from filejobs_dev.infra.template import load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+DECODING_WORKERS = (
+    "ThumbnailGenerationWorker",
+    "VideoThumbnailWorker",
+    "DocumentPreviewWorker",
+    "CompressionWorker",
+)
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "*"}
+
+
+def _tool() -> Any:
+    spec = importlib.util.spec_from_file_location("iam_tool", ROOT / "tools" / "iam_permissions.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_permissions_are_the_template_s() -> None:
+    tool = _tool()
+    assert tool.DOCUMENT.read_text(encoding="utf-8") == tool.render(load_template()), (
+        "template.yaml's IAM changed: run .venv/bin/python tools/iam_permissions.py and commit "
+        "the reviewed docs/IAM_PERMISSIONS.md with it"
+    )
+
+
+def test_a_new_permission_changes_the_committed_list() -> None:
+    template = load_template()
+    before = _tool().render(template)
+    role = template["Resources"]["ThumbnailGenerationWorkerRole"]["Properties"]
+    statements = role["Policies"][0]["PolicyDocument"]["Statement"]
+    statements.append({"Effect": "Allow", "Action": "s3:DeleteBucket", "Resource": "*"})
+    assert "`s3:DeleteBucket` on `*`" in _tool().render(template)
+    assert "s3:DeleteBucket" not in before
+
+
+def _grants(role: dict[str, Any]) -> list[tuple[str, Any]]:
+    found = []
+    for policy in role["Properties"].get("Policies", []):
+        for statement in policy["PolicyDocument"]["Statement"]:
+            actions = statement["Action"]
+            resources = statement.get("Resource", [])
+            for action in actions if isinstance(actions, list) else [actions]:
+                for resource in resources if isinstance(resources, list) else [resources]:
+                    found.append((action, resource))
+    return found
+
+
+def _is_files_table(resource: Any) -> bool:
+    return "FilesTable" in str(resource) or resource == "*"
+
+
+@pytest.mark.parametrize("worker", DECODING_WORKERS)
+def test_a_worker_that_decodes_untrusted_bytes_cannot_write_a_file_item(worker: str) -> None:
+    role = load_template()["Resources"][f"{worker}Role"]
+    writes = [
+        (action, resource)
+        for action, resource in _grants(role)
+        if action.startswith("dynamodb:")
+        and action.split(":", 1)[1] in WRITES
+        and _is_files_table(resource)
+    ]
+    assert writes == []
+    assert ("dynamodb:GetItem", {"Fn::GetAtt": "FilesTable.Arn"}) in _grants(role)  # the gate
