@@ -12,6 +12,8 @@ import json
 import re
 import socket
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -37,8 +39,10 @@ _VOLATILE_KEYS = {
 _VOLATILE_XML = re.compile(r"<(LastModified|RequestId|HostId)>[^<]*</\1>")
 
 
-def _serve(front: bool, port: int) -> Callable[[], None]:
-    """moto's app on loopback, behind the front or behind moto server's own; its stop."""
+def _serve(front: bool, port: int, *, cross_origin: bool = False) -> Callable[[], None]:
+    """moto's app on loopback, behind the front or behind moto server's own; its stop. Both
+    refuse cross-origin requests as the local stack's do, unless `cross_origin` (moto as
+    released)."""
     if front:
         from filejobs_dev.local.front import moto_front  # noqa: PLC0415
 
@@ -46,6 +50,10 @@ def _serve(front: bool, port: int) -> Callable[[], None]:
         return server.stop
     from moto.server import ThreadedMotoServer  # noqa: PLC0415
 
+    from filejobs_dev.local.front import refuse_cross_origin_requests  # noqa: PLC0415
+
+    if not cross_origin:
+        refuse_cross_origin_requests()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     moto.start()
     return moto.stop
@@ -303,3 +311,35 @@ def test_a_response_leaves_in_one_piece() -> None:
         server.stop()
     assert answer.endswith(b"\r\n\r\nhello world")
     assert len(writes) == 1 and b"Content-Length: 11" in writes[0]
+
+
+def cross_origin_answer(*, front: bool, released: bool = False) -> dict[str, str]:
+    """The headers a page of another origin gets when it lists the buckets, and asks first."""
+    port = free_port()
+    stop = _serve(front, port, cross_origin=released)
+    try:
+        asked = urllib.request.Request(
+            f"http://127.0.0.1:{port}/",
+            method="OPTIONS",
+            headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"},
+        )
+        with contextlib.suppress(urllib.error.HTTPError):
+            urllib.request.urlopen(asked, timeout=10).close()
+        listing = urllib.request.Request(
+            f"http://127.0.0.1:{port}/", headers={"Origin": "https://evil.example"}
+        )
+        with urllib.request.urlopen(listing, timeout=10) as answer:
+            return {k.lower(): v for k, v in answer.headers.items()}
+    finally:
+        stop()
+
+
+def test_no_web_page_may_read_the_emulator() -> None:
+    # given moto server as released, which lets any origin read its answers
+    released = in_fresh_process(cross_origin_answer, front=False, released=True)
+    assert released.get("access-control-allow-origin") in {"*", "https://evil.example"}
+    # when a page of another origin asks the local stack's emulator, behind the front or not
+    for front in (True, False):
+        answer = in_fresh_process(cross_origin_answer, front=front)
+        # then no answer lets the browser hand it to the page
+        assert not any(name.startswith("access-control-") for name in answer), answer

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -56,6 +57,15 @@ def test_local_json_says_where_everything_is(stack: RunningStack) -> None:
     assert {"outputs_bucket", "table_name"} <= set(stack.config)
     assert stack.config["endpoint_url"].startswith("http://127.0.0.1:")
     assert stack.config["api_url"].startswith("http://127.0.0.1:")
+
+
+def test_the_files_holding_the_stack_s_tokens_are_readable_by_their_user_alone(
+    stack: RunningStack,
+) -> None:
+    # local.json holds the operator's token and the secret that signs tenants' tokens
+    for name in ("local.json", "sam-env.json"):
+        mode = stat.S_IMODE((stack.root / ".filejobs" / name).stat().st_mode)
+        assert mode == 0o600, (name, oct(mode))
 
 
 def test_an_upload_with_any_s3_client_is_processed_to_the_end(stack: RunningStack) -> None:

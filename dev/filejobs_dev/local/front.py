@@ -278,4 +278,16 @@ def moto_front(host: str, port: int) -> Front:
         create_backend_app,
     )
 
+    refuse_cross_origin_requests()
     return Front(DomainDispatcherApplication(create_backend_app), host, port).start()
+
+
+def refuse_cross_origin_requests() -> None:
+    """moto server answers every origin (flask-cors, `Access-Control-Allow-Origin: *`), so any
+    web page open in the developer's browser could read and write the local stack's buckets,
+    queues and tables. Its own switch (MOTO_DISABLE_GLOBAL_CORS) is read once, when moto's
+    settings are imported: set here on the module that reads it as each service's app is made,
+    before any is."""
+    from moto.moto_server import werkzeug_app  # noqa: PLC0415 (the local stack's alone)
+
+    werkzeug_app.DISABLE_GLOBAL_CORS = True  # type: ignore[attr-defined]

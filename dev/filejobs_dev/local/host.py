@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hmac
 import importlib
 import json
 import logging
@@ -66,6 +67,9 @@ from filejobs_dev.local.resources import ACCOUNT, Resources
 log = logging.getLogger("filejobs_dev.local")
 # Seconds a received message stays hidden, instead of the queue's own visibility timeout.
 VISIBILITY_VARIABLE = "FILEJOBS_LOCAL_VISIBILITY_SECONDS"
+# The stack's per-run secret, which its router sends with each invocation of an API host.
+INVOKE_SECRET_VARIABLE = "FILEJOBS_LOCAL_INVOKE_SECRET"  # noqa: S105 (a name, not a secret)
+INVOKE_SECRET_HEADER = "X-Filejobs-Invoke-Secret"  # noqa: S105 (a name, not a secret)
 # A receive waits this long for a message (Lambda's pollers wait 20 s): an idle queue costs a
 # request per poller every few seconds, not a stream of empty answers. Shorter than Lambda's
 # so a stopping host's pollers let go soon.
@@ -360,30 +364,46 @@ class Host:
     # --- api ---------------------------------------------------------------------------------
 
     def serve_api(self, port: int) -> None:
-        host = self
-
-        class Invocations(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # the router posts one API Gateway event per request
-                event = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                try:
-                    result, status = host.invoke(event), 200
-                except Exception as error:
-                    log.exception("%s failed", host.name)
-                    result, status = {"errorType": type(error).__name__}, 502
-                body = json.dumps(result).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return  # the router logs requests
-
-        server = ThreadingHTTPServer(("127.0.0.1", port), Invocations)
+        server = invocation_server(port, self.invoke, self.name, os.environ[INVOKE_SECRET_VARIABLE])
         threading.Thread(target=server.serve_forever, daemon=True).start()
         self.stop.wait()
         server.shutdown()
+
+
+def invocation_server(
+    port: int, invoke: Callable[[dict[str, Any]], Any], name: str, secret: str
+) -> ThreadingHTTPServer:
+    """The loopback server of an API function's host: one API Gateway event per POST, from the
+    stack's router alone. Any process of this machine can reach a loopback port, and an event
+    names its own authorizer context (the caller, the tenant, operator or not): a request
+    without the stack's per-run secret is refused (403) and never reaches the function."""
+
+    class Invocations(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            offered = self.headers.get(INVOKE_SECRET_HEADER, "")
+            if not hmac.compare_digest(offered.encode(), secret.encode()):
+                self._answer(403, {"errorType": "Forbidden"})
+                return
+            event = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            try:
+                result, status = invoke(event), 200
+            except Exception as error:
+                log.exception("%s failed", name)
+                result, status = {"errorType": type(error).__name__}, 502
+            self._answer(status, result)
+
+        def _answer(self, status: int, result: Any) -> None:
+            body = json.dumps(result).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # the router logs requests
+
+    return ThreadingHTTPServer(("127.0.0.1", port), Invocations)
 
 
 class StreamSource:

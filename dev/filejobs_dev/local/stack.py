@@ -52,8 +52,10 @@ from filejobs_dev.local.faults import (
     FAULTS_VARIABLE,
     parse_faults,
 )
-from filejobs_dev.local.front import Front, moto_front
+from filejobs_dev.local.front import Front, moto_front, refuse_cross_origin_requests
 from filejobs_dev.local.host import (
+    INVOKE_SECRET_HEADER,
+    INVOKE_SECRET_VARIABLE,
     SHORT_POLL_VARIABLE,
     VISIBILITY_VARIABLE,
     ready_folder,
@@ -198,6 +200,8 @@ class LocalStack:
         self.api_url = f"http://127.0.0.1:{options.api_port}"
         self.api_token = secrets.token_urlsafe(24)
         self.token_secret = secrets.token_urlsafe(32)  # signs tenant tokens (tokens.py)
+        # Proves an API host's invocation comes from the router (host.invocation_server).
+        self._invoke_secret = secrets.token_urlsafe(32)
         self.config_path = options.project_root / CONFIG_PATH
         self.sam_env_path = options.project_root / SAM_ENV_PATH
         self._moto: ThreadedMotoServer | Front | None = None
@@ -218,6 +222,7 @@ class LocalStack:
     def start(self) -> None:
         moto_fixes.apply(speedups=not self.options.baseline)
         if self.options.baseline:
+            refuse_cross_origin_requests()
             self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.options.emulator_port)
             self._moto.start()
         else:
@@ -326,7 +331,7 @@ class LocalStack:
         }
 
     def _local_knobs(self) -> dict[str, str]:
-        knobs = {}
+        knobs = {INVOKE_SECRET_VARIABLE: self._invoke_secret}
         if self.options.faults:
             knobs[FAULTS_VARIABLE] = self.options.faults
         if self.options.visibility_seconds is not None:
@@ -578,7 +583,7 @@ class LocalStack:
         request = urllib.request.Request(
             f"http://127.0.0.1:{self._api_ports[function]}/",
             data=json.dumps(event).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", INVOKE_SECRET_HEADER: self._invoke_secret},
         )
         try:
             with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 (loopback)
