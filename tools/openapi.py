@@ -306,7 +306,15 @@ def _job_request_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "properties": {
             "job_type": {"type": "string", "enum": [t.value for t in JobType]},
-            "priority": {"type": "integer", "minimum": PRIORITY_MIN, "maximum": PRIORITY_MAX},
+            "priority": {
+                "type": "integer",
+                "minimum": PRIORITY_MIN,
+                "maximum": PRIORITY_MAX,
+                "description": (
+                    "Above 0 sends the job to its type's high-priority lane: an operator's to "
+                    "give (422 for a tenant). 0 by default"
+                ),
+            },
             "input_data": {
                 "type": ["object", "null"],
                 "description": (

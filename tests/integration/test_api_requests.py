@@ -96,9 +96,11 @@ def test_a_requested_job_is_created_once_per_idempotency_key(api: Api) -> None:
     plan = ingested("acme", "a.png")
     before = len(stored_jobs_of(plan.file.id))
     body = {"job_type": THUMBNAIL, "priority": 5, "input_data": {"sizes": [64]}}
-    # when acme requests a thumbnail job under a key, then repeats the request
-    first = request_job(api, plan.file.id, body, key="req-1")
-    again = request_job(api, plan.file.id, body, key="req-1")
+    # when an operator, acting for acme, requests a raised thumbnail job under a key, then
+    # repeats the request
+    for_acme = {**OPERATOR, "tenant": "acme"}
+    first = request_job(api, plan.file.id, body, key="req-1", who=for_acme)
+    again = request_job(api, plan.file.id, body, key="req-1", who=for_acme)
     # then the first made a pending job (201), with the id its key derives
     status, view, headers = first
     assert status == 201, view
@@ -115,15 +117,31 @@ def test_a_requested_job_is_created_once_per_idempotency_key(api: Api) -> None:
     job = JobRepository().get(expected_id)
     assert job is not None and job.input_data is not None and job.sweep_at is not None
     assert job.input_data["key"] == plan.file.key and job.input_data["sizes"] == [64]
-    assert job.triggered_by == "api:tenant:acme"
+    assert job.triggered_by == "api:operator:acme"
 
 
 def test_a_whole_number_written_as_a_float_is_an_integer_priority(api: Api) -> None:
     # given a file of acme, when a job is requested with priority 5.0 (JSON has one number type)
     plan = ingested("acme", "a.png")
-    status, view, _ = request_job(api, plan.file.id, '{"job_type": "compression", "priority": 5.0}')
+    body = '{"job_type": "compression", "priority": 5.0}'
+    status, view, _ = request_job(api, plan.file.id, body, who=OPERATOR)
     # then it is priority 5, as JSON Schema's "integer" reads it
     assert (status, view["priority"]) == (201, 5), view
+
+
+def test_a_raised_priority_is_an_operator_s_to_give(api: Api) -> None:
+    # given a file of acme
+    plan = ingested("acme", "a.png")
+    before = len(stored_jobs_of(plan.file.id))
+    # when acme asks for a job above priority 0, then for one below it
+    raised = request_job(api, plan.file.id, {"job_type": THUMBNAIL, "priority": 1}, key="up")
+    lowered = request_job(api, plan.file.id, {"job_type": THUMBNAIL, "priority": -3}, key="down")
+    # then the raised one is refused, saying why, and made nothing; the lowered one is made
+    assert (raised[0], error_code(raised[1])) == (422, "unprocessable")
+    assert "operator" in raised[1]["error"]["message"]
+    assert lowered[0] == 201 and lowered[1]["priority"] == -3
+    assert len(stored_jobs_of(plan.file.id)) == before + 1
+    assert api.messages("ThumbnailGenerationHighQueue") == []
 
 
 def test_without_a_key_each_request_is_a_new_job(api: Api) -> None:
@@ -142,7 +160,7 @@ def test_without_a_key_each_request_is_a_new_job(api: Api) -> None:
     "changed",
     [
         {"job_type": JobType.COMPRESSION.value},
-        {"job_type": THUMBNAIL, "priority": 1},
+        {"job_type": THUMBNAIL, "priority": -1},
         {"job_type": THUMBNAIL, "input_data": {"sizes": [128]}},
     ],
 )

@@ -648,3 +648,21 @@ def test_every_layer_is_built_for_arm64_and_no_package_is_in_two_layers(
         for requirement in python_packages:
             assert requirement not in seen, f"{requirement} in {name} and {seen[requirement]}"
             seen[requirement] = name
+
+
+def test_every_api_stage_throttles_every_route_at_a_rate_the_deployer_sets(
+    template: dict[str, Any],
+) -> None:
+    apis = resources_of_type(template, "AWS::Serverless::Api")
+    assert apis
+    for name, api in apis.items():
+        settings = api["Properties"].get("MethodSettings", [])
+        every_route = [s for s in settings if (s["ResourcePath"], s["HttpMethod"]) == ("/*", "*")]
+        assert len(every_route) == 1, name
+        assert every_route[0]["ThrottlingRateLimit"] == {"Ref": "ApiThrottleRate"}
+        assert every_route[0]["ThrottlingBurstLimit"] == {"Ref": "ApiThrottleBurst"}
+    for parameter in ("ApiThrottleRate", "ApiThrottleBurst"):
+        declared = template["Parameters"][parameter]
+        assert declared["Type"] == "Number"
+        assert declared["MinValue"] >= 1
+        assert declared["Default"] >= declared["MinValue"]

@@ -218,6 +218,14 @@ class StatusApi:
         key = command.idempotency_key
         stored = self._visible_file(caller, command.file_id)
         _may_run(command.job_type, stored)
+        if command.priority > 0 and not caller.operator:
+            # The high lane is the operators' to hand out: a tenant who could take it for every
+            # job would queue ahead of every other tenant's.
+            raise InvalidRequestError(
+                f"priority {command.priority} is an operator's to give: a tenant's jobs run at "
+                "priority 0 or below",
+                log="tenant asked for a raised priority",
+            )
         job = new_job(
             stored,
             command.job_type,
