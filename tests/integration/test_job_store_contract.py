@@ -406,6 +406,23 @@ def test_a_deleted_job_leaves_its_files_jobs_too(store: JobStore) -> None:
     assert store.get(deleted.id) == deleted
 
 
+def test_an_explicit_retry_is_taken_only_below_its_attempt_ceiling(store: JobStore) -> None:
+    # Given a job that failed for good on its first attempt
+    running = claimed(store, created(store, a_job())[0])
+    failing = transitions.fail(running, error="corrupt", now=T0, retry_at=None, retention=KEEP)
+    done = applied(write(store, running, failing))
+    assert (done.status, done.attempt) == (JobStatus.FAILED, 1)
+
+    def retry(below: int) -> transitions.Transition:
+        return transitions.retry(now=T0, by="api", dispatch_grace=GRACE, attempts_below=below)
+
+    # When it is retried with a ceiling it has reached: refused, and nothing changed
+    assert write(store, done, retry(1)) == Lost(Conflict.ATTEMPTS_SPENT, done)
+    assert store.get(done.id) == done
+    # And with one above: retried
+    assert applied(write(store, done, retry(2))).status is JobStatus.PENDING
+
+
 # --- copies ----------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import pytest
 from filejobs.access import Caller
 from filejobs.domain import transitions
 from filejobs.domain.ingest import IngestPlan
-from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType, ProcessingJob
 from filejobs.domain.transition_result import Applied
 from filejobs.services.api import CancelJob, RequestJob, StatusApi
 from filejobs.services.errors import ConflictError, InvalidRequestError, NotFoundError
@@ -197,3 +197,35 @@ def test_a_job_that_fits_the_content_is_made(
     made = api.request_job(ACME, RequestJob(plan.file.id, job_type, idempotency_key="k1"))
     assert made.job.job.job_type is job_type
     assert not made.replayed
+
+
+def failed_for_good(jobs: InMemoryJobStore, job: ProcessingJob, at: datetime) -> ProcessingJob:
+    claim = jobs.apply(
+        job.id, job.job_type, transitions.claim(now=at, lease=timedelta(minutes=5), worker="w")
+    )
+    assert isinstance(claim, Applied)
+    failing = transitions.fail(claim.job, error="corrupt", now=at, retry_at=None, retention=KEEP)
+    result = jobs.apply(job.id, job.job_type, failing)
+    assert isinstance(result, Applied)
+    return result.job
+
+
+def test_explicit_retries_stop_once_the_job_has_run_every_attempt_it_may(
+    api: StatusApi, jobs: InMemoryJobStore, scan: ProcessingJob, clock: FakeClock
+) -> None:
+    # Given a job retried by hand after each failure, until it has run all its attempts
+    allowed = scan.attempts_allowed()
+    assert allowed == (scan.max_retries + 1) * (EXPLICIT_RETRIES_LIMIT + 1)
+    job = scan
+    retries = 0
+    while True:
+        job = failed_for_good(jobs, job, clock.now)
+        if job.attempt >= allowed:
+            break
+        job = api.retry(ACME, job.id)
+        retries += 1
+    # When it is retried once more, then it is refused, saying what to do instead
+    with pytest.raises(ConflictError, match="request a new job"):
+        api.retry(ACME, job.id)
+    assert stored(jobs, job).status is JobStatus.FAILED
+    assert retries == allowed - 1  # one attempt per failure: a retry for each but the last

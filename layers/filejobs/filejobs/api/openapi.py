@@ -278,7 +278,9 @@ CANCEL_JOB = _doc(
 # POST /jobs/<job_id>/retry
 RETRY_JOB = _doc(
     "Retry a failed or cancelled job",
-    "In place: the same job, pending again, sent to its worker.",
+    "In place: the same job, pending again, sent to its worker, with a fresh retry budget. A "
+    "job runs at most six budgets' worth of attempts in all: one that has answers 409 (request "
+    "a new job instead), as does a job that has not finished.",
     ok=(200, "The job, pending", "Job"),
     errors=(400, 401, 404, 409),
 )

@@ -279,6 +279,8 @@ def _condition(guard: Guard) -> Condition:
         condition &= _J.attempt == guard.attempt
     if guard.lease_expired_by is not None:
         condition &= _J.lease_expires_at <= guard.lease_expired_by
+    if guard.attempts_below is not None:
+        condition &= _J.attempt < guard.attempts_below
     if guard.retry_budget:
         # Holds the spec's invariant in the database: retry_count never passes max_retries.
         condition &= _J.retry_count < _J.max_retries

@@ -18,6 +18,7 @@ from filejobs.domain.job_values import (
     ATTEMPT_HISTORY_LIMIT,
     DEFAULT_MAX_RETRIES,
     ERROR_MESSAGE_LIMIT,
+    EXPLICIT_RETRIES_LIMIT,
     MAX_RETRIES_LIMIT,
     PRIORITY_MAX,
     PRIORITY_MIN,
@@ -35,6 +36,7 @@ __all__ = [
     "ATTEMPT_HISTORY_LIMIT",
     "DEFAULT_MAX_RETRIES",
     "ERROR_MESSAGE_LIMIT",
+    "EXPLICIT_RETRIES_LIMIT",
     "MAX_RETRIES_LIMIT",
     "PRIORITY_MAX",
     "PRIORITY_MIN",
@@ -106,6 +108,11 @@ class ProcessingJob:
 
     def can_retry(self) -> bool:
         return self.retry_count < self.max_retries
+
+    def attempts_allowed(self) -> int:
+        """Attempts the job may ever run, explicit retries included: its first budget
+        (max_retries + 1) and EXPLICIT_RETRIES_LIMIT more of the same."""
+        return (self.max_retries + 1) * (EXPLICIT_RETRIES_LIMIT + 1)
 
     def increment_retry(self) -> None:
         if not self.can_retry():

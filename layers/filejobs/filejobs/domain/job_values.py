@@ -49,6 +49,10 @@ PRIORITY_MIN = -100
 PRIORITY_MAX = 100
 DEFAULT_MAX_RETRIES = 3
 MAX_RETRIES_LIMIT = 25
+# An explicit retry starts a fresh retry budget; a job may run this many budgets' worth of
+# attempts beyond its first (ProcessingJob.attempts_allowed), then a caller who wants more asks
+# for a new job: no tenant can keep one job failing and retrying for ever.
+EXPLICIT_RETRIES_LIMIT = 5
 # Attempts kept per job: enough to see a retry story, bounded so an item stays far below 400 KB.
 ATTEMPT_HISTORY_LIMIT = 10
 ERROR_MESSAGE_LIMIT = 2000

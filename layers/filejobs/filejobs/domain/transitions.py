@@ -53,6 +53,7 @@ class Conflict(StrEnum):
     LEASE_ACTIVE = "lease_active"  # the worker's lease has not expired yet
     RETRIES_EXHAUSTED = "retries_exhausted"
     ACTIVE = "active"  # an explicit retry of a job that has not finished
+    ATTEMPTS_SPENT = "attempts_spent"  # an explicit retry of a job that used every attempt it may
     CHANGED = "changed"  # the job moved on since the caller read it
 
 
@@ -95,6 +96,8 @@ class Guard:
     retry_budget: bool = False  # retry_count < max_retries
     # The sweep's compare-and-set: the job is still as the sweep read it.
     sweep_at_is: datetime | None = None
+    # An explicit retry's ceiling: the job has run fewer attempts than this in all.
+    attempts_below: int | None = None
 
     def refusal(self, job: JobState) -> Conflict | None:
         """The conflict that refuses this transition for `job`, or None when it may proceed."""
@@ -121,6 +124,10 @@ class Guard:
             ),
             (self.retry_budget and not job.can_retry(), Conflict.RETRIES_EXHAUSTED),
             (self.sweep_at_is is not None and job.sweep_at != self.sweep_at_is, Conflict.CHANGED),
+            (
+                self.attempts_below is not None and job.attempt >= self.attempts_below,
+                Conflict.ATTEMPTS_SPENT,
+            ),
         ]
         return next((conflict for failed, conflict in checks if failed), None)
 
@@ -438,15 +445,21 @@ def fail_dead_lettered(job_type: JobType, *, now: datetime, retention: timedelta
     )
 
 
-def retry(*, now: datetime, by: str, dispatch_grace: timedelta) -> Transition:
+def retry(
+    *, now: datetime, by: str, dispatch_grace: timedelta, attempts_below: int | None = None
+) -> Transition:
     """The one way out of a terminal state: an explicit retry of a failed or cancelled job.
 
     In place: the id, attempt counter (fencing token) and attempt history are kept; the retry
-    budget starts afresh.
+    budget starts afresh. With `attempts_below`, only a job that has run fewer attempts in all
+    (each retry's budget would otherwise be endless).
     """
     return Transition(
         "retry",
-        Guard(statuses=frozenset({JobStatus.FAILED, JobStatus.CANCELLED})),
+        Guard(
+            statuses=frozenset({JobStatus.FAILED, JobStatus.CANCELLED}),
+            attempts_below=attempts_below,
+        ),
         Changes(
             updated_at=now,
             updated_by=by,

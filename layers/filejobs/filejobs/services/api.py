@@ -21,10 +21,10 @@ from filejobs.access import Caller
 from filejobs.domain import content, scanning, transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
-from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType, ProcessingJob
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
-from filejobs.domain.transition_result import Applied
+from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.ports import (
     Dispatcher,
     FileStore,
@@ -370,10 +370,22 @@ class StatusApi:
 
     def retry(self, caller: Caller, job_id: str) -> ProcessingJob:
         job = self._visible_job(caller, job_id)
+        allowed = job.attempts_allowed()
         transition = transitions.retry(
-            now=self.clock(), by=caller.name, dispatch_grace=self.dispatch_policy.grace
+            now=self.clock(),
+            by=caller.name,
+            dispatch_grace=self.dispatch_policy.grace,
+            attempts_below=allowed,
         )
-        retried = self._apply(job, transition)
+        result = self.jobs.apply(job.id, job.job_type, transition)
+        if isinstance(result, Lost) and result.conflict is transitions.Conflict.ATTEMPTS_SPENT:
+            raise ConflictError(
+                f"job {job.id} has run all {allowed} attempts a job may ({job.max_retries + 1} "
+                f"per retry budget, {EXPLICIT_RETRIES_LIMIT + 1} budgets): request a new job of "
+                "its type instead",
+                log="explicit retry past the job's attempts",
+            )
+        retried = self._applied(job, transition, result)
         self._send(retried, "retried job")
         return retried
 
@@ -435,7 +447,13 @@ class StatusApi:
         return job
 
     def _apply(self, job: ProcessingJob, transition: transitions.Transition) -> ProcessingJob:
-        result = self.jobs.apply(job.id, job.job_type, transition)
+        return self._applied(job, transition, self.jobs.apply(job.id, job.job_type, transition))
+
+    @staticmethod
+    def _applied(
+        job: ProcessingJob, transition: transitions.Transition, result: TransitionResult
+    ) -> ProcessingJob:
+        """The job `result` applied, or the refusal it is in the caller's terms."""
         if isinstance(result, Applied):
             return result.job
         if result.conflict in (transitions.Conflict.NOT_FOUND, transitions.Conflict.DELETED):
