@@ -59,6 +59,8 @@ ACCOUNT = "123456789012"  # the account of test_api.py's events
 # What API_TENANT_ROLE and API_OPERATOR_ROLE resolve to once deployed (!Ref of the roles).
 TENANT_ROLE = "filejobs-ApiTenantRole-1A2B3C4D5E6F"
 OPERATOR_ROLE = "filejobs-ApiOperatorRole-6F5E4D3C2B1A"
+# ... and their unique ids (!GetAtt of RoleId), which API Gateway puts in identity.user.
+ROLE_IDS = {TENANT_ROLE: "AROATENANTROLE00001", OPERATOR_ROLE: "AROAOPERATORROLE002"}
 
 
 def assumed(role: str, session: str) -> str:
@@ -101,6 +103,10 @@ UNIDENTIFIED = [
     Caller("an IAM user of the account", signer=f"arn:aws:iam::{ACCOUNT}:user/acme"),
     Caller("another role of the account", signer=assumed("AdminRole", "acme")),
     Caller("the tenant role, as a session no tenant has", signer=assumed(TENANT_ROLE, "a@b")),
+    Caller(
+        "another account's role of the tenant role's name",
+        signer=f"arn:aws:sts::210987654321:assumed-role/{TENANT_ROLE}/acme",
+    ),
     Caller("a federated user", signer=f"arn:aws:sts::{ACCOUNT}:federated-user/acme"),
 ]
 
@@ -114,8 +120,12 @@ def signed_by(signer: str | None) -> Iterator[None]:
         return
     handler = api_function.handler
 
+    role, _, session = signer.rpartition(":assumed-role/")[2].partition("/")
+    unique_id = ROLE_IDS.get(role, "AROAANOTHERROLE0003")
+
     def signed(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         event["requestContext"]["identity"]["userArn"] = signer
+        event["requestContext"]["identity"]["user"] = f"{unique_id}:{session}"
         answer: dict[str, Any] = handler(event, context)
         return answer
 
@@ -271,6 +281,9 @@ def api(stack: Api, monkeypatch: pytest.MonkeyPatch) -> Api:  # noqa: F811 (test
     # the stack's API roles, as the deployed function knows them
     monkeypatch.setenv("API_TENANT_ROLE", TENANT_ROLE)
     monkeypatch.setenv("API_OPERATOR_ROLE", OPERATOR_ROLE)
+    monkeypatch.setenv("API_TENANT_ROLE_ID", ROLE_IDS[TENANT_ROLE])
+    monkeypatch.setenv("API_OPERATOR_ROLE_ID", ROLE_IDS[OPERATOR_ROLE])
+    monkeypatch.setenv("API_ACCOUNT_ID", ACCOUNT)
     return stack
 
 

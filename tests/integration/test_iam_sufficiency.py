@@ -116,10 +116,14 @@ class Stack:
         parameters = TEMPLATE.get("Parameters", {})
         for name, value in spec.environment.items():
             resolved = value
-            if isinstance(value, dict):
+            if value == {"Ref": "AWS::AccountId"}:
+                resolved = ACCOUNT
+            elif isinstance(value, dict) and "Ref" in value:
                 target = value["Ref"]
                 known = target in self.refs
                 resolved = self.refs[target] if known else parameters[target]["Default"]
+            elif isinstance(value, dict):
+                resolved = "unused"  # a role's unique id: only the API reads it, of IAM callers
             # The ClamAV layer's programs are this machine's (as on the local stack).
             self.monkeypatch.setenv(name, on_this_machine(str(resolved)))
         runtime.reset()

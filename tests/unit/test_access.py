@@ -51,45 +51,83 @@ def test_a_missing_or_invalid_identity_is_no_caller(raw: dict[str, Any]) -> None
     assert caller_from(raw) is None
 
 
+ACCOUNT = "123456789012"
+OPERATOR_ROLE, OPERATOR_ROLE_ID = "stack-ApiOperatorRole-1AB", "AROAOPERATOR0000001"
+TENANT_ROLE, TENANT_ROLE_ID = "stack-ApiTenantRole-2CD", "AROATENANT000000002"
 ROLES = {
-    "API_OPERATOR_ROLE": "stack-ApiOperatorRole-1AB",
-    "API_TENANT_ROLE": "stack-ApiTenantRole-2CD",
+    "API_OPERATOR_ROLE": OPERATOR_ROLE,
+    "API_TENANT_ROLE": TENANT_ROLE,
+    "API_OPERATOR_ROLE_ID": OPERATOR_ROLE_ID,
+    "API_TENANT_ROLE_ID": TENANT_ROLE_ID,
+    "API_ACCOUNT_ID": ACCOUNT,
 }
 
 
-def iam_event(user_arn: object) -> dict[str, Any]:
-    """An IAM-authenticated request: no authorizer context, the signer in `identity`."""
-    return {"requestContext": {"identity": {"userArn": user_arn, "caller": "AROA:x"}}}
+def iam_event(user_arn: object, user: object = None) -> dict[str, Any]:
+    """An IAM-authenticated request: no authorizer context, the signer in `identity` (its ARN,
+    and `user`: the role's unique id and the session name, as API Gateway gives them)."""
+    identity = {"userArn": user_arn, "caller": "AROA:x", "user": user}
+    return {"requestContext": {"identity": identity}}
+
+
+def assumed(role: str, session: str, account: str = ACCOUNT) -> str:
+    return f"arn:aws:sts::{account}:assumed-role/{role}/{session}"
 
 
 def test_an_iam_caller_of_the_tenant_role_is_the_tenant_of_its_session_name() -> None:
-    arn = "arn:aws:sts::123456789012:assumed-role/stack-ApiTenantRole-2CD/acme"
-    assert caller_from(iam_event(arn), ROLES) == Caller(tenant="acme", operator=False)
+    signed = iam_event(assumed(TENANT_ROLE, "acme"), f"{TENANT_ROLE_ID}:acme")
+    assert caller_from(signed, ROLES) == Caller(tenant="acme", operator=False)
 
 
 def test_an_iam_caller_of_the_operator_role_is_an_operator() -> None:
-    arn = "arn:aws:sts::123456789012:assumed-role/stack-ApiOperatorRole-1AB/alice"
-    assert caller_from(iam_event(arn), ROLES) == Caller(tenant=None, operator=True)
+    signed = iam_event(assumed(OPERATOR_ROLE, "alice"), f"{OPERATOR_ROLE_ID}:alice")
+    assert caller_from(signed, ROLES) == Caller(tenant=None, operator=True)
 
 
 @pytest.mark.parametrize(
     "arn",
     [
-        "arn:aws:iam::123456789012:user/alice",  # an IAM user: no tenancy
-        "arn:aws:sts::123456789012:assumed-role/SomeOtherRole/acme",  # not one of the API's roles
-        "arn:aws:sts::123456789012:assumed-role/stack-ApiTenantRole-2CD/acme#03",  # bad tenant
-        "arn:aws:sts::123456789012:assumed-role/stack-ApiTenantRole-2CD",  # no session
+        f"arn:aws:iam::{ACCOUNT}:user/alice",  # an IAM user: no tenancy
+        assumed("SomeOtherRole", "acme"),  # not one of the API's roles
+        assumed(TENANT_ROLE, "acme#03"),  # bad tenant
+        f"arn:aws:sts::{ACCOUNT}:assumed-role/{TENANT_ROLE}",  # no session
         None,
         42,
     ],
 )
 def test_any_other_iam_caller_is_refused(arn: object) -> None:
-    assert caller_from(iam_event(arn), ROLES) is None
+    assert caller_from(iam_event(arn, f"{TENANT_ROLE_ID}:acme"), ROLES) is None
 
 
-def test_without_the_roles_configured_no_iam_caller_is_accepted() -> None:
-    arn = "arn:aws:sts::123456789012:assumed-role/stack-ApiTenantRole-2CD/acme"
-    assert caller_from(iam_event(arn), {}) is None
+@pytest.mark.parametrize(
+    ("arn", "user"),
+    [
+        # another account's role of the same name
+        (assumed(OPERATOR_ROLE, "alice", account="210987654321"), f"{OPERATOR_ROLE_ID}:alice"),
+        # a role deleted and made again under the name: another unique id
+        (assumed(OPERATOR_ROLE, "alice"), "AROARECREATED000003:alice"),
+        # the unique id of the tenant role under the operator role's name
+        (assumed(OPERATOR_ROLE, "alice"), f"{TENANT_ROLE_ID}:alice"),
+        # the session in `user` not the ARN's
+        (assumed(TENANT_ROLE, "acme"), f"{TENANT_ROLE_ID}:globex"),
+        # no `user` at all
+        (assumed(TENANT_ROLE, "acme"), None),
+    ],
+)
+def test_a_role_of_the_right_name_that_is_not_the_stack_s_is_refused(
+    arn: str, user: object
+) -> None:
+    assert caller_from(iam_event(arn, user), ROLES) is None
+
+
+@pytest.mark.parametrize("missing", ["API_ACCOUNT_ID", "API_OPERATOR_ROLE_ID", "API_OPERATOR_ROLE"])
+def test_without_the_stack_s_identity_configured_no_iam_operator_is_accepted(
+    missing: str,
+) -> None:
+    signed = iam_event(assumed(OPERATOR_ROLE, "alice"), f"{OPERATOR_ROLE_ID}:alice")
+    partial = {k: v for k, v in ROLES.items() if k != missing}
+    assert caller_from(signed, partial) is None
+    assert caller_from(signed, {}) is None
 
 
 # --- a Cognito user pool authorizer (docs/API_AUTH.md) -----------------------------------------

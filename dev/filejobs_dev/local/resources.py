@@ -9,6 +9,7 @@ pseudo parameters and logical ids), the way CloudFormation would for the real st
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -166,7 +167,11 @@ def provision(
     for logical_id in resources_of_type(template, "AWS::IAM::Role"):
         role = f"{stack_name}-{logical_id}"
         resources.refs[logical_id] = role
-        resources.attributes[logical_id] = {"Arn": f"arn:aws:iam::{ACCOUNT}:role/{role}"}
+        resources.attributes[logical_id] = {
+            "Arn": f"arn:aws:iam::{ACCOUNT}:role/{role}",
+            # IAM's form (AROA and 17 more): stable for the name, as a deployed role's is.
+            "RoleId": "AROA" + hashlib.sha256(role.encode()).hexdigest()[:17].upper(),
+        }
     bus_names = {
         lid: f"{stack_name}-{lid}" for lid in resources_of_type(template, "AWS::Events::EventBus")
     }

@@ -10,8 +10,10 @@ Three sources, the first present wins:
   its bearer tokens.
 - IAM auth (the deployed default): `requestContext.identity.userArn` of a caller that assumed
   one of the stack's API roles (template.yaml): `.../assumed-role/<API_OPERATOR_ROLE>/<any>` is an
-  operator, `.../assumed-role/<API_TENANT_ROLE>/<tenant>` is that tenant (the session name).
-  Any other IAM principal is refused: being allowed to sign a request is not a tenancy.
+  operator, `.../assumed-role/<API_TENANT_ROLE>/<tenant>` is that tenant (the session name),
+  when the ARN's account is this stack's (API_ACCOUNT_ID) and `identity.user` names the role's
+  unique id (API_*_ROLE_ID). Any other IAM principal is refused: being allowed to sign a
+  request is not a tenancy.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from filejobs.domain.keys import is_tenant
 
 # arn:aws:sts::123456789012:assumed-role/<role name>/<session name>
 _ASSUMED_ROLE = re.compile(
-    r"^arn:aws[a-z-]*:sts::\d{12}:assumed-role/(?P<role>[^/]+)/(?P<session>[^/]+)$"
+    r"^arn:aws[a-z-]*:sts::(?P<account>\d{12}):assumed-role/(?P<role>[^/]+)/(?P<session>[^/]+)$"
 )
 
 
@@ -98,11 +100,23 @@ def _groups(claim: object) -> set[str]:
 def _from_iam(identity: dict[str, Any], environment: Mapping[str, str]) -> Caller | None:
     arn = identity.get("userArn")
     match = _ASSUMED_ROLE.match(arn) if isinstance(arn, str) else None
-    if match is None:
+    if match is None or match["account"] != environment.get("API_ACCOUNT_ID"):
         return None
     role, session = match["role"], match["session"]
-    if role == environment.get("API_OPERATOR_ROLE"):
+    if _is_role(identity, role, session, "API_OPERATOR_ROLE", environment):
         return Caller(tenant=None, operator=True)
-    if role == environment.get("API_TENANT_ROLE") and is_tenant(session):
+    if _is_role(identity, role, session, "API_TENANT_ROLE", environment) and is_tenant(session):
         return Caller(tenant=session, operator=False)
     return None
+
+
+def _is_role(
+    identity: dict[str, Any], role: str, session: str, variable: str, environment: Mapping[str, str]
+) -> bool:
+    """Whether the signer assumed the stack's role named by `variable` (and `variable`_ID): its
+    name, and its unique id, which API Gateway puts in `user` as `<role id>:<session>`. A role
+    deleted and made again under the name has another id, so a name alone is not enough."""
+    name, role_id = environment.get(variable), environment.get(f"{variable}_ID")
+    if not name or not role_id:
+        return False
+    return role == name and identity.get("user") == f"{role_id}:{session}"
