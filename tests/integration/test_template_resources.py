@@ -10,6 +10,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_plus
@@ -19,6 +20,7 @@ import pytest
 from mypy_boto3_s3 import S3Client
 from mypy_boto3_sqs import SQSClient
 
+from filejobs.domain.keys import is_tenant
 from filejobs_dev.infra.template import (
     FunctionSpec,
     create_buckets,
@@ -666,3 +668,41 @@ def test_every_api_stage_throttles_every_route_at_a_rate_the_deployer_sets(
         assert declared["Type"] == "Number"
         assert declared["MinValue"] >= 1
         assert declared["Default"] >= declared["MinValue"]
+
+
+SESSION_NAMES = [
+    "acme", "Acme-Corp_2", "a1", "x" * 63,  # tenants
+    "bob@example.com", "acme.eu", "a,b", "k=v", "a+b", "_acme", "-acme",  # no tenant has these
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("session", SESSION_NAMES)
+def test_sts_refuses_a_tenant_role_session_that_names_no_tenant(
+    template: dict[str, Any], session: str
+) -> None:
+    # given the tenant role's trust condition, as STS applies StringNotLike (any pattern)
+    statement = template["Resources"]["ApiTenantRole"]["Properties"]["AssumeRolePolicyDocument"][
+        "Statement"
+    ][0]
+    patterns = statement["Condition"]["StringNotLike"]["sts:RoleSessionName"]
+    allowed_by_sts = not any(fnmatchcase(session, pattern) for pattern in patterns)
+    # then STS lets a session through exactly when the API takes its name for a tenant
+    assert allowed_by_sts == is_tenant(session)
+
+
+def test_the_api_roles_trust_the_principals_the_deployer_names(template: dict[str, Any]) -> None:
+    resources = template["Resources"]
+    for role, parameter in (
+        ("ApiOperatorRole", "ApiOperatorPrincipals"),
+        ("ApiTenantRole", "ApiTenantBrokers"),
+    ):
+        trust = resources[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+        condition, named, otherwise = trust["Principal"]["AWS"]["Fn::If"]
+        assert named == {"Ref": parameter}
+        assert template["Parameters"][parameter]["Type"] == "CommaDelimitedList"
+        assert "Fn::Sub" in otherwise  # this account, as before: IAM policies decide
+        assert condition in template["Conditions"]
+    operator = resources["ApiOperatorRole"]["Properties"]["AssumeRolePolicyDocument"]
+    mfa = operator["Statement"][0]["Condition"]["Fn::If"]
+    assert mfa[0] == "OperatorRequiresMfa"
+    assert mfa[1] == {"Bool": {"aws:MultiFactorAuthPresent": "true"}}
