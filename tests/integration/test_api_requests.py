@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -433,3 +434,14 @@ def test_the_docs_page_is_behind_auth_and_loads_the_document(api: Api) -> None:
     assert "Content-Security-Policy" in headers
     assert anonymous["statusCode"] == 401
     assert error_code(json.loads(anonymous["body"])) == "unauthorized"
+
+
+def test_every_file_the_docs_page_loads_from_elsewhere_is_pinned_by_its_hash(api: Api) -> None:
+    page = api.raw("GET", "/docs", who=ACME)["body"]
+    tags = re.findall(r"<(?:script|link)\b[^>]*>", page)
+    remote = [tag for tag in tags if re.search(r'(?:src|href)="https://', tag)]
+    assert len(remote) == 2  # the stylesheet and the bundle
+    for tag in remote:
+        # a sha384 of 48 bytes, and CORS so that the browser may check it
+        assert re.search(r'integrity="sha384-[A-Za-z0-9+/]{64}"', tag), tag
+        assert 'crossorigin="anonymous"' in tag, tag

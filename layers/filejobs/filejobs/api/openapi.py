@@ -305,9 +305,17 @@ DOCS_PAGE_ROUTE = _doc(
 
 # --- the documentation page -----------------------------------------------------------------------
 
-# swagger-ui-dist from unpkg, pinned to one release. No SRI hashes: they could not be computed
-# offline when this was written; add integrity= attributes once computed from the release files.
+# swagger-ui-dist from unpkg, pinned to one release, each file with its Subresource Integrity
+# hash: a browser refuses a file that is not exactly the released one. The hashes come from the
+# package npm publishes, checked against the registry's sha512 (tools/swagger_ui_integrity.py);
+# a new release needs both changed together.
 SWAGGER_UI = "https://unpkg.com/swagger-ui-dist@5.17.14"
+SWAGGER_UI_INTEGRITY = {
+    "swagger-ui.css": "sha384-wxLW6kwyHktdDGr6Pv1zgm/VGJh99lfUbzSn6HNHBENZlCN7W602k9VkGdxuFvPn",
+    "swagger-ui-bundle.js": (
+        "sha384-wmyclcVGX/WhUkdkATwhaK1X1JtiNrr2EoYJ+diV3vj4v6OC5yCeSu+yW13SYJep"
+    ),
+}
 # Relative: under the stage's path (/v1/docs -> /v1/openapi.json).
 _DOCS_SCRIPT = 'window.ui = SwaggerUIBundle({url: "openapi.json", dom_id: "#swagger-ui"});'
 
@@ -321,11 +329,13 @@ DOCS_PAGE = f"""<!doctype html>
 <head>
 <meta charset="utf-8">
 <title>filejobs status API</title>
-<link rel="stylesheet" href="{SWAGGER_UI}/swagger-ui.css" crossorigin="anonymous">
+<link rel="stylesheet" href="{SWAGGER_UI}/swagger-ui.css"
+ integrity="{SWAGGER_UI_INTEGRITY["swagger-ui.css"]}" crossorigin="anonymous">
 </head>
 <body>
 <div id="swagger-ui"></div>
-<script src="{SWAGGER_UI}/swagger-ui-bundle.js" crossorigin="anonymous"></script>
+<script src="{SWAGGER_UI}/swagger-ui-bundle.js"
+ integrity="{SWAGGER_UI_INTEGRITY["swagger-ui-bundle.js"]}" crossorigin="anonymous"></script>
 <script>{_DOCS_SCRIPT}</script>
 </body>
 </html>
