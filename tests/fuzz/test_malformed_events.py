@@ -200,8 +200,9 @@ def environment_of(function: str, stack: Stack, monkeypatch: pytest.MonkeyPatch)
     of resources the stack lacks, such as IAM roles, stay their logical ids)."""
     parameters = TEMPLATE.get("Parameters", {})
     for name, declared in function_definitions(TEMPLATE)[function].environment.items():
-        # A role's unique id (!GetAtt): only the API reads it, of IAM callers.
-        value = "unused" if isinstance(declared, dict) and "Ref" not in declared else declared
+        value: Any = declared
+        if isinstance(value, dict) and "Ref" not in value:
+            value = "unused"  # a role's unique id (!GetAtt): only the API reads it, of IAM callers
         missing = isinstance(value, dict) and value["Ref"] not in {**stack.names, **parameters}
         resolved = value["Ref"] if missing else handlers._resolve(value, stack.names, parameters)
         monkeypatch.setenv(name, resolved)
