@@ -13,7 +13,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from filejobs.api.parsing import BUCKET_NAME_PATTERN, DEFAULT_LIMIT, MAX_LIMIT
-from filejobs.domain.job import JobStatus, JobType
+from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.services.page_tokens import MAX_TOKEN_LENGTH
 
@@ -279,8 +279,8 @@ CANCEL_JOB = _doc(
 RETRY_JOB = _doc(
     "Retry a failed or cancelled job",
     "In place: the same job, pending again, sent to its worker, with a fresh retry budget. A "
-    "job runs at most six budgets' worth of attempts in all: one that has answers 409 (request "
-    "a new job instead), as does a job that has not finished.",
+    f"job runs at most {EXPLICIT_RETRIES_LIMIT + 1} budgets' worth of attempts in all: one that "
+    "has answers 409 (request a new job instead), as does a job that has not finished.",
     ok=(200, "The job, pending", "Job"),
     errors=(400, 401, 404, 409),
 )
