@@ -7,7 +7,8 @@ Starts the local stack (`filejobs dev`) in a scratch copy of the project with th
   wrote its outputs, writing nothing; the job's lease (JobLeaseSeconds=20 here) expires and the
   sweep takes it back;
 - duplicate deliveries of 10% of the messages of every SQS-triggered function: S3's
-  notifications to the ingest, job messages to the workers;
+  notifications to the ingest, job messages to the workers (a poisoned message is not copied:
+  its copy would only reach the dead-letter queue a whole redrive later);
 - bursts of DynamoDB throttling (2 s in every 20 s, half the requests of every function but
   the API's refused);
 - two sweeps running at once, every 2 s, beside the workers;

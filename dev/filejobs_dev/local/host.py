@@ -272,9 +272,12 @@ class Host:
         return True
 
     def _handle_batch(self, sqs: Any, url: str, arn: str, received: list[dict[str, Any]]) -> None:
-        self._duplicate(sqs, url, received)
         event = sqs_event(received, arn, self.resources.region)
-        self._poison(event)
+        poisoned = self._poison(event)
+        # A mangled message is not copied: its copy would take the same way to the dead-letter
+        # queue a whole redrive later (maxReceiveCount x the visibility timeout), adding nothing
+        # a run's audit does not already see but minutes of waiting for the queue to drain.
+        self._duplicate(sqs, url, [m for m in received if m["MessageId"] not in poisoned])
         try:
             response = self.invoke(event) or {}
             failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
@@ -308,11 +311,13 @@ class Host:
                 MessageAttributes={DUPLICATE_ATTRIBUTE: {"DataType": "String", "StringValue": "1"}},
             )
 
-    def _poison(self, event: dict[str, Any]) -> None:
-        """Injected: the matching jobs' messages reach the handler mangled, on every delivery."""
+    def _poison(self, event: dict[str, Any]) -> set[str]:
+        """Injected: the matching jobs' messages reach the handler mangled, on every delivery.
+        The ids of the messages mangled."""
         rules = [f for f in self._faults if f.kind is FaultKind.POISON]
+        poisoned: set[str] = set()
         if not rules:
-            return
+            return poisoned
         for record in event["Records"]:
             try:
                 body = json.loads(record["body"])
@@ -322,6 +327,8 @@ class Host:
             key = self._object_key(file_id)
             if any(rule.matches(job_type, key) for rule in rules):
                 record["body"] = POISONED_BODY
+                poisoned.add(record["messageId"])
+        return poisoned
 
     def _object_key(self, file_id: str) -> str:
         table = os.environ.get("FILES_TABLE_NAME")
