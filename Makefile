@@ -123,12 +123,12 @@ $(VENV)/.soak-installed: $(VENV)/.installed
 soak: $(VENV)/.soak-installed
 	$(BIN)/python tools/soak.py --minutes $(SOAK_MINUTES)
 
-# Everything, three at a time, the longest first: the pytest suite (on both cores) and the
+# Everything, four at a time, the longest first: the pytest suite (on both cores) and the
 # end-to-end runs on the local stack (api-fuzz, then chaos, which spend much of their time
-# waiting on the stack's timers), the static checks in the gaps. Each part's output is printed
+# waiting on the stack's timers) from the start, the static checks in the other two slots. Each part's output is printed
 # whole when it ends; make fails if any part does.
 test:
-	$(MAKE) --no-print-directory -j3 --output-sync=target unit end-to-end lint typecheck template security
+	$(MAKE) --no-print-directory -j4 --output-sync=target unit end-to-end lint typecheck template security
 
 end-to-end: api-fuzz
 	$(MAKE) --no-print-directory chaos
