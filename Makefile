@@ -125,8 +125,8 @@ soak: $(VENV)/.soak-installed
 
 # Everything, four at a time, the longest first: the pytest suite (on both cores) and the
 # end-to-end runs on the local stack (api-fuzz, then chaos, which spend much of their time
-# waiting on the stack's timers) from the start, the static checks in the other two slots. Each part's output is printed
-# whole when it ends; make fails if any part does.
+# waiting on the stack's timers) from the start, the static checks in the other two slots.
+# Each part's output is printed whole when it ends; make fails if any part does.
 test:
 	$(MAKE) --no-print-directory -j4 --output-sync=target unit end-to-end lint typecheck template security
 

@@ -32,6 +32,7 @@ from filejobs.api.parsing import (
     INPUT_MIN_MAGNITUDE,
     LOCATION_FIELDS,
     MAX_INPUT_DATA_BYTES,
+    REASON_PATTERN,
 )
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
 from filejobs.domain.keys import TENANT_PATTERN
@@ -45,8 +46,8 @@ SERVERS_PLACEHOLDER = "https://{api_id}.execute-api.{region}.amazonaws.com/v1"
 _STR = {"type": "string"}
 _OPT_STR = {"type": ["string", "null"]}
 # A person's words: at least one character that is not white space (the API refuses a reason of
-# spaces or line breaks alone), at most 500.
-_REASON = {"type": "string", "minLength": 1, "maxLength": 500, "pattern": "\\S"}
+# spaces or line breaks alone), at most 500; the pattern spelled to mean that in any regex engine.
+_REASON = {"type": "string", "minLength": 1, "maxLength": 500, "pattern": REASON_PATTERN}
 _OPT_TIME = {"type": ["string", "null"], "format": "date-time"}
 
 SCHEMAS: dict[str, Any] = {

@@ -49,7 +49,31 @@ def test_every_request_describes_the_reason_alike(request_name: str) -> None:
 @given(st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=520))
 @example("\r")
 @example(" \u2028\x1c")
+@example("\x1f")  # Python's white space, not ECMAScript's
+@example("\ufeff")  # ECMAScript's white space, not Python's
 @example("x" * 500)
 @example("x" * 501)
 def test_the_api_accepts_a_reason_exactly_when_the_schema_allows_it(reason: str) -> None:
     assert api_accepts(reason) == schema_allows(reason_schema("CancelRequest"), reason)
+
+
+# ECMAScript's \s (JSON Schema patterns are ECMA-262 regular expressions): what a client that
+# generates or checks reasons in JavaScript, or schemathesis, reads the pattern with.
+_ECMA_WHITE_SPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def ecma_allows(schema: dict[str, Any], reason: str) -> bool:
+    pattern = schema["pattern"].replace("\\s", _ECMA_WHITE_SPACE)
+    return (
+        schema["minLength"] <= len(reason) <= schema["maxLength"]
+        and re.search(pattern, reason, flags=re.ASCII) is not None
+    )
+
+
+@given(st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40))
+@example("\x1f")
+@example("\x85")
+@example("\ufeff")
+@example("\u3000x")
+def test_an_ecmascript_client_reads_the_pattern_as_the_api_checks_it(reason: str) -> None:
+    assert ecma_allows(reason_schema("CancelRequest"), reason) == api_accepts(reason)

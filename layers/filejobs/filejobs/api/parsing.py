@@ -203,10 +203,21 @@ def _optional_object(body: str | None, allowed: set[str]) -> dict[str, Any]:
     return data
 
 
+# A reason must hold a character that is not blank: white space by Python's rule and by
+# ECMAScript's alike (Python counts U+001C-U+001F and U+0085, ECMAScript U+FEFF), so that the
+# OpenAPI document's pattern means the same to every client's regex engine (REASON_PATTERN).
+_BLANK_EXTRA = "\ufeff"
+REASON_PATTERN = "[^\\s\\x1c-\\x1f\\x85\\ufeff]"
+
+
+def _is_blank(text: str) -> bool:
+    return all(character.isspace() or character in _BLANK_EXTRA for character in text)
+
+
 def _checked_reason(reason: object) -> str:
     if (
         not isinstance(reason, str)
-        or not reason.strip()
+        or _is_blank(reason)
         or len(reason) > MAX_REASON_LENGTH
         or not _is_text(reason)
     ):
