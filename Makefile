@@ -18,7 +18,7 @@ CHECKOV := $(CHECKOV_VENV)/bin/checkov
 ST_VENV := .tools/schemathesis
 ST := $(ST_VENV)/bin/st
 
-.PHONY: install system-deps bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full end-to-end soak bench demo dev clean
+.PHONY: install system-deps bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full end-to-end soak bench demo dev clean locks
 
 # The venv keeps pip (sam build runs this python's pip for the layers' requirements).
 $(BIN)/python:
@@ -34,6 +34,17 @@ $(VENV)/.installed: $(UV) pyproject.toml layers/filejobs/requirements.txt
 	@touch $@
 
 install: $(VENV)/.installed
+
+# Each Python layer's requirements.lock from its requirements.txt: every release the layer ships,
+# pinned, with the sha256 of each of its files (layers/Makefile installs with --require-hashes).
+# Run after changing a requirements.txt, or to take new releases; commit the locks' diff.
+PYTHON_LAYERS := filejobs imaging video documents compression scanning
+locks: $(UV)
+	for layer in $(PYTHON_LAYERS); do \
+	  (cd layers && ../$(UV) pip compile $$layer/requirements.txt --quiet --no-header \
+	    --generate-hashes --python-platform aarch64-manylinux_2_28 --python-version 3.13 \
+	    -o $$layer/requirements.lock) || exit 1; \
+	done
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,0 +1,85 @@
+"""Every Python layer ships exactly the releases its requirements.lock names, each file checked
+against the sha256 there (layers/Makefile installs with --require-hashes; `make locks` writes the
+locks): a package index that serves other bytes fails the build instead of reaching Lambda."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = ROOT / "layers"
+_RECIPE = re.compile(r"^build-\w+:\n\t\$\(call build_layer,(\w+)", re.M)
+_PIN = re.compile(r"^(?P<name>[A-Za-z0-9._-]+)==(?P<version>\S+)$")
+_HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
+
+
+def python_layers() -> list[str]:
+    return sorted(_RECIPE.findall((LAYERS / "Makefile").read_text()))
+
+
+def locked(layer: str) -> dict[str, tuple[Version, list[str]]]:
+    """name -> (version, hashes) of each entry of the layer's lock."""
+    text = (LAYERS / layer / "requirements.lock").read_text()
+    entries: dict[str, tuple[Version, list[str]]] = {}
+    for entry in re.split(r"\n(?=\S)", text.replace("\\\n", " ")):
+        lines = [line for line in entry.splitlines() if not line.strip().startswith("#")]
+        if not lines:
+            continue
+        pin, *hashes = lines[0].split()
+        match = _PIN.match(pin)
+        assert match is not None, f"{layer}: {pin!r} is not pinned with =="
+        entries[canonicalize_name(match["name"])] = (Version(match["version"]), hashes)
+    return entries
+
+
+def test_every_python_layer_is_built_from_its_lock_with_hashes_required() -> None:
+    assert python_layers() == [
+        "compression",
+        "documents",
+        "filejobs",
+        "imaging",
+        "scanning",
+        "video",
+    ]
+    recipe = (LAYERS / "Makefile").read_text()
+    assert "--require-hashes" in recipe
+    assert "-r $(1)/requirements.lock" in recipe
+
+
+@pytest.mark.parametrize("layer", python_layers())
+def test_each_locked_release_is_pinned_with_the_hash_of_every_file(layer: str) -> None:
+    entries = locked(layer)
+    assert entries
+    for name, (_, hashes) in entries.items():
+        assert hashes, f"{layer}: {name} has no hash"
+        assert all(_HASH.match(h) for h in hashes), f"{layer}: {name}: {hashes}"
+
+
+@pytest.mark.parametrize("layer", python_layers())
+def test_the_lock_holds_every_requirement_at_a_release_it_allows(layer: str) -> None:
+    entries = locked(layer)
+    lines = (LAYERS / layer / "requirements.txt").read_text().splitlines()
+    for line in lines:
+        text = line.split("#")[0].strip()
+        if not text:
+            continue
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in entries, f"{layer}: {name} is not locked: run make locks"
+        version, _ = entries[name]
+        assert version in requirement.specifier, f"{layer}: {name} {version} not {requirement}"
+
+
+def test_no_release_is_in_two_layers() -> None:
+    # Layers stack in one /opt/python: a package in two would shadow one copy with the other.
+    owner: dict[str, str] = {}
+    for layer in python_layers():
+        for name in locked(layer):
+            assert name not in owner, f"{name} is locked in {owner.get(name)} and {layer}"
+            owner[name] = layer
