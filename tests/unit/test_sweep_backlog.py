@@ -84,6 +84,22 @@ def job_of(plan: IngestPlan, job_type: JobType) -> ProcessingJob:
     return next(j for j in plan.jobs if j.job_type is job_type)
 
 
+def failed_to_retry_at(
+    jobs: InMemoryJobStore, job: ProcessingJob, clock: FakeClock, retry_at: datetime
+) -> ProcessingJob:
+    """`job` claimed and failed now, its retry scheduled for `retry_at`."""
+    claimed = jobs.apply(
+        job.id, job.job_type, transitions.claim(now=clock.now, lease=KEEP, worker="w")
+    )
+    assert isinstance(claimed, Applied)
+    failing = transitions.fail(
+        claimed.job, error="busy", now=clock.now, retry_at=retry_at, retention=KEEP
+    )
+    failed = jobs.apply(job.id, job.job_type, failing)
+    assert isinstance(failed, Applied)
+    return failed.job
+
+
 def test_a_job_queued_behind_a_backlog_is_put_off_not_sent(
     jobs: InMemoryJobStore, files: InMemoryFileStore, clock: FakeClock, sent: RecordingDispatcher
 ) -> None:
@@ -195,25 +211,8 @@ def test_a_due_retry_whose_delayed_message_may_still_be_queued_is_left_scheduled
 ) -> None:
     # Given a job whose attempt failed and was scheduled to retry (its message sent delayed)
     job = ingested(files, clock, "application/x-empty").jobs[0]
-    repo = jobs
-    claimed = repo.apply(
-        job.id, job.job_type, transitions.claim(now=clock.now, lease=KEEP, worker="w")
-    )
-    assert isinstance(claimed, Applied)
     retry_at = clock.now + timedelta(seconds=30)
-    failed = repo.apply(
-        job.id,
-        job.job_type,
-        transitions.fail(
-            claimed.job,
-            error="busy",
-            now=clock.now,
-            retry_at=retry_at,
-            retention=KEEP,
-        ),
-    )
-    assert isinstance(failed, Applied)
-    assert failed.job.status is JobStatus.SCHEDULED
+    assert failed_to_retry_at(jobs, job, clock, retry_at).status is JobStatus.SCHEDULED
     # When the retry is due but its queue is behind the moment the message became visible
     clock.now = retry_at + timedelta(minutes=1)
     queues = HandMovedQueues(reach=retry_at - timedelta(minutes=5))
@@ -372,16 +371,8 @@ def test_a_retry_too_far_off_for_a_delayed_message_is_promoted_when_due_even_in_
     # Given a job whose attempt failed with its retry an hour away (SQS delays 15 minutes at
     # most, so no message was sent: the sweep owes it one)
     job = ingested(files, clock, "application/x-empty").jobs[0]
-    repo = jobs
-    claimed = repo.apply(
-        job.id, job.job_type, transitions.claim(now=clock.now, lease=KEEP, worker="w")
-    )
-    assert isinstance(claimed, Applied)
     retry_at = clock.now + timedelta(hours=1)
-    failing = transitions.fail(
-        claimed.job, error="busy", now=clock.now, retry_at=retry_at, retention=KEEP
-    )
-    assert isinstance(repo.apply(job.id, job.job_type, failing), Applied)
+    failed_to_retry_at(jobs, job, clock, retry_at)
     # When it is due while its queue has a backlog of unknown age
     clock.now = retry_at + timedelta(seconds=1)
     queues = HandMovedQueues(reach=clock.now - timedelta(days=4))
