@@ -4,7 +4,6 @@ test_api.py's stack). Every write is the real conditional write."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from tests.integration.test_api import (
     ingested,
     stack,  # noqa: F401 (the fixture `api` builds on)
 )
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"
@@ -380,11 +380,7 @@ def test_a_completed_job_carries_short_lived_urls_of_its_own_outputs(api: Api) -
 
 
 def _openapi_tool() -> Any:
-    spec = importlib.util.spec_from_file_location("openapi_tool", ROOT / "tools" / "openapi.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "tools" / "openapi.py", "openapi_tool")
 
 
 def test_the_committed_openapi_document_matches_the_routes() -> None:

@@ -8,7 +8,6 @@ the processor benches here, on 8 MiB: a few seconds.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -20,17 +19,15 @@ from types import ModuleType
 
 import pytest
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 
 
 def bench_common() -> ModuleType:
     """bench/common.py, loaded by path (bench/ is no package; its scripts import it as common)."""
-    spec = importlib.util.spec_from_file_location("bench_common_under_test", BENCH / "common.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH / "common.py", "bench_common_under_test")
 
 
 def cells(row: str) -> list[str]:

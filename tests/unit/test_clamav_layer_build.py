@@ -10,17 +10,16 @@ layer's arm64 ones, and `make template` runs the built arm64 layer under qemu.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_CLAMSCAN = Path("/usr/bin/clamscan")
@@ -29,16 +28,7 @@ needs_host_clamscan = pytest.mark.skipif(
 )
 
 
-def _load_debs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("clamav_debs", ROOT / "layers/clamav/debs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while building
-    spec.loader.exec_module(module)
-    return module
-
-
-debs = _load_debs()
+debs = load_script(ROOT / "layers/clamav/debs.py", "clamav_debs")
 # This machine's Debian ClamAV: the layer's programs, at the same paths, built for x86_64.
 HOST_PROGRAMS = {Path(program).name: Path("/") / program for program in debs.PROGRAMS}
 needs_host_clamav = pytest.mark.skipif(

@@ -5,13 +5,13 @@ verdict lives there: a decoder exploit must not be able to set it back to clean)
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from filejobs_dev.infra.template import load_template
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODING_WORKERS = (
@@ -23,16 +23,11 @@ DECODING_WORKERS = (
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "*"}
 
 
-def _tool() -> Any:
-    spec = importlib.util.spec_from_file_location("iam_tool", ROOT / "tools" / "iam_permissions.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+TOOL = load_script(ROOT / "tools" / "iam_permissions.py", "iam_tool")
 
 
 def test_the_committed_permissions_are_the_template_s() -> None:
-    tool = _tool()
+    tool = TOOL
     assert tool.DOCUMENT.read_text(encoding="utf-8") == tool.render(load_template()), (
         "template.yaml's IAM changed: run .venv/bin/python tools/iam_permissions.py and commit "
         "the reviewed docs/IAM_PERMISSIONS.md with it"
@@ -41,11 +36,11 @@ def test_the_committed_permissions_are_the_template_s() -> None:
 
 def test_a_new_permission_changes_the_committed_list() -> None:
     template = load_template()
-    before = _tool().render(template)
+    before = TOOL.render(template)
     role = template["Resources"]["ThumbnailGenerationWorkerRole"]["Properties"]
     statements = role["Policies"][0]["PolicyDocument"]["Statement"]
     statements.append({"Effect": "Allow", "Action": "s3:DeleteBucket", "Resource": "*"})
-    assert "`s3:DeleteBucket` on `*`" in _tool().render(template)
+    assert "`s3:DeleteBucket` on `*`" in TOOL.render(template)
     assert "s3:DeleteBucket" not in before
 
 
