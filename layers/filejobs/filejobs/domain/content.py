@@ -368,15 +368,6 @@ def _worth_compressing(content_type: str) -> bool:
 # Scan before parse: no thumbnailer, previewer or compressor touches a file the scanner has not.
 _EVERY_FILE = (JobType.VIRUS_SCAN, JobType.DEDUPLICATION_CHECK)
 
-# The type-specific jobs, and which content types get each.
-_RULES: tuple[tuple[JobType, Callable[[str], bool]], ...] = (
-    (JobType.THUMBNAIL_GENERATION, THUMBNAILABLE_IMAGES.__contains__),
-    (JobType.VIDEO_THUMBNAIL, VIDEO_TYPES.__contains__),
-    (JobType.DOCUMENT_PREVIEW, _PREVIEWABLE_DOCUMENTS.__contains__),
-    (JobType.COMPRESSION, _worth_compressing),
-)
-
-
 # The jobs that decode a file's content, each on the types its decoder is for. The others (the
 # scan, the dedup check, compression) read any file's bytes as bytes.
 _PARSERS: dict[JobType, Callable[[str], bool]] = {
@@ -384,6 +375,13 @@ _PARSERS: dict[JobType, Callable[[str], bool]] = {
     JobType.VIDEO_THUMBNAIL: VIDEO_TYPES.__contains__,
     JobType.DOCUMENT_PREVIEW: _PREVIEWABLE_DOCUMENTS.__contains__,
 }
+
+# The type-specific jobs, and which content types get each: every decoder on the types it is
+# for, and compression on what is worth compressing.
+_RULES: tuple[tuple[JobType, Callable[[str], bool]], ...] = (
+    *_PARSERS.items(),
+    (JobType.COMPRESSION, _worth_compressing),
+)
 
 
 def media_type(content_type: str) -> str:
