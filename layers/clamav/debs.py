@@ -14,6 +14,17 @@ along. This script:
            with a signature written on the spot and pass a clean file, freshclam must fetch a
            database from a mirror served on 127.0.0.1, sigtool must hash as the signature says.
 
+All three read Debian's archive over https:// only (a redirect to http:// is refused) and trust
+it as apt does, from the keyring down: a suite's InRelease counts only when gpgv finds in it a
+good signature by a key of Debian's archive keyring (--keyring; debian-archive-keyring's by
+default) over a strong digest, and only the text gpgv says was signed is read; that Release must
+be the suite's own, dated no later than now and, where it says so, not past its Valid-Until; the
+suite's Packages.xz must have the size and SHA-256 the Release gives; and every .deb must have
+the SHA-256 both packages.lock and that verified index give (the size too). A lock entry the
+signed indexes do not list, with the same version, URL and digest, fails the build: a stale or
+hand-edited lock is never built from. Every package is verified before any is unpacked, and the
+layer appears under DEST/clamav only once whole.
+
 `install` fails the build when a library is missing from the packages or any file needs a glibc
 newer than Lambda's: the two ways a binary copied from another distribution breaks at run time.
 glibc itself is never copied: it must match the runtime's dynamic loader.
@@ -24,6 +35,9 @@ clamscan), so these libraries never shadow the runtime's own for Python.
     python3.13 debs.py lock
     python3.13 debs.py install --dest "$ARTIFACTS_DIR"
     python3.13 debs.py smoke --layer BUILD_DIR/ClamAvLayer
+
+Each takes --keyring (or $DEBIAN_ARCHIVE_KEYRING) and --ca-bundle (or $DEBIAN_MIRROR_CA_BUNDLE:
+the CA certificates a mirror's HTTPS certificate must chain to; the system's by default).
 """
 
 from __future__ import annotations
@@ -189,11 +203,14 @@ class Archive:
             raise BuildError(f"{url}: {error}; run `debs.py lock` if it moved") from error
 
     def exists(self, url: str) -> bool:
+        """Whether url can be downloaded (a HEAD request answered 2xx)."""
         try:
             with self._open(url, method="HEAD", timeout=30):
                 return True
-        except urllib.error.HTTPError:
+        except urllib.error.HTTPError:  # 404: an index can outlive its pool
             return False
+        except OSError as error:  # no answer at all, or a TLS failure: not a "no"
+            raise BuildError(f"{url}: {error}") from error
 
 
 class _HttpsOnlyRedirects(urllib.request.HTTPRedirectHandler):
@@ -298,8 +315,21 @@ def _is_good(signature: Mapping[str, str]) -> bool:
 
 
 def _why_untrusted(signatures: list[dict[str, str]], keyring: Path) -> str:
+    """Why none of the signatures counts, each reason once with the keys it applies to."""
     if not signatures:
         return "no signature"
+    keys_by_reason: dict[str, list[str]] = {}
+    for signature in signatures:
+        keys_by_reason.setdefault(_untrusted_reason(signature, keyring), []).append(
+            signature["key"]
+        )
+    return "; ".join(f"{reason} (key {', '.join(keys)})" for reason, keys in keys_by_reason.items())
+
+
+def _untrusted_reason(signature: Mapping[str, str], keyring: Path) -> str:
+    verdict = signature["verdict"]
+    if verdict == "GOODSIG":  # good, but over a digest in WEAK_DIGESTS
+        return f"signed over a weak digest ({WEAK_DIGESTS[signature['digest']]})"
     reasons = {
         "NO_PUBKEY": f"signed by a key not in the keyring {keyring}",
         "ERRSIG": "a signature gpgv could not check",
@@ -307,12 +337,7 @@ def _why_untrusted(signatures: list[dict[str, str]], keyring: Path) -> str:
         "REVKEYSIG": "signed by a revoked key",
         "EXPSIG": "an expired signature",
     }
-    return "; ".join(
-        f"signed over a weak digest ({WEAK_DIGESTS[signature['digest']]}), key {signature['key']}"
-        if signature["verdict"] == "GOODSIG"
-        else f"{reasons.get(signature['verdict'], signature['verdict'])} (key {signature['key']})"
-        for signature in signatures
-    )
+    return reasons.get(verdict, verdict)
 
 
 def parse_release(text: str, *, source: str) -> Release:
