@@ -271,11 +271,11 @@ def signed_text(clearsigned: bytes, keyring: Path, *, source: str) -> str:
              "--output", str(output), str(signed)],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
-        check_signatures(run.stdout, keyring, source=source)
+        check_signatures(run.stdout, keyring, source=source, gpgv_said=run.stderr)
         return output.read_text()
 
 
-def check_signatures(status: str, keyring: Path, *, source: str) -> None:
+def check_signatures(status: str, keyring: Path, *, source: str, gpgv_said: str = "") -> None:
     """gpgv's status lines (--status-fd) must show a good signature by a key of the keyring over
     a strong digest, and no bad one. gpgv's exit status alone will not do: Debian signs each
     Release with several keys, and a keyring that lacks one (a newer release's) makes gpgv exit
@@ -288,6 +288,8 @@ def check_signatures(status: str, keyring: Path, *, source: str) -> None:
         )
     if any(_is_good(signature) for signature in signatures):
         return
+    if not signatures:  # no signature gpgv could even read: its own words say why
+        raise BuildError(f"{source}: no signature: refused; gpgv: {gpgv_said.strip()[-500:]}")
     raise BuildError(f"{source}: {_why_untrusted(signatures, keyring)}: refused")
 
 
@@ -296,6 +298,8 @@ def _signatures(status: str) -> list[dict[str, str]]:
     and, from VALIDSIG, the OpenPGP number of its digest algorithm."""
     signatures: list[dict[str, str]] = []
     for line in status.splitlines():
+        if not line.startswith("[GNUPG:] "):
+            continue
         keyword, *arguments = line.removeprefix("[GNUPG:] ").split()
         if keyword == "NEWSIG" or (keyword in SIGNATURE_VERDICTS and not signatures):
             signatures.append({"verdict": "", "key": "", "digest": ""})
@@ -316,8 +320,6 @@ def _is_good(signature: Mapping[str, str]) -> bool:
 
 def _why_untrusted(signatures: list[dict[str, str]], keyring: Path) -> str:
     """Why none of the signatures counts, each reason once with the keys it applies to."""
-    if not signatures:
-        return "no signature"
     keys_by_reason: dict[str, list[str]] = {}
     for signature in signatures:
         keys_by_reason.setdefault(_untrusted_reason(signature, keyring), []).append(
@@ -347,9 +349,15 @@ def parse_release(text: str, *, source: str) -> Release:
         raise BuildError(f"{source}: the signed Release has no Date: refused")
     indexes: dict[str, tuple[str, int]] = {}
     for line in fields.get("SHA256", "").splitlines():
-        if line.strip():
-            digest, size, path = line.split()
-            indexes[path] = (digest, int(size))
+        match line.split():
+            case [digest, size, path] if size.isdigit():
+                indexes[path] = (digest, int(size))
+            case []:
+                continue
+            case _:
+                raise BuildError(
+                    f"{source}: the signed Release has a malformed SHA256 line {line!r}"
+                )
     return Release(
         codename=fields.get("Codename", ""),
         date=date,

@@ -403,6 +403,18 @@ def test_text_before_the_signed_message_is_refused(archive: FakeArchive, trusted
         debs.lock(trusted)
 
 
+def test_an_inrelease_whose_signature_cannot_be_read_is_refused_with_gpgvs_words(
+    archive: FakeArchive, trusted: Any
+) -> None:
+    archive.publish()
+    lines = archive.inrelease.read_text().splitlines()
+    armor = lines.index("-----BEGIN PGP SIGNATURE-----") + 2  # after the armor's blank line
+    lines[armor] = "A" * len(lines[armor])
+    archive.inrelease.write_text("\n".join(lines) + "\n")
+    with pytest.raises(debs.BuildError, match=r"InRelease: no signature: refused; gpgv: .*\S"):
+        debs.lock(trusted)
+
+
 NOW = datetime.now(UTC)
 
 
