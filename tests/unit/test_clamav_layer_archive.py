@@ -492,7 +492,17 @@ def test_a_lock_pinning_other_bytes_than_the_signed_index_is_refused(
     # then the build refuses it before downloading anything: the lock alone is not trusted
     with pytest.raises(debs.BuildError, match=r"packages.lock pins SHA-256 .* the signed index"):
         debs.install(tmp_path / "dest", tmp_path / "cache", trusted)
-    assert not (tmp_path / "cache").exists() or list((tmp_path / "cache").iterdir()) == []
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_lock_naming_a_package_packages_txt_does_not_list_is_refused(
+    archive: FakeArchive, trusted: Any, tmp_path: Path
+) -> None:
+    archive.publish()
+    _locked(archive, trusted)
+    debs.PACKAGE_LIST.write_text("# hello is no longer wanted\n")
+    with pytest.raises(debs.BuildError, match=r"packages.txt does not list: \['hello'\]"):
+        debs.install(tmp_path / "dest", tmp_path / "cache", trusted)
 
 
 def test_a_lock_of_a_version_no_longer_in_the_signed_index_asks_for_a_new_lock(
