@@ -19,6 +19,7 @@ import pytest
 
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
+from filejobs.processors import document, thumbnail, video
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox import privileges
 from filejobs.processors.sandbox.client import Sandbox
@@ -194,3 +195,16 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
+
+
+def test_the_zygote_is_warm_single_threaded_and_closed_before_its_first_job() -> None:
+    sandbox = Sandbox([thumbnail.__name__, video.__name__, document.__name__])
+    try:
+        state = sandbox.zygote_state()
+    finally:
+        sandbox.close()
+
+    # One thread: a fork copies only the calling thread, and a lock another thread held would
+    # stay locked in every job's process. Each decoder module's warm_up ran a real decode.
+    assert state["threads"] == 1
+    assert state["dumpable"] is False

@@ -317,6 +317,21 @@ def encode_webp(image: Image.Image, quality: int = WEBP_QUALITY) -> bytes:
     return out.getvalue()
 
 
+def warm_up() -> None:
+    """In the sandbox's zygote, before the first job: PDFium, the typesetting font and the
+    WebP encoder used once, so their first-use setup is not redone in every job's process."""
+    blank = pdfium.PdfDocument.new()
+    try:
+        blank.new_page(200, 100).close()
+        saved = io.BytesIO()
+        blank.save(saved)
+    finally:
+        blank.close()
+    saved.seek(0)
+    encode_webp(render_pdf_first_page(saved, long_edge=32).image)
+    encode_webp(render_text_preview(b"a,b\n1,2\n", "text/csv", truncated=False).image)
+
+
 def decode_pdf_preview(source: BinaryIO, _options: dict[str, Any]) -> Decoded:
     """The sandbox's task: page 1 of the open PDF as WebP (`preview-page1.webp`), its counts."""
     preview = render_pdf_first_page(source)

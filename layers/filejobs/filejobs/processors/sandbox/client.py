@@ -102,6 +102,12 @@ class Sandbox:
         with self._lock:
             self._discard()
 
+    def zygote_state(self) -> dict[str, Any]:
+        """What the running zygote reported when it was ready (its pid, whether it is dumpable,
+        its thread count), starting it if need be."""
+        with self._lock:
+            return dict(self._running_zygote().ready)
+
     def _running_zygote(self) -> _Zygote:
         if self._zygote is None or not self._zygote.alive():
             self._discard()
@@ -147,6 +153,7 @@ class _Zygote:
     def __init__(self, process: subprocess.Popen[bytes], channel: socket.socket) -> None:
         self._process = process
         self._channel = channel
+        self.ready: dict[str, Any] = {}  # what the zygote said of itself once it was ready
 
     @classmethod
     def start(cls, modules: Sequence[str]) -> _Zygote:
@@ -174,7 +181,7 @@ class _Zygote:
     def await_ready(self, errors: IO[bytes]) -> None:
         self._channel.settimeout(_START_SECONDS)
         try:
-            frames.receive(self._channel)
+            ready, _ = frames.receive(self._channel)
         except (OSError, ValueError) as error:
             self.stop()
             errors.seek(0)
@@ -185,6 +192,9 @@ class _Zygote:
         finally:
             errors.close()
         self._channel.settimeout(None)
+        self.ready = ready
+        if ready.get("threads") != 1 or ready.get("dumpable"):
+            logger.warning("the decoder sandbox's zygote is not as it must be", extra=ready)
 
     def alive(self) -> bool:
         return self._process.poll() is None

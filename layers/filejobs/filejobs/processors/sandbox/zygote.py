@@ -40,7 +40,10 @@ def main(argv: list[str]) -> None:
     privileges.make_non_dumpable()
     for module in argv[1:]:
         warm_up(module)
-    frames.send(channel, {"ready": os.getpid(), "dumpable": privileges.is_dumpable()})
+    frames.send(
+        channel,
+        {"ready": os.getpid(), "dumpable": privileges.is_dumpable(), "threads": _threads()},
+    )
     while True:
         try:
             request, fds = frames.receive(channel, max_fds=1)
@@ -56,6 +59,12 @@ def warm_up(module_name: str) -> None:
     hook = getattr(module, "warm_up", None)
     if callable(hook):
         hook()
+
+
+def _threads() -> int:
+    """How many threads this process runs: it must be one, or a fork may copy a lock some other
+    thread held (a decoder library's warm-up that starts a thread pool breaks this)."""
+    return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
 
 
 def serve(channel: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
