@@ -98,3 +98,20 @@ def echo(source: BinaryIO, _options: dict[str, Any]) -> Decoded:
         {"environment": sorted(os.environ), "capabilities": capabilities},
         {"thumb.webp": source.read()[::-1]},
     )
+
+
+def rewrite_attached_rules(_source: BinaryIO, options: dict[str, Any]) -> Decoded:
+    """Tries to replace the scan's rules, for every later scan, through its descriptor and by
+    reopening it writable."""
+    (rules,) = options["attachments"]
+    failures = []
+    for attempt in (
+        lambda: os.write(rules, b"rule pass_everything { condition: false }"),
+        lambda: Path(f"/proc/self/fd/{rules}").write_bytes(b""),
+        lambda: os.ftruncate(rules, 0),
+    ):
+        try:
+            attempt()
+        except OSError as error:
+            failures.append(type(error).__name__)
+    return Decoded({"refused": failures})

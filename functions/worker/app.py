@@ -22,6 +22,7 @@ from filejobs.domain.messages import JobMessage
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.registry import ScanSettings, processor_for
+from filejobs.processors.sandbox import privileges
 from filejobs.services.worker import Disposition, WorkerService, WorkResult
 
 if TYPE_CHECKING:
@@ -34,6 +35,9 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
 # A batch whose every record failed is reported item by item, like any other: no function error.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+# The worker holds the function's credentials: no process of its user (clamd, clamscan, a
+# decoder that broke out of its sandbox) may read its /proc environ or memory.
+privileges.make_non_dumpable()
 
 _METRIC = {
     Disposition.COMPLETED: "JobsCompleted",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+import zipfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -25,6 +26,8 @@ from filejobs.processors.sandbox import privileges
 from filejobs.processors.sandbox.client import Sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Task
+from filejobs.processors.scan.engines import Verdict, YaraScanner
+from filejobs.processors.scan.isolated import SandboxedYara
 from filejobs.services.worker import Disposition, WorkerService
 from tests import hostile_decoders as hostile
 from tests.conftest import FakeClock
@@ -208,3 +211,49 @@ def test_the_zygote_is_warm_single_threaded_and_closed_before_its_first_job() ->
     # stay locked in every job's process. Each decoder module's warm_up ran a real decode.
     assert state["threads"] == 1
     assert state["dumpable"] is False
+
+
+EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
+
+
+def test_yara_runs_sandboxed_and_still_finds_eicar_inside_a_zip(tmp_path: Path) -> None:
+    upload = tmp_path / "upload.zip"
+    with zipfile.ZipFile(upload, "w") as archive:
+        archive.writestr("docs/readme.com", EICAR)
+    engine = SandboxedYara(YaraScanner.with_rules_in())
+
+    result = engine.scan(upload)
+
+    assert (result.infected, result.signatures, result.scanned_files) == (
+        True,
+        ["EICAR_Test_File"],
+        2,
+    )
+
+
+def test_a_yara_scan_over_its_sandbox_limits_is_an_error_never_clean(tmp_path: Path) -> None:
+    # A file larger than the scan's address space limit: YARA cannot map it.
+    upload = tmp_path / "upload.bin"
+    with upload.open("wb") as sparse:
+        sparse.truncate(1024 * MiB)
+    limits = DecoderLimits(memory_bytes=512 * MiB)
+
+    result = SandboxedYara(YaraScanner.with_rules_in(), limits=limits).scan(upload)
+
+    assert result.verdict is Verdict.ERROR
+    assert not result.infected
+    assert "could not map file" in " ".join(result.errors)
+
+
+def test_a_scan_cannot_alter_the_rules_later_scans_use(sandbox: Sandbox, tmp_path: Path) -> None:
+    upload = tmp_path / "upload"
+    upload.write_bytes(b"x")
+    rules = YaraScanner.with_rules_in().sealed_rules()
+    try:
+        decoded = sandbox.decode(hostile.rewrite_attached_rules, upload, attachments=(rules,))
+        with pytest.raises(PermissionError):  # sealed for the worker too
+            os.write(rules, b"x")
+    finally:
+        os.close(rules)
+
+    assert decoded.result["refused"] == ["PermissionError", "PermissionError", "PermissionError"]

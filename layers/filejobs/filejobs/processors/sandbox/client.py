@@ -79,8 +79,12 @@ class Sandbox:
         limits: DecoderLimits = DecoderLimits(),  # noqa: B008 - frozen, never mutated
         should_stop: Callable[[], bool] = lambda: False,
         output_allowed: Callable[[str], bool] = lambda _name: False,
+        attachments: Sequence[int] = (),
     ) -> Decoded:
-        """Runs `task` on the file at `source` inside the sandbox and returns what it decoded."""
+        """Runs `task` on the file at `source` inside the sandbox and returns what it decoded.
+
+        `attachments`: more open descriptors the task reads (their numbers in its process are
+        in `options["attachments"]`), such as sealed memfds it may not alter."""
         request = {
             "task": task_name(task),
             "options": options or {},
@@ -90,7 +94,7 @@ class Sandbox:
         with self._lock:
             zygote = self._running_zygote()
             try:
-                ending = zygote.run(request, source, limits, should_stop)
+                ending = zygote.run(request, source, tuple(attachments), limits, should_stop)
             except (OSError, ValueError, frames.ChannelClosedError) as error:
                 self._discard()
                 raise SandboxUnavailableError(f"the decoder sandbox failed: {error}") from error
@@ -203,12 +207,13 @@ class _Zygote:
         self,
         request: dict[str, Any],
         source: Path,
+        attachments: tuple[int, ...],
         limits: DecoderLimits,
         should_stop: Callable[[], bool],
     ) -> _Ending:
         fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            frames.send(self._channel, request, fds=(fd,))
+            frames.send(self._channel, request, fds=(fd, *attachments))
         finally:
             os.close(fd)
         started, _ = frames.receive(self._channel)

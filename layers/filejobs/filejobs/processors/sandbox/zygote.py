@@ -27,6 +27,8 @@ from filejobs.processors.sandbox import frames, limits, privileges
 from filejobs.processors.sandbox.task import resolve
 
 _READ = 1024 * 1024
+# A request's descriptors: its file, then what the task may read beside it.
+_MAX_FDS = 4
 _TICK_SECONDS = 0.05
 # How long a reply may still flow after its decoder exited.
 _DRAIN_SECONDS = 1.0
@@ -46,7 +48,7 @@ def main(argv: list[str]) -> None:
     )
     while True:
         try:
-            request, fds = frames.receive(channel, max_fds=1)
+            request, fds = frames.receive(channel, max_fds=_MAX_FDS)
         except frames.ChannelClosedError:
             return  # the worker is gone: so is its sandbox
         serve(channel, request, fds)
@@ -68,19 +70,19 @@ def _threads() -> int:
 
 
 def serve(channel: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
-    if len(fds) != 1:
-        for fd in fds:
-            os.close(fd)
-        frames.send(channel, {"refused": "a request carries exactly one file"})
+    if not fds:
+        frames.send(channel, {"refused": "a request carries its file"})
         return
-    source = fds[0]
+    attachments = fds[1:]
+    request["options"] = {**(request.get("options") or {}), "attachments": attachments}
     reply_read, reply_write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the decoding process: never returns
         os.close(reply_read)
-        _decode(request, source, reply_write, channel.fileno())
+        _decode(request, fds, reply_write, channel.fileno())
     os.close(reply_write)
-    os.close(source)
+    for fd in fds:
+        os.close(fd)
     frames.send(channel, {"started": pid})
     reply, overflow, status = _collect(reply_read, pid, int(request["reply_bytes"]))
     frames.send(
@@ -131,14 +133,14 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _decode(request: dict[str, Any], source: int, reply: int, channel: int) -> None:
+def _decode(request: dict[str, Any], fds: list[int], reply: int, channel: int) -> None:
     status = 0
     try:
         os.setsid()
         os.close(channel)
-        _keep_only(source, reply)
+        _keep_only(*fds, reply)
         limits.apply(request["limits"])
-        payload = _run(request, source)
+        payload = _run(request, fds[0])
         _write_all(reply, payload)
     except BaseException:  # nothing may escape into the zygote's loop
         status = 70
