@@ -18,6 +18,7 @@ import codecs
 import csv
 import io
 import json
+import string
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -329,6 +330,9 @@ def warm_up() -> None:
         blank.close()
     saved.seek(0)
     encode_webp(render_pdf_first_page(saved, long_edge=32).image)
+    # Every printable ASCII glyph rendered once: FreeType caches them in the zygote for all.
+    sample = "\n".join(string.printable[i : i + 20] for i in range(0, 95, 20)).encode()
+    encode_webp(render_text_preview(sample, "text/plain", truncated=False).image)
     encode_webp(render_text_preview(b"a,b\n1,2\n", "text/csv", truncated=False).image)
 
 

@@ -354,12 +354,14 @@ _WARM_UP_CLIP: Final = Path(__file__).with_name("warm_up.mp4")
 def warm_up() -> None:
     """In the sandbox's zygote, before the first job: the demuxer and the H.264 decoder run
     once, so the tables FFmpeg builds on first use are built here, not in every job's fresh
-    process (a third of a short clip's poster time). Single-threaded and without scaling,
-    which would start threads: the zygote must stay single-threaded to fork safely."""
+    process (a third of a short clip's poster time). Single-threaded (the decoder and the
+    scaler told so): the zygote must stay single-threaded to fork safely."""
     with av.open(str(_WARM_UP_CLIP), format="mov", container_options=_CONTAINER_OPTIONS) as clip:
         stream = clip.streams.video[0]
         stream.thread_type, stream.thread_count = "NONE", 1
-        next(iter(clip.decode(stream)), None)
+        frame = next(iter(clip.decode(stream)), None)
+        if frame is not None:  # scaled as a poster is, on this thread only
+            frame.reformat(width=32, height=32, format="rgb24", threads=1).to_image()  # type: ignore[no-untyped-call]
     encode_webp(Image.new("RGB", (32, 24)))
 
 
