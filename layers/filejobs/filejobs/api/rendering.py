@@ -17,6 +17,7 @@ from filejobs.services.api import (
 )
 from filejobs.services.errors import (
     ConflictError,
+    ForbiddenError,
     InvalidRequestError,
     MalformedRequestError,
     NotFoundError,
@@ -29,6 +30,7 @@ from filejobs.views import file_view, job_view
 _STATUSES: dict[type[RequestRefusedError], tuple[int, str]] = {
     MalformedRequestError: (400, "bad_request"),
     UnidentifiedCallerError: (401, "unauthorized"),
+    ForbiddenError: (403, "forbidden"),
     NotFoundError: (404, "not_found"),
     ConflictError: (409, "conflict"),
     InvalidRequestError: (422, "unprocessable"),
