@@ -218,9 +218,9 @@ class FileRepository:
                 self._write_plan(plan, charge)
             except TransactWriteError as error:
                 codes = _reason_codes(error)
-                if codes[0] == "ConditionalCheckFailed":
+                if _refused(codes, 0):
                     return AlreadyIngested(plan.file.id)
-                if charge is not None and codes[-1] == "ConditionalCheckFailed":
+                if charge is not None and _refused(codes, len(codes) - 1):
                     return OverQuota(charge, self._usage(charge, error.cancellation_reasons[-1]))
                 if "TransactionConflict" in codes and attempt < _CONFLICT_RETRIES:
                     _back_off(attempt)
@@ -238,9 +238,9 @@ class FileRepository:
                 self._write_api_job(job, per_file)
             except TransactWriteError as error:
                 codes = _reason_codes(error)
-                if codes[0] == "ConditionalCheckFailed":
+                if _refused(codes, 0):
                     return ApiJobAdded.EXISTS
-                if codes[1] == "ConditionalCheckFailed":
+                if _refused(codes, 1):
                     return ApiJobAdded.FILE_SPENT
                 if "TransactionConflict" in codes and attempt < _CONFLICT_RETRIES:
                     _back_off(attempt)
@@ -292,6 +292,12 @@ def _reason_codes(error: TransactWriteError) -> list[str]:
     """Each item's cancellation code, in the transaction's order ("None" for an item that was
     not the cause)."""
     return ["None" if r is None else r.code for r in error.cancellation_reasons]
+
+
+def _refused(codes: list[str], position: int) -> bool:
+    """Whether the transaction's item at `position` failed its condition (a transaction that
+    failed for another reason, a missing table say, has no reasons at all)."""
+    return 0 <= position < len(codes) and codes[position] == "ConditionalCheckFailed"
 
 
 def _back_off(attempt: int) -> None:
