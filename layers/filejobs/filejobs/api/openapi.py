@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from filejobs.api.parsing import BUCKET_NAME_PATTERN, DEFAULT_LIMIT, MAX_LIMIT
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
+from filejobs.domain.quotas import API_JOBS_PER_FILE
 from filejobs.services.page_tokens import MAX_TOKEN_LENGTH
 
 if TYPE_CHECKING:
@@ -181,7 +182,9 @@ REQUEST_JOB = _doc(
     "One conditional write, then the job is sent to its worker (the sweep sends it if that "
     "send fails). A parsing job on a file not yet scanned waits for a clean verdict. A job "
     "that decodes content only fits the types it decodes (thumbnail_generation: images; "
-    "video_thumbnail: videos; document_preview: PDF and text): another answers 422.",
+    "video_thumbnail: videos; document_preview: PDF and text): another answers 422. A file "
+    f"is given at most {API_JOBS_PER_FILE} jobs this way over its life (a repeated "
+    "Idempotency-Key counts none; without one, every request is a new job): beyond, 409.",
     ok=(201, "The new job", "Job"),
     extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
     ok_headers=_REPLAY_HEADERS,
