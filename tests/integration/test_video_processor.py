@@ -332,10 +332,11 @@ def test_a_stop_request_while_decoding_stops_the_job(media: MediaBench) -> None:
         JobType.VIDEO_THUMBNAIL, "clip.mp4", body, should_stop=stop_after_download
     )
 
-    # When the processor runs, then it stops while decoding and writes no poster
+    # When the processor runs, then it stops (the decoder killed if it is still running, its
+    # answer dropped if it is not) and writes no poster
     with pytest.raises(StopRequested):
         VideoPosterProcessor(media.s3)(work)
-    assert len(checks) == 2
+    assert len(checks) >= 2
     listed = media.s3.list_objects_v2(Bucket=media.outputs)
     assert listed.get("KeyCount", 0) == 0
 

@@ -17,7 +17,7 @@ from filejobs.domain.ingest import IngestPlan, ObjectCreated
 from filejobs.domain.job import JobType
 from filejobs.domain.outcome_events import DetailType
 from filejobs.domain.quotas import QuotaChange, TenantQuotas
-from filejobs.services.api import RequestJob, StatusApi
+from filejobs.services.api import RequestJob, RescanFile, StatusApi
 from filejobs.services.errors import ConflictError, ForbiddenError, NotFoundError
 from filejobs.services.ingest import IngestService, UploadIntake
 from filejobs.services.outcomes import FileChange, outcome_event
@@ -329,3 +329,19 @@ def test_the_cap_is_per_file(api: StatusApi, files: InMemoryFileStore) -> None:
         api.request_job(ACME, RequestJob(one.file.id, JobType.COMPRESSION, key))
 
     assert not api.request_job(ACME, RequestJob(two.file.id, JobType.COMPRESSION, "a")).replayed
+
+
+def test_rescans_asked_for_one_file_count_against_the_same_cap(
+    api: StatusApi, recorded: IngestPlan, jobs: InMemoryJobStore
+) -> None:
+    file_id = recorded.file.id
+    api.request_job(ACME, RequestJob(file_id, JobType.COMPRESSION, "job"))
+    made = [api.rescan_file(ACME, RescanFile(file_id, f"fresh-{n}")) for n in range(2)]
+    assert not any(m.replayed for m in made)
+    before = jobs.all()
+
+    with pytest.raises(ConflictError, match="has had the 3 jobs a file may be given"):
+        api.rescan_file(ACME, RescanFile(file_id, "fresh-2"))
+
+    assert jobs.all() == before
+    assert api.rescan_file(ACME, RescanFile(file_id, "fresh-0")).replayed  # a replay still answers

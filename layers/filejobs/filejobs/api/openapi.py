@@ -198,8 +198,9 @@ RESCAN_FILE = _doc(
     "Rescan a file with the current definitions",
     "A new virus scan job on the file. If it finds an infection the first scan missed, the "
     "file is quarantined (its version moved out of the uploads bucket), its derived outputs "
-    "are withdrawn and `File Quarantined` is published. A quarantined or deleted file "
-    "answers 409.",
+    "are withdrawn and `File Quarantined` is published. A quarantined, deleted or rejected "
+    "file answers 409; so does a file that has had its jobs through the API (a rescan counts "
+    f"among the {API_JOBS_PER_FILE} of `POST /files/{{file_id}}/jobs`).",
     ok=(201, "The rescan job", "Job"),
     extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
     ok_headers=_REPLAY_HEADERS,

@@ -404,6 +404,8 @@ class DocumentPreviewProcessor:
         data = decoded.outputs.get(name)
         if data is None:
             raise PermanentError(f"the decoder returned no {name}")
+        if work.should_stop():  # asked while the decoder finished: its preview is not written
+            raise StopRequested
         key = work.outputs.put_bytes(name, data, "image/webp")
         facts = dict(decoded.result)
         width, height = facts.pop("preview_width", None), facts.pop("preview_height", None)

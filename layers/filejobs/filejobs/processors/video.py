@@ -328,6 +328,8 @@ class VideoPosterProcessor:
             output_allowed=POSTER_NAME.__eq__,
         )
         local.unlink()  # free the workspace before uploading
+        if work.should_stop():  # asked while the decoder finished: its poster is not written
+            raise StopRequested
         data = decoded.outputs.get(POSTER_NAME)
         if data is None:
             raise PermanentError(f"the decoder returned no {POSTER_NAME}")

@@ -243,17 +243,9 @@ class StatusApi:
             priority=command.priority,
             input_data=command.input_data,
         )
-        added = self.files.add_api_job(job, per_file=self.jobs_per_file)
-        if added is ApiJobAdded.CREATED:
+        if self._counted_on_file(job):
             self._send(job, "requested job")
             return Requested(JobWithOutputs(job, []), replayed=False, idempotency_key=key)
-        if added is ApiJobAdded.FILE_SPENT:
-            # Without an Idempotency-Key every request is a new job: the cap is what bounds it.
-            raise ConflictError(
-                f"file {stored.id} has had the {self.jobs_per_file} jobs a file may be given "
-                "through the API: no more can be requested for it",
-                log="API jobs of the file spent",
-            )
         existing = self.jobs.get(job.id)
         if existing is None or existing.metadata.deleted_at is not None:
             raise ConflictError(
@@ -283,9 +275,28 @@ class StatusApi:
         if refusal is not None:
             raise ConflictError(f"file {stored.id} cannot be rescanned: {refusal}")
         key = command.idempotency_key
-        done = rescans.rescan(stored, key=f"api:{key}", by=caller.name, reason=command.reason)
+        done = rescans.rescan(
+            stored,
+            key=f"api:{key}",
+            by=caller.name,
+            reason=command.reason,
+            store=self._counted_on_file,
+        )
         job = JobWithOutputs(done.job, []) if done.created else self._with_outputs(done.job)
         return Requested(job, replayed=not done.created, idempotency_key=key)
+
+    def _counted_on_file(self, job: ProcessingJob) -> bool:
+        """Stores a job asked for one file, counted among its API jobs: True when stored now,
+        False when it exists (a replay). Without an Idempotency-Key every request (a job or a
+        rescan) is a new job: this cap is what bounds them."""
+        added = self.files.add_api_job(job, per_file=self.jobs_per_file)
+        if added is ApiJobAdded.FILE_SPENT:
+            raise ConflictError(
+                f"file {job.file_id} has had the {self.jobs_per_file} jobs a file may be given "
+                "through the API: no more can be requested for it",
+                log="API jobs of the file spent",
+            )
+        return added is ApiJobAdded.CREATED
 
     def rescan_files(self, caller: Caller, command: RescanFiles) -> RescannedPage:
         """One page of a tenant's files under a key prefix, each rescanned; the answer's

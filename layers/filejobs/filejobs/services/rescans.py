@@ -84,8 +84,19 @@ class Rescans:
             return f"the upload was rejected ({stored.status_reason}): it is never processed"
         return None
 
-    def rescan(self, stored: StoredFile, *, key: str, by: str, reason: str) -> Rescan:
-        """The file's rescan job for this key: made and sent once, found again after."""
+    def rescan(
+        self,
+        stored: StoredFile,
+        *,
+        key: str,
+        by: str,
+        reason: str,
+        store: Callable[[ProcessingJob], bool] | None = None,
+    ) -> Rescan:
+        """The file's rescan job for this key: made and sent once, found again after.
+
+        `store` puts the job (True: stored now; False: it exists); by default the job store's
+        conditional create. The status API's counts it against the file's API jobs."""
         job = new_job(
             stored,
             JobType.VIRUS_SCAN,
@@ -96,7 +107,7 @@ class Rescans:
             priority=RESCAN_PRIORITY,
             input_data={"rescan": {"reason": reason, "requested_by": by}},
         )
-        if not self._jobs.create(job):
+        if not (store or self._jobs.create)(job):
             existing = self._jobs.get(job.id)
             return Rescan(existing or job, created=False)
         try:
