@@ -46,6 +46,10 @@ class Settings:
     endpoint_url: str | None = None
     # DynamoDB's own, where it is served apart (botocore's service-specific variable).
     dynamodb_endpoint_url: str | None = None
+    # The tenants' cap (domain/fairness.py): jobs of one tenant running at once per job type
+    # (0: no cap), and the table of their slots. Only the workers read them.
+    tenant_max_running: int = 0
+    tenant_slots_table: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -79,6 +83,8 @@ class Settings:
             event_bus=env.get("EVENT_BUS_NAME"),
             endpoint_url=endpoint_from(env),
             dynamodb_endpoint_url=endpoint_from(env, "dynamodb"),
+            tenant_max_running=_count(env, "TENANT_MAX_RUNNING_JOBS"),
+            tenant_slots_table=env.get("TENANT_SLOTS_TABLE_NAME") or None,
         )
 
     @property
@@ -139,6 +145,14 @@ def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ConfigurationError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
     return value
+
+
+def _count(env: Mapping[str, str], name: str) -> int:
+    """A whole number, 0 or more (0 when unset): 0 turns off what it limits."""
+    value = env.get(name) or "0"
+    if not value.isdigit():
+        raise ConfigurationError(f"{name} must be a whole number, 0 or more; got {value!r}")
+    return int(value)
 
 
 def _number(env: Mapping[str, str], name: str, default: int) -> int:
