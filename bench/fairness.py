@@ -21,8 +21,13 @@ deduplication, thumbnails), alternately, each with content of its own (a line or
 per file). The noisy tenant's backlog is not waited for: once the quiet tenant's files are done
 the stack stops, and the bench prints how many of the noisy tenant's jobs had ended by then.
 
+Beside each median, the quiet tenant's "from ingest" median: from the creation of a file's jobs
+(the ingest's write) to the end of its last, the part the job queues and workers take. The
+ingest queue is fed by S3 and carries no tenant: `--ingest-workers N` runs N pollers of it, as
+Lambda runs up to 10 ingest invocations at once (the local stack's default is one).
+
     .venv/bin/python bench/fairness.py [--noisy-files 500] [--quiet-files 5] [--quiet-delay 10]
-        [--timeout 1500] [--json PATH]
+        [--ingest-workers 1] [--timeout 1500] [--json PATH]
 """
 
 from __future__ import annotations
@@ -57,8 +62,8 @@ UPLOAD_THREADS = 8
 POLL_SECONDS = 2.0
 TARGET_RATIO = 2.0
 HEADER = [
-    "| quiet tenant | files | median s | max s | noisy jobs ended by then |",
-    "| --- | --- | --- | --- | --- |",
+    "| quiet tenant | files | median s | max s | median s from ingest | noisy jobs ended by then |",
+    "| --- | --- | --- | --- | --- | --- |",
 ]
 
 
@@ -153,14 +158,31 @@ def wait_for(stack: LaunchedStack, prefix: str, jobs: int, seconds: float) -> li
         time.sleep(POLL_SECONDS)
 
 
+def _stamp(item: dict[str, Any], name: str) -> float:
+    return datetime.fromisoformat(item[name]["S"]).timestamp()
+
+
 def latencies(items: list[dict[str, Any]], uploaded: dict[str, float]) -> list[float]:
     """Per file: its last job's end minus the moment its upload returned."""
     finished: dict[str, float] = {}
     for item in items:
         key = item["input_data"]["M"]["key"]["S"]
-        done = datetime.fromisoformat(item["completed_at"]["S"]).timestamp()
-        finished[key] = max(finished.get(key, 0.0), done)
+        finished[key] = max(finished.get(key, 0.0), _stamp(item, "completed_at"))
     return [finished[key] - uploaded[key] for key in uploaded]
+
+
+def after_ingest(items: list[dict[str, Any]]) -> list[float]:
+    """Per file: its last job's end minus the moment the ingest recorded its jobs (their
+    created_at): the part of its latency spent in the job queues and the workers."""
+    spans: dict[str, tuple[float, float]] = {}
+    for item in items:
+        key = item["input_data"]["M"]["key"]["S"]
+        made, done = spans.get(key, (float("inf"), 0.0))
+        spans[key] = (
+            min(made, _stamp(item, "created_at")),
+            max(done, _stamp(item, "completed_at")),
+        )
+    return [done - made for made, done in spans.values()]
 
 
 def ended_jobs(stack: LaunchedStack, prefix: str) -> int:
@@ -186,16 +208,19 @@ class Row:
     files: int
     median_s: float
     max_s: float
+    median_after_ingest_s: float
     noisy_jobs_ended: str
 
     def markdown(self) -> str:
         return markdown_row(
             [self.stack, f"{self.files}", f"{self.median_s:.1f}", f"{self.max_s:.1f}",
-             self.noisy_jobs_ended]
+             f"{self.median_after_ingest_s:.1f}", self.noisy_jobs_ended]
         )  # fmt: skip
 
 
-def measure(noisy: int, quiet: int, delay: float, timeout: float, scratch: Path) -> list[Row]:
+def measure(
+    noisy: int, quiet: int, delay: float, timeout: float, scratch: Path, *, options: list[str]
+) -> list[Row]:
     log_path = ROOT / ".filejobs" / "bench-fairness.log"
     log_path.parent.mkdir(exist_ok=True)
     root = project_copy(ROOT, scratch)
@@ -203,13 +228,13 @@ def measure(noisy: int, quiet: int, delay: float, timeout: float, scratch: Path)
     idle = files("quiet", "idle", quiet, 0)
     burst = files("noisy", "burst", noisy, 0)
     loaded = files("quiet", "loaded", quiet, 1000)
-    with log_path.open("wb") as log, launched(root, output=log) as stack:
+    with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
         upload_all(stack, warmup)
         wait_for(stack, "uploads/warmup/", sum(u.jobs for u in warmup), timeout)
         print("  warmed up", flush=True)
         idle_at = upload_all(stack, idle)
         idle_items = wait_for(stack, "uploads/quiet/idle-", sum(u.jobs for u in idle), timeout)
-        idle_row = _row("idle", latencies(idle_items, idle_at), "")
+        idle_row = _row("idle", idle_items, idle_at, "")
         print(f"  {idle_row.markdown()}", flush=True)
         began = time.time()
         with ThreadPoolExecutor(max_workers=1) as background:
@@ -222,15 +247,15 @@ def measure(noisy: int, quiet: int, delay: float, timeout: float, scratch: Path)
         loaded_items = wait_for(stack, "uploads/quiet/loaded-", loaded_jobs, timeout)
         noisy_ended = ended_jobs(stack, "uploads/noisy/")
     noisy_total = sum(u.jobs for u in burst)
-    loaded_row = _row(
-        "loaded", latencies(loaded_items, loaded_at), f"{noisy_ended} of {noisy_total}"
-    )
+    loaded_row = _row("loaded", loaded_items, loaded_at, f"{noisy_ended} of {noisy_total}")
     print(f"  {loaded_row.markdown()}", flush=True)
     return [idle_row, loaded_row]
 
 
-def _row(name: str, seconds: list[float], noisy: str) -> Row:
-    return Row(name, len(seconds), statistics.median(seconds), max(seconds), noisy)
+def _row(name: str, items: list[dict[str, Any]], uploaded: dict[str, float], noisy: str) -> Row:
+    seconds = latencies(items, uploaded)
+    queued = statistics.median(after_ingest(items))
+    return Row(name, len(seconds), statistics.median(seconds), max(seconds), queued, noisy)
 
 
 def main() -> None:
@@ -239,6 +264,12 @@ def main() -> None:
     parser.add_argument("--quiet-files", type=int, default=QUIET_FILES)
     parser.add_argument("--quiet-delay", type=float, default=QUIET_DELAY, help="seconds")
     parser.add_argument("--timeout", type=float, default=1500, help="seconds per wait")
+    parser.add_argument(
+        "--ingest-workers",
+        type=int,
+        default=1,
+        help="pollers of the ingest queue (filejobs dev --function-workers IngestFunction=N)",
+    )
     add_json_argument(parser)
     arguments = parser.parse_args()
     started = time.monotonic()
@@ -254,6 +285,7 @@ def main() -> None:
             arguments.quiet_delay,
             arguments.timeout,
             Path(scratch),
+            options=["--function-workers", f"IngestFunction={arguments.ingest_workers}"],
         )
     idle, loaded = rows
     ratio = loaded.median_s / idle.median_s

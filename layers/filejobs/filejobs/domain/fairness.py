@@ -11,11 +11,11 @@ that crashes never gives its slot back, and the slot counts no more once it laps
 leaks for longer than one invocation's timeout.
 
 A job whose tenant has no free slot is neither claimed nor failed and spends no attempt: it is
-*deferred*, its message sent again to come back after a short, jittered delay. How long a
-deferred job waits is bounded by its tenant's own work: while the tenant has N jobs of the type
-running, each of its other jobs of that type comes back every DEFER_MIN to DEFER_MAX seconds,
-and takes a slot as soon as one is free when it comes back; so its wait is its tenant's backlog
-ahead of it (up to N at a time) plus at most DEFER_MAX, never another tenant's work.
+*deferred*, its message sent again to come back after a jittered delay of DEFER_MIN to DEFER_MAX.
+The bound: while its tenant has N jobs of the type running, each of the tenant's other jobs of
+that type comes back every DEFER_MIN to DEFER_MAX and runs as soon as it finds a slot free, so a
+freed slot is taken again within DEFER_MAX; which waiting job gets it is not ordered. Other
+tenants never wait for a capped one.
 """
 
 from __future__ import annotations
