@@ -41,9 +41,11 @@ def test_the_groups_with_fewest_messages_in_flight_go_first() -> None:
     ]  # fmt: skip
 
 
-def test_messages_without_a_group_are_a_group_of_their_own() -> None:
-    queue = sent((None, 2), ("acme", 2))
-    assert bodies(fair_order(queue, Counter())) == ["None0", "acme0", "None1", "acme1"]
+def test_each_message_without_a_group_is_a_tenant_of_its_own() -> None:
+    # as SQS counts it: a message with no MessageGroupId is a distinct tenant, never noisy
+    queue = sent(("acme", 3), (None, 2))
+    in_flight: Counter[str | None] = Counter({"acme": 5})
+    assert bodies(fair_order(queue, in_flight)) == ["None0", "None1", "acme0", "acme1", "acme2"]
 
 
 def test_a_single_group_keeps_the_order_sent() -> None:
