@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from filejobs.config import ConfigurationError, Settings
 from filejobs.domain import fairness, transitions
 from filejobs.domain.fairness import DEFER_MAX, DEFER_MIN, TenantCap
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
@@ -300,3 +301,26 @@ def test_the_deferral_delay_is_drawn_between_its_bounds() -> None:
 
 def test_a_slot_lapses_a_little_after_its_invocations_deadline() -> None:
     assert fairness.slot_until(T0) == T0 + fairness.SLOT_SLACK
+
+
+# --- the settings --------------------------------------------------------------------------------
+
+BASE_ENV = {"JOBS_TABLE_NAME": "jobs", "FILES_TABLE_NAME": "files"}
+
+
+def test_the_cap_and_its_table_come_from_the_workers_environment() -> None:
+    env = {**BASE_ENV, "TENANT_MAX_RUNNING_JOBS": "10", "TENANT_SLOTS_TABLE_NAME": "slots"}
+    loaded = Settings.from_env(env)
+    assert (loaded.tenant_max_running, loaded.tenant_slots_table) == (10, "slots")
+
+
+def test_no_cap_unless_the_environment_sets_one() -> None:
+    loaded = Settings.from_env(BASE_ENV)
+    assert (loaded.tenant_max_running, loaded.tenant_slots_table) == (0, None)
+    assert Settings.from_env({**BASE_ENV, "TENANT_MAX_RUNNING_JOBS": "0"}).tenant_max_running == 0
+
+
+@pytest.mark.parametrize("value", ["-1", "ten", "1.5"])
+def test_a_cap_that_is_not_a_whole_number_is_a_configuration_error(value: str) -> None:
+    with pytest.raises(ConfigurationError, match="TENANT_MAX_RUNNING_JOBS"):
+        Settings.from_env({**BASE_ENV, "TENANT_MAX_RUNNING_JOBS": value})
