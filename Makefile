@@ -57,14 +57,23 @@ typecheck: install
 # ClamAV (the virus scan's second engine: clamd, warm; clamscan, the benchmark's baseline;
 # freshclam, the definitions updater; sigtool) and its test files, from Debian. Signature
 # databases cannot be downloaded here: the tests build their own and serve them on 127.0.0.1.
+# The ClamAV layer's build (layers/clamav/debs.py, run by `sam build` in `make template`) trusts
+# Debian's packages only through a Release that gpgv finds signed by a key of the
+# debian-archive-keyring package's keyring (exported: debs.py reads DEBIAN_ARCHIVE_KEYRING);
+# its tests sign an archive of their own with gpg and serve it over TLS with openssl's
+# certificate.
+export DEBIAN_ARCHIVE_KEYRING ?= /usr/share/keyrings/debian-archive-keyring.gpg
 system-deps:
 	@command -v clamscan >/dev/null && test -x /usr/sbin/clamd && command -v freshclam >/dev/null \
 	  && command -v sigtool >/dev/null && test -d /usr/share/clamav-testfiles \
-	  && command -v qemu-aarch64-static >/dev/null || { \
+	  && command -v qemu-aarch64-static >/dev/null \
+	  && command -v gpgv >/dev/null && test -f "$(DEBIAN_ARCHIVE_KEYRING)" \
+	  && command -v gpg >/dev/null && command -v openssl >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
-	    clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static >/dev/null; }
+	    clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static \
+	    gpgv debian-archive-keyring gpg openssl >/dev/null; }
 
 # The whole pytest suite, on every core (pytest-xdist): each test builds its own moto tables,
 # servers and scratch folders, so none shares state with a test running beside it. A file's tests

@@ -47,6 +47,7 @@ BENCHES = (
     Bench("thumbnails", "processors", ("bench/thumbnails.py",)),
     Bench("video_frames", "processors", ("bench/video_frames.py", "--runs", "7")),
     Bench("pdf_preview", "processors", ("bench/pdf_preview.py", "--runs", "7")),
+    Bench("sandbox_overhead", "processors", ("bench/sandbox_overhead.py",)),
     Bench("hashing", "processors", ("bench/hashing.py",)),
     Bench("compression", "processors", ("bench/compression.py",)),
     Bench("scanning", "scanning", ("bench/scanning.py",)),

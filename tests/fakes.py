@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from itertools import count
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +27,18 @@ from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobError, JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome_events import OutcomeEvent
+from filejobs.domain.quotas import (
+    DayUsage,
+    QuotaChange,
+    QuotaOverrides,
+    UsageCharge,
+)
 from filejobs.domain.retry import ObjectGoneError
 from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.domain.transitions import Conflict, Transition
 from filejobs.ports import (
     AlreadyIngested,
+    ApiJobAdded,
     BatchDispatcher,
     Dispatcher,
     EventPublisher,
@@ -44,7 +51,9 @@ from filejobs.ports import (
     JobPage,
     JobStore,
     ObjectStore,
+    OverQuota,
     PageCursor,
+    QuotaStore,
     ScannedFile,
     Workspaces,
 )
@@ -290,13 +299,55 @@ class InMemoryTenantSlots:
 # --- files -----------------------------------------------------------------------------------
 
 
+class InMemoryQuotaStore:
+    """The QuotaStore port in dicts: the tenants' own limits and their days' usage (which the
+    file store's ingest counts, as the repository's transaction does)."""
+
+    def __init__(self) -> None:
+        self._overrides: dict[str, QuotaOverrides] = {}
+        self._usage: dict[tuple[str, date], DayUsage] = {}
+        self.lock = threading.Lock()
+
+    def overrides(self, tenant: str) -> QuotaOverrides:
+        with self.lock:
+            return self._overrides.get(tenant, QuotaOverrides())
+
+    def change(self, tenant: str, change: QuotaChange, *, at: datetime, by: str) -> QuotaOverrides:
+        with self.lock:
+            limits = self._overrides.get(tenant, QuotaOverrides()).as_dict()
+            limits.update(change.set)
+            for name in change.reset:
+                limits.pop(name, None)
+            changed = QuotaOverrides(**limits, updated_at=at, updated_by=by)
+            self._overrides[tenant] = changed
+            return changed
+
+    def usage(self, tenant: str, day: date) -> DayUsage:
+        with self.lock:
+            return self._usage.get((tenant, day), DayUsage(tenant, day))
+
+    def charge(self, charge: UsageCharge) -> DayUsage | None:
+        """Count the charge if the day stays within its limits (None), else the day as it
+        stood (the caller holds `lock`)."""
+        key = (charge.tenant, charge.day)
+        usage = self._usage.get(key, DayUsage(charge.tenant, charge.day))
+        if not charge.fits(usage):
+            return usage
+        self._usage[key] = replace(
+            usage, files=usage.files + charge.files, bytes=usage.bytes + charge.bytes
+        )
+        return None
+
+
 class InMemoryFileStore:
     """The FileStore port in a dict. Its ingest writes the plan's jobs into `jobs`, as the
-    repository's one transaction puts the file and its jobs."""
+    repository's one transaction puts the file and its jobs, and counts a charge in `quotas`."""
 
-    def __init__(self, jobs: InMemoryJobStore) -> None:
+    def __init__(self, jobs: InMemoryJobStore, quotas: InMemoryQuotaStore | None = None) -> None:
         self._jobs = jobs
+        self.quotas = quotas or InMemoryQuotaStore()
         self._files: dict[str, StoredFile] = {}
+        self._api_jobs: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def get(self, file_id: str, *, consistent: bool = True) -> StoredFile | None:
@@ -309,12 +360,27 @@ class InMemoryFileStore:
         with self._lock:
             self._files[stored.id] = _copy(stored)
 
-    def record_ingest(self, plan: IngestPlan) -> IngestResult:
-        with self._lock:
-            if plan.file.id in self._files or not self._jobs.create_all(plan.jobs):
+    def record_ingest(self, plan: IngestPlan, charge: UsageCharge | None = None) -> IngestResult:
+        with self._lock, self.quotas.lock:
+            if plan.file.id in self._files or any(self._jobs.get(j.id) for j in plan.jobs):
                 return AlreadyIngested(plan.file.id)
+            if charge is not None:
+                refused = self.quotas.charge(charge)
+                if refused is not None:
+                    return OverQuota(charge, refused)
+            self._jobs.create_all(plan.jobs)
             self._files[plan.file.id] = _copy(plan.file)
             return Ingested(plan)
+
+    def add_api_job(self, job: ProcessingJob, *, per_file: int) -> ApiJobAdded:
+        with self._lock:
+            if self._jobs.get(job.id) is not None:
+                return ApiJobAdded.EXISTS
+            if job.file_id not in self._files or self._api_jobs.get(job.file_id, 0) >= per_file:
+                return ApiJobAdded.FILE_SPENT
+            self._jobs.create(job)
+            self._api_jobs[job.file_id] = self._api_jobs.get(job.file_id, 0) + 1
+            return ApiJobAdded.CREATED
 
     def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:
         verdict = record.verdict
@@ -494,6 +560,7 @@ def aged(job: ProcessingJob, created_at: datetime) -> ProcessingJob:
 if TYPE_CHECKING:
     _job_store: JobStore = InMemoryJobStore()
     _file_store: FileStore = InMemoryFileStore(InMemoryJobStore())
+    _quota_store: QuotaStore = InMemoryQuotaStore()
     _dispatcher: Dispatcher = RecordingDispatcher()
     _batch_dispatcher: BatchDispatcher = RecordingDispatcher()
     _events: EventPublisher = RecordingEvents()

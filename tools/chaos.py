@@ -336,7 +336,9 @@ def evidence_of(raw: dict[str, Any]) -> Evidence:
         files=[
             file_from_model(FileModel.from_raw_data(item))
             for item in raw["files"]
-            if not item["id"]["S"].startswith("sha256#")  # the content index shares the table
+            # a file's id is a UUID; the content index, the tenants' quotas and their daily
+            # usage share the table under ids with a "#" (sha256#, quota#, usage#)
+            if "#" not in item["id"]["S"]
         ],
         jobs=[job_from_model(JobModel.from_raw_data(item)) for item in raw["jobs"]],
         stream=[StreamRecord(**record) for record in raw["stream"]],

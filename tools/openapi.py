@@ -37,6 +37,7 @@ from filejobs.api.parsing import (
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.messages import UUID_PATTERN
+from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, UNLIMITED
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"
@@ -64,6 +65,7 @@ SCHEMAS: dict[str, Any] = {
                         "enum": [
                             "bad_request",
                             "unauthorized",
+                            "forbidden",
                             "not_found",
                             "method_not_allowed",
                             "conflict",
@@ -245,6 +247,50 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
+def _quota_schemas() -> dict[str, Any]:
+    """A tenant's quotas as the API shows them, and an operator's change to them."""
+    limit = {"type": "integer", "minimum": 0, "maximum": MAX_QUOTA_VALUE}
+    limits = {
+        "type": "object",
+        "required": list(QUOTA_FIELDS),
+        "properties": {name: dict(limit) for name in QUOTA_FIELDS},
+    }
+    return {
+        "TenantQuotas": {
+            "type": "object",
+            "properties": {
+                "tenant": _STR,
+                "limits": {**limits, "description": "In force: overrides, else defaults"},
+                "defaults": {**limits, "description": "The stack's (template parameters)"},
+                "overrides": {
+                    "type": "object",
+                    "description": "The tenant's own, as an operator set them",
+                    "properties": {name: dict(limit) for name in QUOTA_FIELDS},
+                },
+                "overrides_updated_at": _OPT_TIME,
+                "overrides_updated_by": _OPT_STR,
+                "usage": {
+                    "type": "object",
+                    "description": "Today's (UTC) accepted uploads",
+                    "properties": {
+                        "day": {"type": "string", "format": "date"},
+                        "files": {"type": "integer"},
+                        "bytes": {"type": "integer"},
+                    },
+                },
+                "unlimited": {"const": UNLIMITED, "description": "The value that means no limit"},
+            },
+        },
+        "QuotaChange": {
+            "type": "object",
+            "additionalProperties": False,
+            "minProperties": 1,
+            "description": "A limit given is set (0: unlimited); null puts the default back",
+            "properties": {name: {**limit, "type": ["integer", "null"]} for name in QUOTA_FIELDS},
+        },
+    }
+
+
 # Where a response's ids lead (OpenAPI links): for readers, and for schemathesis' stateful phase,
 # which follows them from a real file to its jobs. (answering path, method, status) -> link name
 # -> (target path, method, the id's place in the response body).
@@ -336,6 +382,8 @@ def _complete(operation: dict[str, Any]) -> None:
     for parameter in operation.get("parameters", []):
         if parameter["in"] == "path" and parameter["name"].endswith("_id"):
             parameter["schema"] = {"type": "string", "format": "uuid", "pattern": UUID_PATTERN}
+        if parameter["in"] == "path" and parameter["name"] == "tenant":
+            parameter["schema"] = {"type": "string", "pattern": TENANT_PATTERN}
     extra = operation.pop("x-filejobs-parameters", [])
     if extra:
         operation["parameters"] = [*operation.get("parameters", []), *extra]
@@ -380,6 +428,7 @@ def build_document() -> dict[str, Any]:
     schemas.update(SCHEMAS)
     schemas["JobRequest"] = _job_request_schema()
     schemas["InputValue"] = _input_value_schema()
+    schemas.update(_quota_schemas())
     _add_links(document["paths"])
     components["securitySchemes"] = {
         "sigv4": {

@@ -12,6 +12,9 @@ filejobs get FILE_ID [--out DIR]
 filejobs rescan FILE_ID... | --tenant T [--prefix P] [--dry-run]
 filejobs backfill --bucket B [--prefix P] [--inventory s3://.../manifest.json] [--tenant T]
 filejobs definitions status|update|rollback
+filejobs quotas show TENANT [--json]
+filejobs quotas set TENANT [--files-per-day N] [--bytes-per-day N] [--max-file-bytes N]
+                    [--max-in-flight-jobs N] [--default QUOTA]...   (0: unlimited)
 
 Commands on files and jobs go to the local stack (`.filejobs/local.json`) unless given
 --stack-name NAME or --api-url URL (deployed: SigV4-signed with the caller's AWS credentials).
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from filejobs_cli import commands as commands_
-from filejobs_cli import scanning
+from filejobs_cli import quotas, scanning
 from filejobs_cli.client import CliError
 
 # The commands that need the dev tools (moto, the template's parser), in the package that has them.
@@ -110,6 +113,7 @@ def parser() -> argparse.ArgumentParser:
     local.register(commands, project_root)
     commands_.register(commands, project_root)
     scanning.register(commands, project_root, local.invoker(project_root))
+    quotas.register(commands, project_root)
     return root
 
 

@@ -1,4 +1,5 @@
-"""The status API: files and jobs, seen through the caller's tenant; cancel, retry, rescan.
+"""The status API: files and jobs, seen through the caller's tenant; cancel, retry, rescan;
+tenants' upload quotas.
 
 Thin: each route identifies its caller (401 before anything else), parses its request into a
 command (filejobs/api/parsing.py), hands both to `filejobs.services.api.StatusApi`, and renders
@@ -27,6 +28,7 @@ from filejobs.observability import SERVICE, TRACED_MODULES
 from filejobs.services.api import Requested, StatusApi
 from filejobs.services.errors import RequestRefusedError, UnidentifiedCallerError
 from filejobs.services.page_tokens import PageTokens
+from filejobs.services.quotas import TenantLimits
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -49,6 +51,10 @@ def service() -> StatusApi:
         links=S3OutputLinks(runtime.s3, bucket) if bucket else None,
         scan_ended=lambda scan: runtime.scan_gate().scan_ended(scan),
     )
+
+
+def quotas() -> TenantLimits:
+    return runtime.tenant_limits()
 
 
 def caller() -> Caller:
@@ -218,6 +224,20 @@ def retry_job(job_id: str) -> dict[str, Any]:
     who = caller()
     job_id = parsing.canonical_id("job id", job_id)
     return rendering.job(service().retry(who, job_id))
+
+
+@app.get("/tenants/<tenant>/quotas", **openapi.GET_QUOTAS)
+def get_quotas(tenant: str) -> dict[str, Any]:
+    who = caller()
+    return rendering.quota_report(quotas().report(who, parsing.tenant_name(tenant)))
+
+
+@app.put("/tenants/<tenant>/quotas", **openapi.SET_QUOTAS)
+def set_quotas(tenant: str) -> dict[str, Any]:
+    who = caller()
+    name = parsing.tenant_name(tenant)
+    change = parsing.quota_change(app.current_event.body)
+    return rendering.quota_report(quotas().change(who, name, change))
 
 
 @cache

@@ -50,7 +50,9 @@ def ingest_one(created: ObjectCreated) -> None:
 
 
 def intake() -> UploadIntake:
-    ingest = IngestService(runtime.files(), S3HeadReader(runtime.s3()))
+    ingest = IngestService(
+        runtime.files(), S3HeadReader(runtime.s3()), limits=runtime.tenant_limits().limits
+    )
     return UploadIntake(ingest, runtime.jobs(), runtime.dispatcher())
 
 
@@ -65,6 +67,11 @@ def record_upload(created: ObjectCreated) -> None:
     if not received.first:
         logger.info("duplicate delivery", redispatched=len(received.sent))
         metrics.add_metric(name="DuplicateDeliveries", unit=MetricUnit.Count, value=1)
+        return
+    if received.rejected is not None:
+        # Recorded with its reason and no jobs; the stream announces `Upload Rejected`.
+        logger.warning("upload rejected", reason=received.rejected)
+        metrics.add_metric(name="UploadsRejected", unit=MetricUnit.Count, value=1)
         return
     logger.info(
         "file ingested",

@@ -25,7 +25,8 @@ from filejobs.domain.time import utcnow
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.registry import ScanSettings, processor_for
-from filejobs.services.worker import Disposition, TenantLimits, WorkerService, WorkResult
+from filejobs.processors.sandbox import privileges
+from filejobs.services.worker import Disposition, RunningCap, WorkerService, WorkResult
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -37,6 +38,9 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
 tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
 # A batch whose every record failed is reported item by item, like any other: no function error.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+# The worker holds the function's credentials: no process of its user (clamd, clamscan, a
+# decoder that broke out of its sandbox) may read its /proc environ or memory.
+privileges.make_non_dumpable()
 
 _METRIC = {
     Disposition.COMPLETED: "JobsCompleted",
@@ -126,7 +130,7 @@ def counting_refusals(scan: Processor) -> Processor:
     return counted
 
 
-def tenant_limits(context: LambdaContext | None) -> TenantLimits | None:
+def running_cap(context: LambdaContext | None) -> RunningCap | None:
     """The tenants' cap (TenantMaxRunningJobs), its slots lapsing at this invocation's deadline:
     Lambda stops the invocation then, so a slot it never gave back counts no longer."""
     slots = runtime.tenant_slots()
@@ -139,7 +143,7 @@ def tenant_limits(context: LambdaContext | None) -> TenantLimits | None:
         left = timedelta(milliseconds=remaining) if remaining else runtime.settings().lease
         return utcnow() + left
 
-    return TenantLimits(slots, TenantCap(runtime.settings().tenant_max_running), deadline)
+    return RunningCap(slots, TenantCap(runtime.settings().tenant_max_running), deadline)
 
 
 def handle(message: JobMessage, message_id: str, context: LambdaContext | None = None) -> None:
@@ -156,7 +160,7 @@ def handle(message: JobMessage, message_id: str, context: LambdaContext | None =
         scratch=shared_scratch(),
         gate=runtime.scan_gate(),
         retry_policy=AWS_RETRY_POLICY,
-        limits=tenant_limits(context),
+        limits=running_cap(context),
     )
     result = service.handle(message)
     job = result.job

@@ -14,6 +14,17 @@ along. This script:
            with a signature written on the spot and pass a clean file, freshclam must fetch a
            database from a mirror served on 127.0.0.1, sigtool must hash as the signature says.
 
+All three read Debian's archive over https:// only (a redirect to http:// is refused) and trust
+it as apt does, from the keyring down: a suite's InRelease counts only when gpgv finds in it a
+good signature by a key of Debian's archive keyring (--keyring; debian-archive-keyring's by
+default) over a strong digest, and only the text gpgv says was signed is read; that Release must
+be the suite's own, dated no later than now and, where it says so, not past its Valid-Until; the
+suite's Packages.xz must have the size and SHA-256 the Release gives; and every .deb must have
+the SHA-256 both packages.lock and that verified index give (the size too). A lock entry the
+signed indexes do not list, with the same version, URL and digest, fails the build: a stale or
+hand-edited lock is never built from. Every package is verified before any is unpacked, and the
+layer appears under DEST/clamav only once whole.
+
 `install` fails the build when a library is missing from the packages or any file needs a glibc
 newer than Lambda's: the two ways a binary copied from another distribution breaks at run time.
 glibc itself is never copied: it must match the runtime's dynamic loader.
@@ -24,13 +35,18 @@ clamscan), so these libraries never shadow the runtime's own for Python.
     python3.13 debs.py lock
     python3.13 debs.py install --dest "$ARTIFACTS_DIR"
     python3.13 debs.py smoke --layer BUILD_DIR/ClamAvLayer
+
+Each takes --keyring (or $DEBIAN_ARCHIVE_KEYRING) and --ca-bundle (or $DEBIAN_MIRROR_CA_BUNDLE:
+the CA certificates a mirror's HTTPS certificate must chain to; the system's by default).
 """
 
 from __future__ import annotations
 
 import argparse
+import email.utils
 import functools
 import hashlib
+import http.client
 import http.server
 import io
 import lzma
@@ -38,6 +54,7 @@ import os
 import pwd
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -46,12 +63,14 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, override
 
 HERE = Path(__file__).resolve().parent
 PACKAGE_LIST = HERE / "packages.txt"
@@ -68,13 +87,26 @@ PROGRAMS = ("usr/bin/clamscan", "usr/sbin/clamd", "usr/bin/freshclam", "usr/bin/
 # over the point release. Packages come from bookworm unless packages.txt says `name@bullseye`.
 RELEASES = {
     release: (
-        ("http://deb.debian.org/debian-security", f"{release}-security"),
-        ("http://deb.debian.org/debian", f"{release}-updates"),
-        ("http://deb.debian.org/debian", release),
+        ("https://deb.debian.org/debian-security", f"{release}-security"),
+        ("https://deb.debian.org/debian", f"{release}-updates"),
+        ("https://deb.debian.org/debian", release),
     )
     for release in ("bookworm", "bullseye")
 }
 DEFAULT_RELEASE = "bookworm"
+# The Debian archive's signing keys (package debian-archive-keyring, which `make system-deps`
+# installs): a suite's packages are trusted only through a Release signed by one of them.
+DEFAULT_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+# Each suite's index of ARCH's packages, as the suite's Release lists it.
+INDEX_PATH = f"main/binary-{ARCH}/Packages.xz"
+# Far above any suite's InRelease (bookworm's: 150 kB): a server cannot make the build read more.
+MAX_RELEASE_BYTES = 16 * 1024 * 1024
+CLEARSIGNED = b"-----BEGIN PGP SIGNED MESSAGE-----"
+# gpgv's status keywords, one per signature checked, saying what it found.
+SIGNATURE_VERDICTS = frozenset({"GOODSIG", "BADSIG", "ERRSIG", "EXPSIG", "EXPKEYSIG", "REVKEYSIG"})
+# Digests apt no longer accepts a Release signature over (OpenPGP's numbers for them): a
+# collision would let one signature vouch for another text.
+WEAK_DIGESTS = {"1": "MD5", "2": "SHA-1", "3": "RIPEMD-160"}
 # Amazon Linux 2023, the OS of Lambda's python3.13 runtime.
 RUNTIME_GLIBC = (2, 34)
 # Provided by the runtime's glibc; never copied (they must match its dynamic loader).
@@ -118,6 +150,311 @@ class BuildError(Exception):
     """The layer cannot be built as locked (a digest, a missing library, a too-new glibc)."""
 
 
+# --- the archive: HTTPS only, each suite's Release signed, each index by the Release's hash ------
+
+
+@dataclass(frozen=True)
+class Archive:
+    """How Debian's archive is read: over https:// only (the server's certificate checked against
+    ca_bundle, or against the system's CAs when None), each suite trusted only through a Release
+    that gpgv finds signed by a key of keyring."""
+
+    keyring: Path = DEFAULT_KEYRING
+    ca_bundle: Path | None = None
+
+    @functools.cached_property
+    def _opener(self) -> urllib.request.OpenerDirector:
+        # Only the HTTPS handler: no http://, file:// or ftp:// opener exists to fall back to.
+        context = ssl.create_default_context(cafile=self.ca_bundle)
+        opener = urllib.request.OpenerDirector()
+        for handler in (
+            urllib.request.HTTPSHandler(context=context),
+            _HttpsOnlyRedirects(),
+            urllib.request.HTTPDefaultErrorHandler(),
+            urllib.request.HTTPErrorProcessor(),
+        ):
+            opener.add_handler(handler)
+        return opener
+
+    def _open(self, url: str, *, method: str, timeout: float) -> Any:
+        if urllib.parse.urlsplit(url).scheme != "https":
+            raise BuildError(f"{url}: refused: the Debian archive is read over https:// only")
+        request = urllib.request.Request(url, method=method)  # noqa: S310 (https only, above)
+        return self._opener.open(request, timeout=timeout)
+
+    def read(self, url: str, *, limit: int) -> bytes:
+        """The body at url, at most limit bytes of it (the caller checks the length it expects:
+        a server sending more cannot fill the disk or the memory first)."""
+        try:
+            with self._open(url, method="GET", timeout=120) as response:
+                data: bytes = response.read(limit)
+                return data
+        except OSError as error:  # URLError, HTTPError, a TLS or socket failure
+            raise BuildError(f"{url}: {error}") from error
+
+    def save(self, url: str, target: Path, *, limit: int) -> None:
+        """The body at url into target, at most limit bytes of it."""
+        try:
+            with self._open(url, method="GET", timeout=120) as response, target.open("wb") as out:
+                while limit > 0 and (chunk := response.read(min(CHUNK, limit))):
+                    out.write(chunk)
+                    limit -= len(chunk)
+        except OSError as error:
+            raise BuildError(f"{url}: {error}; run `debs.py lock` if it moved") from error
+
+    def exists(self, url: str) -> bool:
+        """Whether url can be downloaded (a HEAD request answered 2xx)."""
+        try:
+            with self._open(url, method="HEAD", timeout=30):
+                return True
+        except urllib.error.HTTPError:  # 404: an index can outlive its pool
+            return False
+        except OSError as error:  # no answer at all, or a TLS failure: not a "no"
+            raise BuildError(f"{url}: {error}") from error
+
+
+class _HttpsOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to another https:// URL: one to http:// would hand the download
+    to anyone on the path (a Release's signature still holds there, but not its freshness)."""
+
+    @override
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if urllib.parse.urlsplit(newurl).scheme != "https":
+            raise BuildError(
+                f"{req.full_url}: redirected to {newurl}: refused: the Debian archive is read "
+                "over https:// only"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+@dataclass(frozen=True)
+class Release:
+    """What a suite's signed Release says: which suite it is, when it was made and until when
+    it holds, whether indexes are served by hash, and each index's SHA-256 and size."""
+
+    codename: str
+    date: datetime
+    valid_until: datetime | None
+    by_hash: bool
+    indexes: Mapping[str, tuple[str, int]]
+
+
+def signed_text(clearsigned: bytes, keyring: Path, *, source: str) -> str:
+    """The text a clearsigned file (an InRelease) carries, as gpgv outputs it once a good
+    signature by a key of keyring covers it: never the file's own bytes, where text outside the
+    signed part would read as signed."""
+    gpgv = shutil.which("gpgv")
+    if gpgv is None:
+        raise BuildError("gpgv is not installed (make system-deps; apt-get install gpgv)")
+    if not keyring.is_file():
+        raise BuildError(
+            f"keyring {keyring} not found "
+            "(make system-deps; apt-get install debian-archive-keyring)"
+        )
+    # One clearsigned message and nothing before it: apt refuses any other shape of InRelease.
+    if not clearsigned.startswith(CLEARSIGNED) or clearsigned.count(CLEARSIGNED) != 1:
+        raise BuildError(f"{source}: not a single clearsigned message: refused")
+    with tempfile.TemporaryDirectory(prefix="clamav-gpgv-") as scratch:
+        signed, output = Path(scratch) / "InRelease", Path(scratch) / "Release"
+        signed.write_bytes(clearsigned)
+        # An empty home of its own: no user's trustedkeys.kbx or gpg.conf joins the keyring.
+        run = subprocess.run(  # noqa: S603 (a fixed argument list, no shell)
+            [gpgv, "--homedir", scratch, "--status-fd", "1", "--keyring", str(keyring.resolve()),
+             "--output", str(output), str(signed)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        check_signatures(run.stdout, keyring, source=source, gpgv_said=run.stderr)
+        return output.read_text()
+
+
+def check_signatures(status: str, keyring: Path, *, source: str, gpgv_said: str = "") -> None:
+    """gpgv's status lines (--status-fd) must show a good signature by a key of the keyring over
+    a strong digest, and no bad one. gpgv's exit status alone will not do: Debian signs each
+    Release with several keys, and a keyring that lacks one (a newer release's) makes gpgv exit
+    2 even though another key's signature is good, as apt accepts."""
+    signatures = _signatures(status)
+    bad = [signature for signature in signatures if signature["verdict"] == "BADSIG"]
+    if bad:
+        raise BuildError(
+            f"{source}: bad signature (key {bad[0]['key']}): its text is not what was signed"
+        )
+    if any(_is_good(signature) for signature in signatures):
+        return
+    if not signatures:  # no signature gpgv could even read: its own words say why
+        raise BuildError(f"{source}: no signature: refused; gpgv: {gpgv_said.strip()[-500:]}")
+    raise BuildError(f"{source}: {_why_untrusted(signatures, keyring)}: refused")
+
+
+def _signatures(status: str) -> list[dict[str, str]]:
+    """Each signature gpgv checked: its verdict (GOODSIG, BADSIG, ERRSIG, EXPKEYSIG...), key id
+    and, from VALIDSIG, the OpenPGP number of its digest algorithm."""
+    signatures: list[dict[str, str]] = []
+    for line in status.splitlines():
+        if not line.startswith("[GNUPG:] "):
+            continue
+        keyword, *arguments = line.removeprefix("[GNUPG:] ").split()
+        if keyword == "NEWSIG" or (keyword in SIGNATURE_VERDICTS and not signatures):
+            signatures.append({"verdict": "", "key": "", "digest": ""})
+        if keyword in SIGNATURE_VERDICTS:
+            signatures[-1] |= {"verdict": keyword, "key": arguments[0] if arguments else "?"}
+        elif keyword == "NO_PUBKEY" and signatures:
+            signatures[-1]["verdict"] = "NO_PUBKEY"
+        elif keyword == "VALIDSIG" and signatures and len(arguments) > 7:
+            signatures[-1]["digest"] = arguments[7]
+    return signatures
+
+
+def _is_good(signature: Mapping[str, str]) -> bool:
+    # GOODSIG: good, by a key neither expired nor revoked (gpgv reports those as EXPKEYSIG and
+    # REVKEYSIG instead).
+    return signature["verdict"] == "GOODSIG" and signature["digest"] not in WEAK_DIGESTS
+
+
+def _why_untrusted(signatures: list[dict[str, str]], keyring: Path) -> str:
+    """Why none of the signatures counts, each reason once with the keys it applies to."""
+    keys_by_reason: dict[str, list[str]] = {}
+    for signature in signatures:
+        keys_by_reason.setdefault(_untrusted_reason(signature, keyring), []).append(
+            signature["key"]
+        )
+    return "; ".join(f"{reason} (key {', '.join(keys)})" for reason, keys in keys_by_reason.items())
+
+
+def _untrusted_reason(signature: Mapping[str, str], keyring: Path) -> str:
+    verdict = signature["verdict"]
+    if verdict == "GOODSIG":  # good, but over a digest in WEAK_DIGESTS
+        return f"signed over a weak digest ({WEAK_DIGESTS[signature['digest']]})"
+    reasons = {
+        "NO_PUBKEY": f"signed by a key not in the keyring {keyring}",
+        "ERRSIG": "a signature gpgv could not check",
+        "EXPKEYSIG": "signed by an expired key",
+        "REVKEYSIG": "signed by a revoked key",
+        "EXPSIG": "an expired signature",
+    }
+    return reasons.get(verdict, verdict)
+
+
+def parse_release(text: str, *, source: str) -> Release:
+    fields = _paragraph(text.partition("\n\n")[0])
+    date = _release_time(fields, "Date", source=source)
+    if date is None:
+        raise BuildError(f"{source}: the signed Release has no Date: refused")
+    indexes: dict[str, tuple[str, int]] = {}
+    for line in fields.get("SHA256", "").splitlines():
+        match line.split():
+            case [digest, size, path] if size.isdigit():
+                indexes[path] = (digest, int(size))
+            case []:
+                continue
+            case _:
+                raise BuildError(
+                    f"{source}: the signed Release has a malformed SHA256 line {line!r}"
+                )
+    return Release(
+        codename=fields.get("Codename", ""),
+        date=date,
+        valid_until=_release_time(fields, "Valid-Until", source=source),
+        by_hash=fields.get("Acquire-By-Hash") == "yes",
+        indexes=indexes,
+    )
+
+
+def _release_time(fields: Mapping[str, str], name: str, *, source: str) -> datetime | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError) as error:
+        raise BuildError(f"{source}: {name} {value!r} is not a date") from error
+    if moment.tzinfo is None:  # "-0000": a time in no known zone
+        raise BuildError(f"{source}: {name} {value!r} names no time zone")
+    return moment
+
+
+def check_release(release: Release, suite: str, *, source: str, now: datetime) -> None:
+    """A Release must be the suite's own (a signed Release of another suite, replayed, is
+    refused), made no later than now and, when it says how long it holds (the security
+    archive's hold a week), not expired: a mirror replaying an old signed Release would
+    otherwise keep serving packages with known holes."""
+    if release.codename != suite:
+        raise BuildError(
+            f"{source}: the signed Release is suite {release.codename!r}, not {suite!r}"
+        )
+    if release.date > now:
+        raise BuildError(f"{source}: the Release is not valid yet: Date {release.date} is ahead")
+    if release.valid_until is not None and release.valid_until < now:
+        raise BuildError(
+            f"{source}: expired Release: Valid-Until {release.valid_until} has passed "
+            f"(now {now:%Y-%m-%d %H:%M:%S} UTC)"
+        )
+
+
+def verified_release(archive: Archive, mirror: str, suite: str) -> Release:
+    """The suite's InRelease, its signature verified, its Date and Valid-Until checked."""
+    url = f"{mirror}/dists/{suite}/InRelease"
+    text = signed_text(archive.read(url, limit=MAX_RELEASE_BYTES), archive.keyring, source=url)
+    release = parse_release(text, source=url)
+    check_release(release, suite, source=url, now=datetime.now(UTC))
+    return release
+
+
+def verified_index(archive: Archive, mirror: str, suite: str) -> str:
+    """The suite's Packages index for ARCH, refused unless its size and SHA-256 are those the
+    signed Release gives."""
+    release = verified_release(archive, mirror, suite)
+    if INDEX_PATH not in release.indexes:
+        raise BuildError(
+            f"{mirror}/dists/{suite}/InRelease: the signed Release lists no {INDEX_PATH}"
+        )
+    digest, size = release.indexes[INDEX_PATH]
+    # By hash where the archive offers it (Debian's does): the file of exactly this Release,
+    # even when the mirror publishes the next one between the two downloads.
+    path = (
+        f"{INDEX_PATH.rpartition('/')[0]}/by-hash/SHA256/{digest}"
+        if release.by_hash
+        else INDEX_PATH
+    )
+    url = f"{mirror}/dists/{suite}/{path}"
+    data = archive.read(url, limit=size + 1)  # one byte over: a longer file shows as longer
+    actual = hashlib.sha256(data).hexdigest()
+    if len(data) != size or actual != digest:
+        raise BuildError(
+            f"{url}: index hash mismatch: {len(data)} bytes with SHA-256 {actual}, the signed "
+            f"Release says {size} bytes with SHA-256 {digest}"
+        )
+    return lzma.decompress(data).decode()
+
+
+def index_stanzas(archive: Archive, mirror: str, suite: str) -> Iterator[dict[str, str]]:
+    """Each package of the suite's verified Packages index, as its fields."""
+    for block in verified_index(archive, mirror, suite).split("\n\n"):
+        fields = _paragraph(block)
+        if "Package" in fields:
+            yield fields
+
+
+def _paragraph(block: str) -> dict[str, str]:
+    """One deb822 paragraph: field -> value, the lines of a folded value joined by newlines."""
+    fields: dict[str, str] = {}
+    key = ""
+    for line in block.splitlines():
+        if line[:1].isspace() and key:
+            fields[key] += "\n" + line.strip()
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return fields
+
+
 # --- lock ----------------------------------------------------------------------------------------
 
 
@@ -134,28 +471,14 @@ def wanted_packages() -> dict[str, str]:
     return wanted
 
 
-def index_stanzas(mirror: str, suite: str) -> Iterator[dict[str, str]]:
-    url = f"{mirror}/dists/{suite}/main/binary-{ARCH}/Packages.xz"
-    # Plain HTTP is how Debian mirrors serve; what is installed is checked by its SHA-256.
-    with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310
-        text = lzma.decompress(response.read()).decode()
-    for block in text.split("\n\n"):
-        fields: dict[str, str] = {}
-        for line in block.splitlines():
-            if line and not line[0].isspace() and ": " in line:
-                key, value = line.split(": ", 1)
-                fields[key] = value
-        if "Package" in fields:
-            yield fields
-
-
-def lock() -> list[LockedPackage]:
-    """The newest downloadable version of each wanted package across its release's indexes."""
+def lock(archive: Archive) -> list[LockedPackage]:
+    """The newest downloadable version of each wanted package across its release's signed
+    indexes."""
     wanted = wanted_packages()
     found: dict[str, LockedPackage] = {}
     for release in sorted(set(wanted.values())):
         for mirror, suite in RELEASES[release]:
-            for stanza in index_stanzas(mirror, suite):
+            for stanza in index_stanzas(archive, mirror, suite):
                 name, version = stanza["Package"], stanza["Version"]
                 if wanted.get(name) != release:
                     continue
@@ -164,7 +487,7 @@ def lock() -> list[LockedPackage]:
                 url = f"{mirror}/{stanza['Filename']}"
                 # An index can outlive its pool (bullseye-security after its LTS ended): a
                 # package only counts where it can be downloaded.
-                if _downloadable(url):
+                if archive.exists(url):
                     found[name] = LockedPackage(name, version, url, stanza["SHA256"])
     missing = sorted(set(wanted) - set(found))
     if missing:
@@ -216,15 +539,6 @@ def _char_order(char: str) -> int:
     return ord(char) if char.isalpha() else ord(char) + 256
 
 
-def _downloadable(url: str) -> bool:
-    request = urllib.request.Request(url, method="HEAD")  # noqa: S310 (Debian's mirror)
-    try:
-        with urllib.request.urlopen(request, timeout=30):  # noqa: S310
-            return True
-    except urllib.error.HTTPError:
-        return False
-
-
 # --- install -------------------------------------------------------------------------------------
 
 
@@ -233,26 +547,78 @@ def locked_packages() -> list[LockedPackage]:
     return [LockedPackage.parse(line) for line in lines if line and not line.startswith("#")]
 
 
-def download(package: LockedPackage, cache: Path) -> Path:
-    """The package file, from the cache when its digest matches, else from the mirror."""
+@dataclass(frozen=True)
+class Vouched:
+    """A locked package as a verified index lists it, with the size its download must have."""
+
+    package: LockedPackage
+    size: int
+
+
+def vouched_packages(archive: Archive) -> list[Vouched]:
+    """Every locked package, each found in a signed index of its release with the lock's
+    version, URL and SHA-256: the lock pins what is built, the archive's signature vouches that
+    Debian published it (a lock edited by hand, or written from a tampered index, fails here)."""
+    wanted = wanted_packages()
+    locked = locked_packages()
+    unlisted = sorted(package.name for package in locked if package.name not in wanted)
+    if unlisted:
+        raise BuildError(f"packages.lock names packages packages.txt does not list: {unlisted}")
+    listed: dict[str, dict[str, str]] = {}
+    for release in sorted({wanted[package.name] for package in locked}):
+        for mirror, suite in RELEASES[release]:
+            for stanza in index_stanzas(archive, mirror, suite):
+                if wanted.get(stanza["Package"]) == release:
+                    listed.setdefault(f"{mirror}/{stanza['Filename']}", stanza)
+    return [_vouched(package, listed.get(package.url), wanted[package.name]) for package in locked]
+
+
+def _vouched(package: LockedPackage, stanza: Mapping[str, str] | None, release: str) -> Vouched:
+    if stanza is None or (stanza["Package"], stanza["Version"]) != (package.name, package.version):
+        raise BuildError(
+            f"{package.name} {package.version} ({package.url}) is in no signed index of "
+            f"{release}: packages.lock is stale or was edited; run `debs.py lock`"
+        )
+    if stanza["SHA256"] != package.sha256:
+        raise BuildError(
+            f"{package.name} {package.version}: packages.lock pins SHA-256 {package.sha256}, "
+            f"the signed index says {stanza['SHA256']}"
+        )
+    return Vouched(package, int(stanza["Size"]))
+
+
+def download(vouched: Vouched, cache: Path, archive: Archive) -> Path:
+    """The package file, from the cache when its digest matches, else from the mirror; a
+    download is kept only when its size and SHA-256 are those the lock and the signed index
+    give."""
+    package = vouched.package
     target = cache / f"{package.name}_{package.version.replace(':', '%3a')}_{ARCH}.deb"
     if target.is_file() and _sha256(target) == package.sha256:
         return target
     partial = target.with_suffix(".part")
     try:
-        with (
-            urllib.request.urlopen(package.url, timeout=120) as response,  # noqa: S310
-            partial.open("wb") as out,
-        ):
-            shutil.copyfileobj(response, out, CHUNK)
-    except urllib.error.URLError as error:
-        raise BuildError(f"{package.url}: {error}; run `debs.py lock` if it moved") from error
-    digest = _sha256(partial)
-    if digest != package.sha256:
-        partial.unlink()
-        raise BuildError(f"{package.url}: SHA-256 {digest}, the lock says {package.sha256}")
-    partial.replace(target)
+        archive.save(package.url, partial, limit=vouched.size + 1)  # a longer file shows longer
+        size, digest = partial.stat().st_size, _sha256(partial)
+        if (size, digest) != (vouched.size, package.sha256):
+            raise BuildError(
+                f"{package.url}: deb hash mismatch: {size} bytes with SHA-256 {digest}, the lock "
+                f"and the signed index say {vouched.size} bytes with SHA-256 {package.sha256}"
+            )
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
     return target
+
+
+def verified_debs(archive: Archive, cache: Path, *, names: Callable[[str], bool]) -> list[Path]:
+    """The locked packages whose names pass `names`, every one downloaded and verified before
+    the caller unpacks any."""
+    cache.mkdir(parents=True, exist_ok=True)
+    return [
+        download(vouched, cache, archive)
+        for vouched in vouched_packages(archive)
+        if names(vouched.package.name)
+    ]
 
 
 def unpack(deb: Path, root: Path) -> None:
@@ -274,15 +640,23 @@ def unpack(deb: Path, root: Path) -> None:
     raise BuildError(f"{deb.name} has no data archive")
 
 
-def install(dest: Path, cache: Path) -> list[str]:
-    """Copies the PROGRAMS and their library closure under dest/clamav; returns what it copied."""
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="clamav-debs-") as scratch:
-        root = Path(scratch)
-        for package in locked_packages():
-            if package.name != SYSROOT_PACKAGE:
-                unpack(download(package, cache), root)
-        return copy_programs(root, dest / "clamav")
+def install(dest: Path, cache: Path, archive: Archive) -> list[str]:
+    """Copies the PROGRAMS and their library closure under dest/clamav; returns what it copied.
+    The layer appears there only once whole: a build that fails leaves no dest/clamav."""
+    layer, staging = dest / "clamav", dest / "clamav.partial"
+    shutil.rmtree(layer, ignore_errors=True)  # a previous build's: not this build's result
+    shutil.rmtree(staging, ignore_errors=True)
+    debs = verified_debs(archive, cache, names=lambda name: name != SYSROOT_PACKAGE)
+    try:
+        with tempfile.TemporaryDirectory(prefix="clamav-debs-") as scratch:
+            root = Path(scratch)
+            for deb in debs:
+                unpack(deb, root)
+            copied = copy_programs(root, staging)
+        staging.rename(layer)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return copied
 
 
 def copy_programs(root: Path, target: Path) -> list[str]:
@@ -411,7 +785,7 @@ def write_samples(work: Path) -> Samples:
     return samples
 
 
-def smoke(layer: Path, cache: Path) -> Iterator[str]:
+def smoke(layer: Path, cache: Path, archive: Archive) -> Iterator[str]:
     """Runs the layer's programs under qemu: one line per check passed, BuildError at the first
     that fails."""
     if shutil.which(QEMU) is None:
@@ -420,7 +794,8 @@ def smoke(layer: Path, cache: Path) -> Iterator[str]:
     version = upstream_version(locked["clamav-daemon"].version)
     with tempfile.TemporaryDirectory(prefix="clamav-smoke-") as scratch:
         work = Path(scratch)
-        unpack(download(locked[SYSROOT_PACKAGE], cache), work / "sysroot")
+        (libc,) = verified_debs(archive, cache, names=lambda name: name == SYSROOT_PACKAGE)
+        unpack(libc, work / "sysroot")
         runner = layer_runner(layer, work / "sysroot")
         samples = write_samples(work / "samples")
         yield check_clamscan(runner, samples)
@@ -725,10 +1100,37 @@ def glibc_versions(path: Path) -> set[tuple[int, ...]]:
     return versions
 
 
-def main() -> int:
+def write_lock(packages: list[LockedPackage]) -> None:
+    """packages.lock, replaced whole: an interrupted lock leaves the previous one."""
+    header = "# package\tversion\turl\tsha256 (written by `debs.py lock`; do not edit)"
+    lines = [header, *(package.line() for package in packages)]
+    partial = LOCK_FILE.with_suffix(".partial")
+    partial.write_text("\n".join(lines) + "\n")
+    partial.replace(LOCK_FILE)
+
+
+def _archive_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--keyring",
+        type=Path,
+        default=Path(os.environ.get("DEBIAN_ARCHIVE_KEYRING", DEFAULT_KEYRING)),
+        help="the OpenPGP keys a suite's Release must be signed by (default: Debian's archive "
+        "keyring, or $DEBIAN_ARCHIVE_KEYRING)",
+    )
+    ca_bundle = os.environ.get("DEBIAN_MIRROR_CA_BUNDLE")
+    command.add_argument(
+        "--ca-bundle",
+        type=Path,
+        default=Path(ca_bundle) if ca_bundle else None,
+        help="the CA certificates the mirror's HTTPS certificate must chain to (default: the "
+        "system's, or $DEBIAN_MIRROR_CA_BUNDLE)",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("lock", help="resolve packages.txt into packages.lock")
+    lock_command = commands.add_parser("lock", help="resolve packages.txt into packages.lock")
     install_command = commands.add_parser("install", help="build the layer into DEST")
     install_command.add_argument("--dest", type=Path, required=True)
     smoke_command = commands.add_parser("smoke", help="run a built layer's programs under qemu")
@@ -740,18 +1142,20 @@ def main() -> int:
             default=Path(os.environ.get("CLAMAV_DEB_CACHE", Path.home() / ".cache/filejobs/debs")),
             help="where downloaded packages are kept between builds (verified on every use)",
         )
-    arguments = parser.parse_args()
+    for command in (lock_command, install_command, smoke_command):
+        _archive_options(command)
+    arguments = parser.parse_args(argv)
+    archive = Archive(keyring=arguments.keyring, ca_bundle=arguments.ca_bundle)
     try:
         if arguments.command == "lock":
-            header = "# package\tversion\turl\tsha256 (written by `debs.py lock`; do not edit)"
-            lines = [header, *(package.line() for package in lock())]
-            LOCK_FILE.write_text("\n".join(lines) + "\n")
-            print(f"locked {len(lines) - 1} packages in {LOCK_FILE.name}")
+            packages = lock(archive)
+            write_lock(packages)
+            print(f"locked {len(packages)} packages in {LOCK_FILE.name}")
         elif arguments.command == "install":
-            copied = install(arguments.dest, arguments.cache)
+            copied = install(arguments.dest, arguments.cache, archive)
             print(f"clamav layer: {', '.join(copied)}")
         else:
-            for line in smoke(arguments.layer, arguments.cache):
+            for line in smoke(arguments.layer, arguments.cache, archive):
                 print(f"clamav layer smoke test (arm64 under qemu): {line}", flush=True)
     except BuildError as error:
         print(f"debs.py: {error}", file=sys.stderr)

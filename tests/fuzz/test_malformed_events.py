@@ -146,7 +146,8 @@ NOT_A_DOCUMENT = st.one_of(
 
 # --- the tables ---------------------------------------------------------------------------------
 
-type Snapshot = dict[tuple[str, str], Mapping[str, Any]]
+type Key = tuple[str, str]  # (table, id)
+type Snapshot = dict[Key, Mapping[str, Any]]
 
 
 def snapshot(names: Mapping[str, str]) -> Snapshot:
@@ -175,10 +176,17 @@ def written(before: Snapshot, after: Snapshot) -> Snapshot:
     return {key: item for key, item in after.items() if before.get(key) != item}
 
 
-def assert_only_changed_about(file_id: str | None, before: Snapshot, after: Snapshot) -> None:
-    """Nothing was deleted, and every item added or changed is about `file_id` (none if None)."""
+def assert_only_changed_about(
+    file_id: str | None, before: Snapshot, after: Snapshot, *, also: frozenset[Key] = frozenset()
+) -> None:
+    """Nothing was deleted, and every item added or changed is about `file_id` (none if None),
+    or is one of `also` (checked by the caller)."""
     assert set(before) <= set(after), "items disappeared"
-    strays = [key for key, item in written(before, after).items() if about(item) != file_id]
+    strays = [
+        key
+        for key, item in written(before, after).items()
+        if about(item) != file_id and key not in also
+    ]
     assert not strays, f"items changed that no valid record is about: {strays}"
 
 
@@ -469,8 +477,14 @@ def test_malformed_notifications_fail_alone_and_the_upload_among_them_is_ingeste
     [file_id] = [i["id"]["S"] for i in added.values() if i.get("key", {}).get("S") == key]
     jobs = [i for i in added.values() if "job_type" in i and i["file_id"]["S"] == file_id]
     assert jobs and {job["status"]["S"] for job in jobs} == {JobStatus.PENDING.value}
+    # and counted once on its tenant's day (usage#acme#{day}), in the same write
+    [usage] = [k for k in added if k[1].startswith("usage#acme#")]
+    assert {
+        name: int(after[usage][name]["N"]) - int(before.get(usage, {}).get(name, {"N": "0"})["N"])
+        for name in ("files", "bytes")
+    } == {"files": 1, "bytes": len(key)}
     # and nothing else was written or changed
-    assert_only_changed_about(file_id, before, after)
+    assert_only_changed_about(file_id, before, after, also=frozenset({usage}))
 
 
 # === the workers: job messages through their job type's queue ====================================

@@ -82,6 +82,9 @@ class Caller:
 
 ACME = Caller("acme, signed with the tenant role", signer=assumed(TENANT_ROLE, "acme"))
 GLOBEX = Caller("globex, signed with the tenant role", signer=assumed(TENANT_ROLE, "globex"))
+OPERATOR = Caller(
+    "an operator, signed with the operator role", signer=assumed(OPERATOR_ROLE, "ops")
+)
 
 
 def _claims(claims: dict[str, str]) -> dict[str, str]:
@@ -199,6 +202,7 @@ class Access(Enum):
     GATEWAY = "API Gateway authenticates it; the function tells whoever it reaches it is alive"
     CALLER = "the function refuses an unidentified caller; the answer holds no tenant's data"
     TENANT = "the function refuses an unidentified caller and scopes the answer to its tenant"
+    OPERATOR = "the function refuses an unidentified caller (401) and every tenant (403)"
 
 
 @dataclass(frozen=True)
@@ -260,6 +264,13 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ("POST", "/rescans"): RouteCase(
         Access.TENANT,
         lambda o: Request("/rescans", body=json.dumps({"tenant": o.tenant, "prefix": "uploads/"})),
+    ),
+    ("GET", "/tenants/{tenant}/quotas"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/tenants/{o.tenant}/quotas")
+    ),
+    ("PUT", "/tenants/{tenant}/quotas"): RouteCase(
+        Access.OPERATOR,
+        lambda o: Request(f"/tenants/{o.tenant}/quotas", body='{"files_per_day": 500}'),
     ),
 }
 
@@ -376,7 +387,9 @@ def test_every_route_of_the_template_has_a_row_here() -> None:
 def test_a_caller_the_function_cannot_identify_is_refused_401_and_nothing_is_written(
     api: Api, store: Store, subtests: pytest.Subtests
 ) -> None:
-    for n, (method, resource, case) in enumerate(rows(Access.CALLER, Access.TENANT)):
+    for n, (method, resource, case) in enumerate(
+        rows(Access.CALLER, Access.TENANT, Access.OPERATOR)
+    ):
         with subtests.test(f"{method} {resource}"):
             # given a file and jobs of acme, and the request for them on this route
             request = case.request(owned("acme", f"{n}.png"))
@@ -388,8 +401,10 @@ def test_a_caller_the_function_cannot_identify_is_refused_401_and_nothing_is_wri
                 assert_error(sent, 401, "unauthorized", caller.label)
             # and nothing was written
             assert store.snapshot() == before
-            # while acme itself, signed with the tenant role, is answered
-            assert 200 <= send(api, method, request, ACME).status < 300
+            # while acme itself, signed with the tenant role (an operator, on an operator's
+            # route), is answered
+            entitled = OPERATOR if case.access is Access.OPERATOR else ACME
+            assert 200 <= send(api, method, request, entitled).status < 300
 
 
 def test_health_tells_anyone_the_gateway_lets_through_only_that_it_is_alive(
@@ -445,6 +460,27 @@ def test_a_tenant_addressing_another_tenants_file_or_job_is_told_it_does_not_exi
             assert store.snapshot() == before
             # while globex itself, sending the same request, is answered
             assert 200 <= send(api, method, case.request(globex), GLOBEX).status < 300
+
+
+def test_an_operators_route_refuses_every_tenant_403_whoever_it_names_and_writes_nothing(
+    api: Api, store: Store, subtests: pytest.Subtests
+) -> None:
+    for method, resource, case in rows(Access.OPERATOR):
+        with subtests.test(f"{method} {resource}"):
+            # given files of acme and globex
+            acme, globex = owned("acme"), owned("globex")
+            before = store.snapshot()
+            # when acme sends the request for itself, and for globex
+            own = send(api, method, case.request(acme), ACME)
+            other = send(api, method, case.request(globex), ACME)
+            # then both are 403 in the standard shape, worded alike: nothing told of either
+            assert_error(own, 403, "forbidden", "acme's own")
+            assert_error(other, 403, "forbidden", "globex's, asked by acme")
+            assert own.text == other.text
+            # and nothing was written
+            assert store.snapshot() == before
+            # while an operator is answered
+            assert send(api, method, case.request(globex), OPERATOR).status == 200
 
 
 # --- 3. a listing never shows another tenant's items ----------------------------------------------

@@ -20,7 +20,7 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
-from filejobs.domain.keys import job_id_for
+from filejobs.domain.keys import TENANT_PATTERN, job_id_for
 from filejobs.domain.messages import UUID_PATTERN
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
@@ -402,10 +402,12 @@ def test_the_committed_openapi_document_matches_the_routes() -> None:
             assert schema == {"$ref": error}, (method, path)
             names = {p["name"] for p in operation.get("parameters", [])}
             assert {part[1:-1] for part in path.split("/") if part.startswith("{")} <= names
-            # and every id in a path is declared as the API checks it, before any database call
+            # and every id (and tenant) in a path is declared as the API checks it, before any
+            # database call
             for parameter in operation.get("parameters", []):
                 if parameter["in"] == "path":
-                    assert parameter["schema"]["pattern"] == UUID_PATTERN, (method, path)
+                    pattern = TENANT_PATTERN if parameter["name"] == "tenant" else UUID_PATTERN
+                    assert parameter["schema"]["pattern"] == pattern, (method, path)
 
 
 def test_the_openapi_document_is_served_as_committed_behind_auth(api: Api) -> None:

@@ -19,6 +19,7 @@ from filejobs.domain.job import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested
 from filejobs.processors.compression import CompressionProcessor
+from filejobs.processors.source import ReadLimits
 from tests.processing import MediaBench
 
 MiB = 1024 * 1024
@@ -246,3 +247,17 @@ def test_a_bad_algorithm_or_level_is_a_permanent_error(
     # When / Then it fails permanently, before reading anything
     with pytest.raises(PermanentError):
         CompressionProcessor(media.s3)(work)
+
+
+def test_a_file_over_the_size_limit_fails_for_good_before_a_byte_is_read(
+    media: MediaBench,
+) -> None:
+    # Given a job whose file ingest recorded at 5,000 bytes, and a 1,000-byte limit
+    work = media.work_for(JobType.COMPRESSION, "big.csv", _csv(200))
+    work.job.input_data = {**(work.job.input_data or {}), "size": 5000}
+    calls = _record_calls(media)
+
+    # When / Then it fails permanently, saying why, and reads nothing
+    with pytest.raises(PermanentError, match=r"the object is 4\.9 KiB, larger than the 1000 b"):
+        CompressionProcessor(media.s3, ReadLimits(max_bytes=1000))(work)
+    assert calls == []

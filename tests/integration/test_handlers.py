@@ -674,7 +674,7 @@ def test_a_workers_tenant_slots_lapse_at_its_invocations_deadline(
     # then each record is handled with the invocation's context (Powertools hands it over)
     assert contexts == [context]
     # and the template's cap applies, each slot lapsing when the invocation must have ended
-    limits = worker.tenant_limits(context)
+    limits = worker.running_cap(context)
     assert limits is not None and limits.cap.max_running == 10
     expected = utcnow() + timedelta(milliseconds=context.get_remaining_time_in_millis())
     assert abs((limits.deadline() - expected).total_seconds()) < 5

@@ -436,13 +436,15 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
             body=json.dumps({"tenant": file.tenant, "prefix": "uploads/"}),
             headers={"Idempotency-Key": "r2"},
         ),
+        api_request("PUT", f"/tenants/{file.tenant}/quotas", body='{"files_per_day": 9}'),
+        api_request("GET", f"/tenants/{file.tenant}/quotas"),
     ]
     # when each route is asked
     with recording_calls() as recorder:
         responses = [api.handler(event, CONTEXT) for event in requests]
     # then each answered (the job request made a job, its repeat answered it again)
     statuses = [r["statusCode"] for r in responses]
-    assert statuses == [200] * 9 + [204, 200, 201, 200, 200, 200, 201, 200]
+    assert statuses == [200] * 9 + [204, 200, 201, 200, 200, 200, 201, 200, 200, 200]
     waiting = [j for j in jobs.jobs_of_file(scan.file_id) if j.job_type in GATED_JOB_TYPES]
     assert waiting and all(j.status is JobStatus.CANCELLED for j in waiting)
     # and every call made, and every request an output URL stands for, is granted
@@ -453,6 +455,7 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
         "BatchGetItem",
         "UpdateItem",
         "PutItem",
+        "TransactWriteItems",
         "SendMessage",
     }
     urls = presigned_requests(json.loads(responses[10]["body"]))

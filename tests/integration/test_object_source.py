@@ -14,7 +14,12 @@ from botocore.exceptions import ClientError
 from filejobs.adapters.aws_errors import AWS_RETRY_POLICY
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.retry import ErrorKind, ObjectGoneError
-from filejobs.processors.source import ObjectSource
+from filejobs.processors.source import (
+    ObjectSource,
+    ObjectTooLargeError,
+    ReadLimits,
+    ReadTooLongError,
+)
 from tests.factories import pending_job
 
 if TYPE_CHECKING:
@@ -91,3 +96,40 @@ def test_an_error_that_is_not_a_missing_object_passes_through_as_it_is(s3: S3Cli
         list(source.chunks(job_reading(None, datetime(2026, 12, 4)), never))
     assert raised.value is throttled
     assert AWS_RETRY_POLICY.classify(raised.value) is ErrorKind.TRANSIENT
+
+
+def test_a_read_past_its_size_limit_fails_for_good_before_the_next_chunk(s3: S3Client) -> None:
+    version = s3.put_object(Bucket=BUCKET, Key=KEY, Body=b"x" * 10_000)["VersionId"]
+    job = job_reading(version, datetime(2026, 12, 4))
+    chunks = ObjectSource(s3).chunks(job, never, chunk=4096, limits=ReadLimits(max_bytes=5000))
+
+    assert next(chunks) == b"x" * 4096
+    with pytest.raises(ObjectTooLargeError, match=r"larger than the 4\.9 KiB this job type reads"):
+        next(chunks)
+    assert AWS_RETRY_POLICY.classify(ObjectTooLargeError("")) is ErrorKind.PERMANENT
+
+
+def test_an_object_recorded_larger_than_the_limit_is_refused_before_it_is_read(
+    s3: S3Client,
+) -> None:
+    job = job_reading("v-never-read", datetime(2026, 12, 4))
+    job.input_data = {**(job.input_data or {}), "size": 6 * 1024**3}
+    limits = ReadLimits(max_bytes=5 * 1024**3)
+
+    # No object is stored: a GetObject would fail with ObjectGoneError, not this.
+    with pytest.raises(ObjectTooLargeError, match=r"the object is 6\.0 GiB, larger than the 5\.0"):
+        next(ObjectSource(s3).chunks(job, never, limits=limits))
+
+
+def test_a_read_past_its_time_limit_fails_for_good_saying_how_far_it_got(s3: S3Client) -> None:
+    version = s3.put_object(Bucket=BUCKET, Key=KEY, Body=b"y" * 10_000)["VersionId"]
+    job = job_reading(version, datetime(2026, 12, 4))
+    ticks = iter([0.0, 100.0, 250.0])  # started; after chunk 1; after chunk 2
+    chunks = ObjectSource(s3).chunks(
+        job, never, chunk=4096, limits=ReadLimits(max_seconds=240), clock=lambda: next(ticks)
+    )
+
+    assert len(next(chunks)) == 4096
+    with pytest.raises(ReadTooLongError, match=r"longer than the 240 s .* \(8\.0 KiB read\)"):
+        next(chunks)
+    assert AWS_RETRY_POLICY.classify(ReadTooLongError("")) is ErrorKind.PERMANENT

@@ -27,6 +27,8 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import bind_tables
 from filejobs.domain import transitions
 from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.quotas import UsageCharge, over_quota, rejected, usage_day
+from filejobs.ports import Ingested, OverQuota
 from filejobs_dev.infra.event_filter import filter_patterns, passes
 from filejobs_dev.infra.template import (
     create_event_buses,
@@ -253,6 +255,36 @@ def test_a_quarantined_file_is_announced_once(outcomes: Outcomes, clock: FakeClo
     assert published["detail-type"] == "File Quarantined"
     assert published["detail"]["id"] == file_id
     assert published["detail"]["status_reason"] == "Eicar-Signature"
+
+
+def test_an_upload_over_its_quota_is_announced_once_as_rejected(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given an upload accepted and counted on its tenant's day, and one recorded rejected
+    files = FileRepository()
+    today = usage_day(clock.now)
+    charge = UsageCharge("acme", today, 1, 10, max_files=1, max_bytes=None)
+    accepted = ingest_plan(clock.now, "image/png", name="in.png", size=10)
+    assert isinstance(files.record_ingest(accepted, charge), Ingested)
+    over = ingest_plan(clock.now, "image/png", name="over.png", size=10)
+    refused = files.record_ingest(over, charge)
+    assert isinstance(refused, OverQuota)
+    reason = over_quota(refused.charge, refused.usage)
+    files.record_ingest(rejected(over, reason))
+    # when the files stream is handled, as the template filters it
+    handle(outcomes.stream_event())
+    # then one Upload Rejected event says whose upload, which, how large and why; the accepted
+    # upload and the day's usage item announce nothing
+    (published,) = outcomes.published()
+    assert published["detail-type"] == "Upload Rejected"
+    detail = published["detail"]
+    assert (detail["tenant"], detail["key"], detail["size"]) == ("acme", over.file.key, 10)
+    assert (
+        detail["reason"]
+        == reason
+        == (f"tenant acme is over its 1 files per day quota (1 used on {today.isoformat()})")
+    )
+    assert detail["id"] == over.file.id and detail["status"] == "rejected"
 
 
 def test_a_redelivered_batch_publishes_copies_a_consumer_can_drop(

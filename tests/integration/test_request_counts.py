@@ -7,8 +7,11 @@ from datetime import timedelta
 import boto3
 
 from filejobs.adapters.workspace import shared_scratch
+from filejobs.config import DEFAULT_TENANT_QUOTAS
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
+from filejobs.data.models import QuotaModel
+from filejobs.data.quota_repository import QuotaRepository
 from filejobs.domain import transitions
 from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobType, ProcessingJob
@@ -17,6 +20,7 @@ from filejobs.domain.scanning import GATED_JOB_TYPES
 from filejobs.domain.transition_result import Applied
 from filejobs.ports import Ingested
 from filejobs.services.ingest import IngestService
+from filejobs.services.quotas import TenantLimits
 from filejobs.services.scan_gate import ScanGate
 from filejobs.services.worker import Disposition, WorkerService
 from tests.aws_requests import DYNAMODB_READS, counting_requests
@@ -41,6 +45,21 @@ def test_ingest_is_one_dynamodb_request_per_file(tables: dict[str, str], clock: 
     assert all(isinstance(r, Ingested) for r in results)
     assert requests.count("dynamodb") == 5
     assert requests.calls["dynamodb:TransactWriteItems"] == 5
+
+
+def test_ingest_within_quotas_adds_one_read_of_the_tenants_quotas_and_no_write(
+    tables: dict[str, str], clock: FakeClock
+) -> None:
+    limits = TenantLimits(QuotaRepository(), DEFAULT_TENANT_QUOTAS, clock)
+    service = IngestService(FileRepository(), FixedHead(), clock, limits=limits.limits)
+    records = [upload_record(f"doc-{i}.pdf") for i in range(5)]
+
+    with counting_requests(QuotaModel._get_connection().connection.client) as requests:
+        results = [service.ingest(r) for r in records]
+
+    # the count rides in the file's own transaction
+    assert all(isinstance(r, Ingested) for r in results)
+    assert requests.calls == {"dynamodb:GetItem": 5, "dynamodb:TransactWriteItems": 5}
 
 
 def test_each_job_costs_two_writes_and_no_read(tables: dict[str, str], clock: FakeClock) -> None:

@@ -363,3 +363,13 @@ def test_a_script_naming_another_file_is_never_followed(tmp_path: Path) -> None:
     # file was never opened
     with pytest.raises(PermanentError, match="not a readable video"):
         extract_poster(script, DEMUXERS["video/mp4"])
+
+
+def test_frames_over_the_pixel_limit_are_refused_before_one_is_decoded(tmp_path: Path) -> None:
+    # Given a 1920x1080 video (2.1 MP a frame) and a 1 MP limit
+    path = tmp_path / "hd.mp4"
+    path.write_bytes(h264_video(0.3, size=(1920, 1080)))
+
+    # When / Then the poster is refused, saying what the video declares
+    with pytest.raises(PermanentError, match=r"declares 1920x1080 frames \(2\.1 MP\), above the 1"):
+        extract_poster(path, DEMUXERS["video/mp4"], max_pixels=1_000_000)

@@ -1,6 +1,7 @@
-"""The ClamAV layer's build (layers/clamav/debs.py): pinned packages, verified downloads, and the
-two checks that keep a binary from another distribution from breaking on Lambda (every library
-it loads is shipped; nothing needs a newer glibc than the runtime's); and the smoke's checks.
+"""The ClamAV layer's build (layers/clamav/debs.py): pinned packages, and the two checks that
+keep a binary from another distribution from breaking on Lambda (every library it loads is
+shipped; nothing needs a newer glibc than the runtime's); and the smoke's checks. How packages
+are fetched and verified (HTTPS, the signed Release, the digests) is test_clamav_layer_archive's.
 
 The ELF readers and the smoke's checks run on this machine's own Debian ClamAV (x86_64: clamscan,
 clamd, freshclam, sigtool) and its libraries: the format and the programs are the same as the
@@ -9,7 +10,6 @@ layer's arm64 ones, and `make template` runs the built arm64 layer under qemu.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import shutil
 import subprocess
@@ -78,7 +78,7 @@ def test_the_lock_pins_every_listed_package_by_sha256() -> None:
     assert set(locked) == set(debs.wanted_packages())
     for package in locked.values():
         assert len(package.sha256) == 64
-        assert package.url.startswith("http://deb.debian.org/")
+        assert package.url.startswith("https://deb.debian.org/")
         assert package.url.endswith("_arm64.deb")
 
 
@@ -119,25 +119,6 @@ def test_a_file_that_is_not_a_package_is_refused(tmp_path: Path) -> None:
     bogus.write_bytes(b"<html>404</html>")
     with pytest.raises(debs.BuildError, match=r"bogus.deb is not a Debian package"):
         debs.unpack(bogus, tmp_path / "root")
-
-
-def test_a_download_is_kept_only_when_its_digest_matches_the_lock(tmp_path: Path) -> None:
-    # given a package served from a local file, and the cache empty
-    served = tmp_path / "served.deb"
-    served.write_bytes(_deb({"usr/bin/hello": b"x"}))
-    digest = hashlib.sha256(served.read_bytes()).hexdigest()
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    tampered = debs.LockedPackage("hello", "1.0-1", served.as_uri(), "0" * 64)
-    # when its digest differs from the lock, then the build stops and keeps nothing
-    with pytest.raises(debs.BuildError, match="SHA-256"):
-        debs.download(tampered, cache)
-    assert list(cache.iterdir()) == []
-    # when it matches, then it is cached, and the cached copy is used while it still matches
-    good = debs.LockedPackage("hello", "1.0-1", served.as_uri(), digest)
-    cached = debs.download(good, cache)
-    served.unlink()
-    assert debs.download(good, cache) == cached
 
 
 @needs_host_clamscan

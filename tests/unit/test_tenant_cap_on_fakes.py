@@ -20,7 +20,7 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy, TransientError
 from filejobs.processors.base import Work
-from filejobs.services.worker import Disposition, TenantLimits, WorkerService
+from filejobs.services.worker import Disposition, RunningCap, WorkerService
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 from tests.fakes import InMemoryJobStore, InMemoryTenantSlots, RecordingDispatcher, TempWorkspaces
@@ -68,7 +68,7 @@ def worker(
     cap: int = 2,
     processor: Processor | None = None,
 ) -> WorkerService:
-    limits = TenantLimits(
+    limits = RunningCap(
         slots, TenantCap(cap), deadline=lambda: clock.now + INVOCATION, delay=lambda: WAIT
     )
     return WorkerService(

@@ -9,9 +9,18 @@ from datetime import timedelta
 
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import Lane
+from filejobs.domain.quotas import TenantQuotas
 from filejobs.domain.scanning import UnscannablePolicy
 
 MiB = 1024 * 1024
+GiB = 1024 * MiB
+# The template's defaults for every tenant's quotas (TenantMaxFilesPerDay...); 0 is unlimited.
+DEFAULT_TENANT_QUOTAS = TenantQuotas(
+    files_per_day=10_000,
+    bytes_per_day=10 * GiB,
+    max_file_bytes=1 * GiB,
+    max_in_flight_jobs=100,
+)
 # The engines of the virus scan (the ScanEngines parameter).
 CLAMAV_AND_YARA = "clamav+yara"
 YARA_ONLY = "yara"
@@ -43,6 +52,8 @@ class Settings:
     scan_max_bytes: int = 512 * MiB
     unscannable: UnscannablePolicy = UnscannablePolicy.HOLD
     event_bus: str | None = None
+    # The quotas of a tenant an operator gave none of its own (the ingest and the API read them).
+    tenant_quotas: TenantQuotas = DEFAULT_TENANT_QUOTAS
     endpoint_url: str | None = None
     # DynamoDB's own, where it is served apart (botocore's service-specific variable).
     dynamodb_endpoint_url: str | None = None
@@ -81,9 +92,10 @@ class Settings:
                 _choice(env, "UNSCANNABLE_FILES", tuple(p.value for p in UnscannablePolicy))
             ),
             event_bus=env.get("EVENT_BUS_NAME"),
+            tenant_quotas=tenant_quotas_from(env),
             endpoint_url=endpoint_from(env),
             dynamodb_endpoint_url=endpoint_from(env, "dynamodb"),
-            tenant_max_running=_count(env, "TENANT_MAX_RUNNING_JOBS"),
+            tenant_max_running=_count(env, "TENANT_MAX_RUNNING_JOBS", 0),
             tenant_slots_table=env.get("TENANT_SLOTS_TABLE_NAME") or None,
         )
 
@@ -122,6 +134,16 @@ def endpoint_from(env: Mapping[str, str], service: str | None = None) -> str | N
     return next((url for name in names if (url := env.get(name))), None)
 
 
+def tenant_quotas_from(env: Mapping[str, str]) -> TenantQuotas:
+    defaults = DEFAULT_TENANT_QUOTAS
+    return TenantQuotas(
+        files_per_day=_count(env, "TENANT_MAX_FILES_PER_DAY", defaults.files_per_day),
+        bytes_per_day=_count(env, "TENANT_MAX_BYTES_PER_DAY", defaults.bytes_per_day),
+        max_file_bytes=_count(env, "TENANT_MAX_FILE_BYTES", defaults.max_file_bytes),
+        max_in_flight_jobs=_count(env, "TENANT_MAX_IN_FLIGHT_JOBS", defaults.max_in_flight_jobs),
+    )
+
+
 def dead_letter_url_variable(job_type: JobType) -> str:
     return f"DEAD_LETTER_QUEUE_URL_{job_type.value.upper()}"
 
@@ -147,18 +169,20 @@ def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _count(env: Mapping[str, str], name: str) -> int:
-    """A whole number, 0 or more (0 when unset): 0 turns off what it limits."""
-    value = env.get(name) or "0"
-    if not value.isdigit():
-        raise ConfigurationError(f"{name} must be a whole number, 0 or more; got {value!r}")
-    return int(value)
-
-
 def _number(env: Mapping[str, str], name: str, default: int) -> int:
     value = env.get(name)
     if not value:
         return default
     if not value.isdigit() or int(value) < 1:
         raise ConfigurationError(f"{name} must be a positive whole number; got {value!r}")
+    return int(value)
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    """A whole number, 0 included (a quota of 0 is unlimited)."""
+    value = env.get(name)
+    if not value:
+        return default
+    if not value.isascii() or not value.isdigit():
+        raise ConfigurationError(f"{name} must be a whole number (0: unlimited); got {value!r}")
     return int(value)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
@@ -21,6 +22,7 @@ from filejobs.domain.file import ScanRecord, StoredFile
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome_events import OutcomeEvent
+from filejobs.domain.quotas import DayUsage, QuotaChange, QuotaOverrides, UsageCharge
 from filejobs.domain.transition_result import TransitionResult
 from filejobs.domain.transitions import Transition
 from filejobs.processors.source import ObjectLocation
@@ -121,7 +123,24 @@ class AlreadyIngested:
     file_id: str
 
 
-type IngestResult = Ingested | AlreadyIngested
+@dataclass(frozen=True)
+class OverQuota:
+    """The upload did not fit its tenant's day: nothing was written. `usage` is the day as it
+    stood when the count was refused (for the reason's wording)."""
+
+    charge: UsageCharge
+    usage: DayUsage
+
+
+type IngestResult = Ingested | AlreadyIngested | OverQuota
+
+
+class ApiJobAdded(StrEnum):
+    """What adding a job requested through the API to its file did."""
+
+    CREATED = "created"  # the job is stored, and counted on its file
+    EXISTS = "exists"  # a job of this id exists already: nothing written, nothing counted
+    FILE_SPENT = "file_spent"  # the file has had all the API jobs it may: nothing written
 
 
 @dataclass(frozen=True)
@@ -154,8 +173,18 @@ class FileStore(Protocol):
 
     def get(self, file_id: str, *, consistent: bool = True) -> StoredFile | None: ...
 
-    def record_ingest(self, plan: IngestPlan) -> IngestResult:
-        """The file and all its jobs, or nothing when the file is recorded already."""
+    def record_ingest(self, plan: IngestPlan, charge: UsageCharge | None = None) -> IngestResult:
+        """The file and all its jobs, or nothing when the file is recorded already.
+
+        With `charge`, the upload is also counted against its tenant's day, in the same atomic
+        write, only if the day stays within the charge's limits (else `OverQuota`, nothing
+        written). A file recorded already is `AlreadyIngested` and counts nothing again.
+        """
+        ...
+
+    def add_api_job(self, job: ProcessingJob, *, per_file: int) -> ApiJobAdded:
+        """A job requested through the API, stored and counted on its file in one atomic write,
+        while the file has had fewer than `per_file` of them."""
         ...
 
     def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:
@@ -193,6 +222,23 @@ class FileStore(Protocol):
     ) -> StoredFile | None:
         """The file's content hash and the file it duplicates (none: it owns its content), in
         one write; None when there is no such file."""
+        ...
+
+
+class QuotaStore(Protocol):
+    """The tenants' own upload limits, and what each uploaded in a day (counted by
+    `FileStore.record_ingest`)."""
+
+    def overrides(self, tenant: str) -> QuotaOverrides:
+        """The limits an operator set for the tenant (none set: every field None)."""
+        ...
+
+    def change(self, tenant: str, change: QuotaChange, *, at: datetime, by: str) -> QuotaOverrides:
+        """Set and reset some of the tenant's limits in one write; the limits as stored after."""
+        ...
+
+    def usage(self, tenant: str, day: date) -> DayUsage:
+        """What the tenant's accepted uploads of that UTC day add up to."""
         ...
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from filejobs.data.file_repository import FileRepository
     from filejobs.data.tenant_slots import DynamoTenantSlots
+    from filejobs.services.quotas import TenantLimits
     from filejobs.services.scan_gate import ScanGate
 
 
@@ -93,6 +94,15 @@ def files() -> FileRepository:
 
     tables()
     return FileRepository()
+
+
+def tenant_limits() -> TenantLimits:
+    """The tenants' quotas: the template's defaults, and each tenant's own from FilesTable."""
+    from filejobs.data.quota_repository import QuotaRepository  # noqa: PLC0415 (not every handler)
+    from filejobs.services.quotas import TenantLimits  # noqa: PLC0415
+
+    tables()
+    return TenantLimits(QuotaRepository(), settings().tenant_quotas)
 
 
 def dispatcher() -> SqsDispatcher:

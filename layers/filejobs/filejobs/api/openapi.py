@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from filejobs.api.parsing import BUCKET_NAME_PATTERN, DEFAULT_LIMIT, MAX_LIMIT
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
+from filejobs.domain.quotas import API_JOBS_PER_FILE
 from filejobs.services.page_tokens import MAX_TOKEN_LENGTH
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ _ERRORS = {
     401: "The request carries no valid caller identity",
     404: "No such resource for this caller (another tenant's answers exactly so)",
     409: "The resource is not in a state that allows this",
+    # Answered by the function (this API's error shape) or by API Gateway (its own).
+    403: "Not the caller's to do (an operator's power), or API Gateway refused the signature",
     422: "The body is well-formed JSON but not a valid request",
 }
 
@@ -73,7 +76,7 @@ def _doc(
         if ok_headers:
             extra["headers"] = ok_headers
         responses[extra_ok[0]] = extra
-    for code in (*errors, 500):
+    for code in (*(e for e in errors if e != 403), 500):
         responses[code] = {
             "description": _ERRORS.get(code, "Internal error (the details are in the log)"),
             "content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}},
@@ -84,6 +87,12 @@ def _doc(
         "description": "API Gateway refused the request's signature (IAM auth; its own body)",
         "content": {"application/json": {"schema": {"$ref": GATEWAY_ERROR_SCHEMA_REF}}},
     }
+    if 403 in errors:
+        either = [{"$ref": ERROR_SCHEMA_REF}, {"$ref": GATEWAY_ERROR_SCHEMA_REF}]
+        responses[403] = {
+            "description": _ERRORS[403],
+            "content": {"application/json": {"schema": {"anyOf": either}}},
+        }
     extensions: dict[str, Any] = {}
     if parameters:
         extensions["x-filejobs-parameters"] = parameters
@@ -173,7 +182,9 @@ REQUEST_JOB = _doc(
     "One conditional write, then the job is sent to its worker (the sweep sends it if that "
     "send fails). A parsing job on a file not yet scanned waits for a clean verdict. A job "
     "that decodes content only fits the types it decodes (thumbnail_generation: images; "
-    "video_thumbnail: videos; document_preview: PDF and text): another answers 422.",
+    "video_thumbnail: videos; document_preview: PDF and text): another answers 422. A file "
+    f"is given at most {API_JOBS_PER_FILE} jobs this way over its life (a repeated "
+    "Idempotency-Key counts none; without one, every request is a new job): beyond, 409.",
     ok=(201, "The new job", "Job"),
     extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
     ok_headers=_REPLAY_HEADERS,
@@ -283,6 +294,28 @@ RETRY_JOB = _doc(
     "has answers 409 (request a new job instead), as does a job that has not finished.",
     ok=(200, "The job, pending", "Job"),
     errors=(400, 401, 404, 409),
+)
+
+# GET /tenants/<tenant>/quotas
+GET_QUOTAS = _doc(
+    "A tenant's upload quotas and today's usage",
+    "The limits in force (the tenant's own where an operator set them, else the stack's "
+    "defaults), both sets, and what the tenant's accepted uploads of today (UTC) add up to. "
+    "0 is unlimited. A tenant reads its own; another tenant's answers 404.",
+    ok=(200, "The tenant's quotas", "TenantQuotas"),
+)
+
+# PUT /tenants/<tenant>/quotas
+SET_QUOTAS = _doc(
+    "Set a tenant's upload quotas (operators)",
+    "Each field given sets that limit for the tenant (0: unlimited); null puts it back to the "
+    "stack's default; a field left out is left as it is. One write. A tenant is refused (403).",
+    ok=(200, "The tenant's quotas, as changed", "TenantQuotas"),
+    errors=(400, 401, 403, 422),
+    body={
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QuotaChange"}}},
+    },
 )
 
 # GET /openapi.json

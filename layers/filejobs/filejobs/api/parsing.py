@@ -18,6 +18,7 @@ from typing import Any
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
 from filejobs.domain.keys import is_tenant
 from filejobs.domain.messages import is_uuid
+from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, QuotaChange
 from filejobs.services.api import (
     DEFAULT_CANCEL_REASON,
     DEFAULT_RESCAN_REASON,
@@ -138,6 +139,40 @@ def cancel_job(job_id: str, body: str | None) -> CancelJob:
     """POST /jobs/{job_id}/cancel: an optional {"reason"}."""
     reason = _reason(body, DEFAULT_CANCEL_REASON, allowed={"reason"})
     return CancelJob(canonical_id("job id", job_id), reason)
+
+
+def tenant_name(value: str) -> str:
+    """A tenant in a path (/tenants/{tenant}/...)."""
+    if not is_tenant(value):
+        raise MalformedRequestError(
+            f"tenant must be 1-63 letters, digits, '-' or '_'; got {value[:80]!r}"
+        )
+    return value
+
+
+def quota_change(body: str | None) -> QuotaChange:
+    """PUT /tenants/{tenant}/quotas: {"files_per_day"?, "bytes_per_day"?, "max_file_bytes"?,
+    "max_in_flight_jobs"?}, each an integer (0: unlimited) or null (back to the default)."""
+    data = _optional_object(body, set(QUOTA_FIELDS))
+    if not data:
+        names = ", ".join(QUOTA_FIELDS)
+        raise InvalidRequestError(
+            f"the body must set (or reset, with null) at least one of {names}"
+        )
+    limits = {name: _quota_value(name, value) for name, value in data.items() if value is not None}
+    reset = frozenset(name for name, value in data.items() if value is None)
+    return QuotaChange(set=limits, reset=reset)
+
+
+def _quota_value(name: str, value: object) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON's 5.0 is the integer 5, as for priority
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_QUOTA_VALUE:
+        raise InvalidRequestError(
+            f"{name} must be null (the default) or an integer from 0 (unlimited) to "
+            f"{MAX_QUOTA_VALUE}; got {json.dumps(value)[:40]}"
+        )
+    return value
 
 
 def canonical_id(what: str, value: str) -> str:

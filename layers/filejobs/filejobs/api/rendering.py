@@ -4,9 +4,12 @@ statuses with one error shape, {"error": {"code", "message"}}."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
+from datetime import datetime
 from typing import Any
 
 from filejobs.domain.job import ProcessingJob
+from filejobs.domain.quotas import UNLIMITED
 from filejobs.services.api import (
     FileVersions,
     FileWithJobs,
@@ -17,18 +20,21 @@ from filejobs.services.api import (
 )
 from filejobs.services.errors import (
     ConflictError,
+    ForbiddenError,
     InvalidRequestError,
     MalformedRequestError,
     NotFoundError,
     RequestRefusedError,
     UnidentifiedCallerError,
 )
+from filejobs.services.quotas import QuotaReport
 from filejobs.views import file_view, job_view
 
 # Each refusal's HTTP status and error code (the nearest class of the refusal's MRO).
 _STATUSES: dict[type[RequestRefusedError], tuple[int, str]] = {
     MalformedRequestError: (400, "bad_request"),
     UnidentifiedCallerError: (401, "unauthorized"),
+    ForbiddenError: (403, "forbidden"),
     NotFoundError: (404, "not_found"),
     ConflictError: (409, "conflict"),
     InvalidRequestError: (422, "unprocessable"),
@@ -87,3 +93,26 @@ def rescanned_page(found: RescannedPage) -> dict[str, Any]:
         "skipped": [{"file_id": s.file_id, "reason": s.reason} for s in found.skipped],
         "next_token": found.next_token,
     }
+
+
+def quota_report(report: QuotaReport) -> dict[str, Any]:
+    """A tenant's quotas: in force, the defaults, its own (set by an operator), today's usage."""
+    overrides = report.overrides
+    return {
+        "tenant": report.tenant,
+        "limits": asdict(report.limits),
+        "defaults": asdict(report.defaults),
+        "overrides": overrides.as_dict(),
+        "overrides_updated_at": _iso(overrides.updated_at),
+        "overrides_updated_by": overrides.updated_by,
+        "usage": {
+            "day": report.usage.day.isoformat(),
+            "files": report.usage.files,
+            "bytes": report.usage.bytes,
+        },
+        "unlimited": UNLIMITED,
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()

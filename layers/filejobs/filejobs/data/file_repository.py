@@ -10,18 +10,32 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
-from pynamodb.exceptions import TransactWriteError, UpdateError
+from pynamodb.connection import Connection
+from pynamodb.constants import ALL_OLD
+from pynamodb.exceptions import CancellationReason, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
 from filejobs.data import index_keys
 from filejobs.data.mapping import file_from_model, file_to_model, job_to_model, scan_to_map
-from filejobs.data.models import FileModel, JobModel
+from filejobs.data.models import FileModel, JobModel, UsageModel
+from filejobs.data.quota_repository import usage_from, usage_id, usage_update
 from filejobs.domain import keys
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan
-from filejobs.ports import AlreadyIngested, FilePage, FileRef, Ingested, IngestResult, ScannedFile
+from filejobs.domain.job import ProcessingJob
+from filejobs.domain.quotas import DayUsage, UsageCharge
+from filejobs.ports import (
+    AlreadyIngested,
+    ApiJobAdded,
+    FilePage,
+    FileRef,
+    Ingested,
+    IngestResult,
+    OverQuota,
+    ScannedFile,
+)
 
 # Concurrent deliveries of one record collide as TransactionConflict; a retry then finds the
 # winner's file and reports "already ingested".
@@ -185,33 +199,109 @@ class FileRepository:
         query = FileModel.by_object.query(keys.object_ref(bucket, key), scan_index_forward=False)
         return [file_from_model(m) for m in query]
 
-    def record_ingest(self, plan: IngestPlan) -> IngestResult:
-        """Put the file and all its jobs in one TransactWriteItems, or none if the file exists.
+    def record_ingest(self, plan: IngestPlan, charge: UsageCharge | None = None) -> IngestResult:
+        """Put the file and all its jobs in one TransactWriteItems, or none if the file exists;
+        with `charge`, count the upload against its tenant's day in the same transaction.
 
         Every put is conditional on its id being new, and ids are derived from the S3 record,
-        so a duplicate delivery (however many, however concurrent) writes nothing.
+        so a duplicate delivery (however many, however concurrent) writes nothing, and counts
+        nothing. The count is an ADD conditional on the day staying within the charge's limits:
+        of two uploads racing for a quota's last file, one commits and the other is OverQuota.
         """
+        if charge is not None and not charge.fits(DayUsage(charge.tenant, charge.day)):
+            # Larger than the whole day's allowance: no state of the day could take it.
+            if self.get(plan.file.id) is not None:
+                return AlreadyIngested(plan.file.id)
+            return OverQuota(charge, self._usage(charge))
         for attempt in range(_CONFLICT_RETRIES + 1):
             try:
-                self._write_plan(plan)
+                self._write_plan(plan, charge)
             except TransactWriteError as error:
-                reasons = [r.code for r in error.cancellation_reasons if r is not None]
-                if "ConditionalCheckFailed" in reasons:
+                codes = _reason_codes(error)
+                if _refused(codes, 0):
                     return AlreadyIngested(plan.file.id)
-                if "TransactionConflict" in reasons and attempt < _CONFLICT_RETRIES:
-                    time.sleep(random.uniform(0, 0.05 * 2**attempt))  # noqa: S311 (jitter)
+                if charge is not None and _refused(codes, len(codes) - 1):
+                    return OverQuota(charge, self._usage(charge, error.cancellation_reasons[-1]))
+                if "TransactionConflict" in codes and attempt < _CONFLICT_RETRIES:
+                    _back_off(attempt)
                     continue
                 raise
             return Ingested(plan)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _write_plan(self, plan: IngestPlan) -> None:
-        # The model's own connection: no new botocore client per ingest.
-        connection = FileModel._get_connection().connection
-        with TransactWrite(connection=connection) as transaction:
+    def add_api_job(self, job: ProcessingJob, *, per_file: int) -> ApiJobAdded:
+        """The job's put and its file's `api_jobs` ADD in one TransactWriteItems: the job is
+        stored only while the file has had fewer than `per_file`, and a job that exists already
+        (a replayed request) counts nothing."""
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            try:
+                self._write_api_job(job, per_file)
+            except TransactWriteError as error:
+                codes = _reason_codes(error)
+                if _refused(codes, 0):
+                    return ApiJobAdded.EXISTS
+                if _refused(codes, 1):
+                    return ApiJobAdded.FILE_SPENT
+                if "TransactionConflict" in codes and attempt < _CONFLICT_RETRIES:
+                    _back_off(attempt)
+                    continue
+                raise
+            return ApiJobAdded.CREATED
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write_api_job(self, job: ProcessingJob, per_file: int) -> None:
+        counted = FileModel.api_jobs.does_not_exist() | (FileModel.api_jobs < per_file)
+        with TransactWrite(connection=_connection()) as transaction:
+            transaction.save(job_to_model(job), condition=JobModel.id.does_not_exist())
+            transaction.update(
+                FileModel(id=job.file_id),
+                actions=[FileModel.api_jobs.add(1)],
+                condition=FileModel.id.exists() & counted,
+            )
+
+    def _usage(self, charge: UsageCharge, reason: CancellationReason | None = None) -> DayUsage:
+        """The day as the refused count found it: from the refusal itself when DynamoDB sent
+        the item back (ReturnValuesOnConditionCheckFailure), else read."""
+        if reason is not None and reason.raw_item:
+            return usage_from(UsageModel.from_raw_data(reason.raw_item), charge.tenant, charge.day)
+        try:
+            model = UsageModel.get(usage_id(charge.tenant, charge.day), consistent_read=True)
+        except UsageModel.DoesNotExist:
+            return DayUsage(charge.tenant, charge.day)
+        return usage_from(model, charge.tenant, charge.day)
+
+    def _write_plan(self, plan: IngestPlan, charge: UsageCharge | None) -> None:
+        # The file first and the usage last: a refusal's reasons are read by position.
+        with TransactWrite(connection=_connection()) as transaction:
             transaction.save(file_to_model(plan.file), condition=FileModel.id.does_not_exist())
             for job in plan.jobs:
                 transaction.save(job_to_model(job), condition=JobModel.id.does_not_exist())
+            if charge is not None:
+                item, actions, condition = usage_update(charge)
+                transaction.update(
+                    item, actions=actions, condition=condition, return_values=ALL_OLD
+                )
+
+
+def _connection() -> Connection:
+    # The model's own connection: no new botocore client per write.
+    return FileModel._get_connection().connection
+
+
+def _reason_codes(error: TransactWriteError) -> list[str]:
+    """Each item's cancellation code, in the transaction's order ("None" for an item that was
+    not the cause)."""
+    return ["None" if r is None else r.code for r in error.cancellation_reasons]
+
+
+def _refused(codes: list[str], position: int) -> bool:
+    """Whether the transaction's item at `position` failed its condition (a transaction that
+    failed for another reason, a missing table say, has no reasons at all)."""
+    return 0 <= position < len(codes) and codes[position] == "ConditionalCheckFailed"
+
+
+def _back_off(attempt: int) -> None:
+    time.sleep(random.uniform(0, 0.05 * 2**attempt))  # noqa: S311 (jitter)
 
 
 def _in_prefix(prefix: str) -> Callable[[FileModel], bool]:

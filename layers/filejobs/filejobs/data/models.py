@@ -178,6 +178,9 @@ class FileModel(_Audited):
     scanned_at = UTCDateTimeAttribute(null=True)
     definitions_version = UnicodeAttribute(null=True)
     duplicate_of = UnicodeAttribute(null=True)
+    # Jobs requested through the API (POST /files/{id}/jobs), counted by a conditional ADD in the
+    # same transaction as each job's put: at most domain/quotas.API_JOBS_PER_FILE.
+    api_jobs = NumberAttribute(null=True)
 
     # Index keys, derived by the repository: tenant_shard at ingest; scan_shard while the file
     # is active and clean (the rescan policy's sparse index).
@@ -205,6 +208,40 @@ class ContentIndexModel(Model):
     created_at = UTCDateTimeAttribute()
 
 
+class QuotaModel(Model):
+    """A tenant's own upload limits, in FilesTable (id `quota#{tenant}`): an attribute only for
+    each limit an operator set (the rest are the defaults). Written by one UpdateItem."""
+
+    class Meta:
+        table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+    id = UnicodeAttribute(hash_key=True)
+    tenant = UnicodeAttribute()
+    files_per_day = NumberAttribute(null=True)
+    bytes_per_day = NumberAttribute(null=True)
+    max_file_bytes = NumberAttribute(null=True)
+    max_in_flight_jobs = NumberAttribute(null=True)
+    updated_at = UTCDateTimeAttribute()
+    updated_by = UnicodeAttribute()
+
+
+class UsageModel(Model):
+    """What a tenant uploaded in one UTC day, in FilesTable (id `usage#{tenant}#{YYYY-MM-DD}`):
+    counted by the ingest's transaction with a conditional ADD, expired by TTL."""
+
+    class Meta:
+        table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+    id = UnicodeAttribute(hash_key=True)
+    tenant = UnicodeAttribute()
+    day = UnicodeAttribute()
+    files = NumberAttribute(null=True)
+    bytes = NumberAttribute(null=True)
+    expires_at = NumberAttribute(null=True)  # DynamoDB TTL, epoch seconds
+
+
 POOL_CONNECTIONS = 32
 
 
@@ -229,6 +266,8 @@ def bind_tables(
         (JobModel, jobs_table),
         (FileModel, files_table),
         (ContentIndexModel, files_table),
+        (QuotaModel, files_table),
+        (UsageModel, files_table),
     )
     for model, name in bindings:
         meta: Any = model.Meta

@@ -42,6 +42,9 @@ class FileStatus(StrEnum):
     ACTIVE = "active"
     QUARANTINED = "quarantined"
     DELETED = "deleted"
+    # Over its tenant's quotas at ingest (domain/quotas.py): recorded with the reason, given no
+    # jobs, never processed.
+    REJECTED = "rejected"
 
 
 @dataclass

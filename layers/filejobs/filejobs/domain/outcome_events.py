@@ -1,9 +1,10 @@
 """Outcome events: which recorded changes the outside world hears about.
 
-A change is published when a job enters a terminal status (completed, failed, cancelled) or a
-file enters quarantine. The decision looks only at the item before and after one write, as the
-table's stream delivers it, so every writer (worker, sweep, API) is covered without publishing
-anything itself, and a write that never committed can never be announced.
+A change is published when a job enters a terminal status (completed, failed, cancelled), a
+file enters quarantine, or an upload is recorded rejected (over its tenant's quotas). The
+decision looks only at the item before and after one write, as the table's stream delivers it,
+so every writer (worker, sweep, API, ingest) is covered without publishing anything itself, and
+a write that never committed can never be announced.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class DetailType(StrEnum):
     JOB_FAILED = "Job Failed"
     JOB_CANCELLED = "Job Cancelled"
     FILE_QUARANTINED = "File Quarantined"
+    UPLOAD_REJECTED = "Upload Rejected"
 
 
 _JOB_OUTCOMES = {
@@ -45,12 +47,19 @@ def job_outcome(before: ProcessingJob | None, after: ProcessingJob) -> DetailTyp
     return outcome
 
 
+_FILE_OUTCOMES = {
+    FileStatus.QUARANTINED: DetailType.FILE_QUARANTINED,
+    FileStatus.REJECTED: DetailType.UPLOAD_REJECTED,
+}
+
+
 def file_outcome(before: StoredFile | None, after: StoredFile) -> DetailType | None:
-    """The event a file write announces, if it put the file into quarantine."""
-    quarantined = FileStatus.QUARANTINED
-    if after.status is not quarantined or (before is not None and before.status is quarantined):
+    """The event a file write announces, if it put the file into quarantine, or recorded an
+    upload as rejected (the ingest writes a rejected file once, already rejected)."""
+    outcome = _FILE_OUTCOMES.get(after.status)
+    if outcome is None or (before is not None and before.status is after.status):
         return None
-    return DetailType.FILE_QUARANTINED
+    return outcome
 
 
 def job_event_id(job: ProcessingJob) -> str:

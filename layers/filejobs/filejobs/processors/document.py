@@ -6,6 +6,10 @@ columns aligned, long lines wrapped, what does not fit cut off.
 
 The content type is the one ingest sniffed (job input_data), else sniffed here from the head.
 Text that is not valid UTF-8 is decoded with replacement characters: it never fails the job.
+
+PDFium, the text decoders and the typesetting run in the decoder sandbox (processors/sandbox),
+through `decode_pdf_preview` and `decode_text_preview`: the worker downloads and uploads, and
+never parses the file in the process that holds the function's credentials.
 """
 
 from __future__ import annotations
@@ -14,18 +18,22 @@ import codecs
 import csv
 import io
 import json
+import string
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import pypdfium2 as pdfium  # type: ignore[import-untyped]
 from PIL import Image, ImageDraw, ImageFont
 
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
+from filejobs.processors.sandbox.limits import DecoderLimits, MiB
+from filejobs.processors.sandbox.task import Decoded, Task
 from filejobs.processors.source import ObjectSource, content_type_of
 
 if TYPE_CHECKING:
@@ -36,6 +44,9 @@ PDF_LONG_EDGE = 1024
 TEXT_HEAD_BYTES = 64 * 1024
 WEBP_QUALITY = 85
 WEBP_METHOD = 2  # libwebp effort 0-6: 2 is about twice as fast as the default 4
+# What one preview may use in the sandbox: a page bitmap is a few MB, but PDFium holds the
+# document's objects (fonts, images, streams) while it renders.
+LIMITS: Final = DecoderLimits(memory_bytes=2048 * MiB, cpu_seconds=30, wall_seconds=90)
 
 PDF = "application/pdf"
 PDF_PREVIEW = "preview-page1.webp"
@@ -72,10 +83,11 @@ class Preview:
 # --- PDF ---------------------------------------------------------------------------------------
 
 
-def render_pdf_first_page(path: Path, long_edge: int = PDF_LONG_EDGE) -> Preview:
-    """Page 1 of the PDF at `path`, scaled so its long edge is `long_edge` px; its page count."""
+def render_pdf_first_page(path: Path | BinaryIO, long_edge: int = PDF_LONG_EDGE) -> Preview:
+    """Page 1 of the PDF at `path` (a path or an open file), scaled so its long edge is
+    `long_edge` px; its page count."""
     try:
-        document = pdfium.PdfDocument(str(path))
+        document = pdfium.PdfDocument(str(path) if isinstance(path, Path) else path)
     except pdfium.PdfiumError as error:
         if getattr(error, "err_code", None) == pdfium.raw.FPDF_ERR_PASSWORD:
             raise PermanentError(
@@ -306,47 +318,97 @@ def encode_webp(image: Image.Image, quality: int = WEBP_QUALITY) -> bytes:
     return out.getvalue()
 
 
+def warm_up() -> None:
+    """In the sandbox's zygote, before the first job: PDFium, the typesetting font and the
+    WebP encoder used once, so their first-use setup is not redone in every job's process."""
+    blank = pdfium.PdfDocument.new()
+    try:
+        blank.new_page(200, 100).close()
+        saved = io.BytesIO()
+        blank.save(saved)
+    finally:
+        blank.close()
+    saved.seek(0)
+    encode_webp(render_pdf_first_page(saved, long_edge=32).image)
+    # Every printable ASCII glyph rendered once: FreeType caches them in the zygote for all.
+    sample = "\n".join(string.printable[i : i + 20] for i in range(0, 95, 20)).encode()
+    encode_webp(render_text_preview(sample, "text/plain", truncated=False).image)
+    encode_webp(render_text_preview(b"a,b\n1,2\n", "text/csv", truncated=False).image)
+
+
+def decode_pdf_preview(source: BinaryIO, _options: dict[str, Any]) -> Decoded:
+    """The sandbox's task: page 1 of the open PDF as WebP (`preview-page1.webp`), its counts."""
+    preview = render_pdf_first_page(source)
+    return _decoded(preview, PDF_PREVIEW)
+
+
+def decode_text_preview(source: BinaryIO, options: dict[str, Any]) -> Decoded:
+    """The sandbox's task: the typeset page of the file's head (the open file holds it) as
+    WebP (`preview.webp`)."""
+    data = source.read(TEXT_HEAD_BYTES)
+    preview = render_text_preview(data, options["content_type"], bool(options["truncated"]))
+    return _decoded(preview, TEXT_PREVIEW)
+
+
+def _decoded(preview: Preview, name: str) -> Decoded:
+    image = preview.image
+    facts = {**preview.facts, "preview_width": image.width, "preview_height": image.height}
+    return Decoded(facts, {name: encode_webp(image)})
+
+
 class DocumentPreviewProcessor:
-    def __init__(self, s3: S3Client, max_pdf_bytes: int = MAX_PDF_BYTES) -> None:
+    def __init__(
+        self,
+        s3: S3Client,
+        max_pdf_bytes: int = MAX_PDF_BYTES,
+        *,
+        sandbox: Sandbox | None = None,
+        limits: DecoderLimits = LIMITS,
+    ) -> None:
         self._s3 = s3
         self._max_pdf_bytes = max_pdf_bytes
+        self._sandbox = sandbox or shared_sandbox(__name__)
+        self._limits = limits
 
     def __call__(self, work: Work) -> dict[str, Any]:
         source = ObjectSource(self._s3)
         content_type = content_type_of(work.job, source)
         if content_type == PDF:
-            preview, name = self._pdf(work, source), PDF_PREVIEW
+            local = source.download(
+                work.job,
+                work.workspace / "document.pdf",
+                work.should_stop,
+                max_bytes=self._max_pdf_bytes,
+            )
+            task: Task = decode_pdf_preview
+            name, options = PDF_PREVIEW, {}
         elif content_type in TEXT_TYPES:
             head = source.head(work.job, TEXT_HEAD_BYTES + 1)
+            local = work.workspace / "head.txt"
+            local.write_bytes(head[:TEXT_HEAD_BYTES])
             truncated = len(head) > TEXT_HEAD_BYTES
-            if work.should_stop():
-                raise StopRequested
-            preview = render_text_preview(
-                head[:TEXT_HEAD_BYTES], content_type, truncated, work.should_stop
-            )
-            name = TEXT_PREVIEW
+            task, name = decode_text_preview, TEXT_PREVIEW
+            options = {"content_type": content_type, "truncated": truncated}
         else:
             raise PermanentError(f"document_preview does not support {content_type} files")
-        data = encode_webp(preview.image)
-        key = work.outputs.put_bytes(name, data, "image/webp")
-        return {
-            "content_type": content_type,
-            **preview.facts,
-            "preview": {
-                "key": key,
-                "width": preview.image.width,
-                "height": preview.image.height,
-                "bytes": len(data),
-            },
-        }
-
-    def _pdf(self, work: Work, source: ObjectSource) -> Preview:
-        local = source.download(
-            work.job,
-            work.workspace / "document.pdf",
-            work.should_stop,
-            max_bytes=self._max_pdf_bytes,
-        )
         if work.should_stop():
             raise StopRequested
-        return render_pdf_first_page(local)
+        decoded = self._sandbox.decode(
+            task,
+            local,
+            options=options,
+            limits=self._limits,
+            should_stop=work.should_stop,
+            output_allowed=name.__eq__,
+        )
+        data = decoded.outputs.get(name)
+        if data is None:
+            raise PermanentError(f"the decoder returned no {name}")
+        key = work.outputs.put_bytes(name, data, "image/webp")
+        facts = dict(decoded.result)
+        width, height = facts.pop("preview_width", None), facts.pop("preview_height", None)
+        return {
+            **facts,
+            "content_type": content_type,
+            "preview": {"key": key, "width": width, "height": height, "bytes": len(data)},
+        }

@@ -3,10 +3,15 @@
 The object's bucket, key and version come from the job's input_data, written at ingest from the
 S3 record (never from the queue message). Reads stream in chunks and check the stop signal
 between them, so a cancelled job stops reading within one chunk.
+
+A job type that streams the whole object (compression, the deduplication check) reads it
+within `ReadLimits`: past its size or its time, the job fails for good with a message that
+says which, instead of running into the function's timeout and retrying the same read.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +32,35 @@ CHUNK = 1024 * 1024
 
 class ObjectTooLargeError(PermanentError):
     """The object is larger than the job type accepts (found while reading it)."""
+
+
+class ReadTooLongError(PermanentError):
+    """Reading the object took longer than the job type allows."""
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """How much of its object a job may read, and for how long (None: no limit)."""
+
+    max_bytes: int | None = None
+    max_seconds: float | None = None
+
+    def refuse_declared(self, job: ProcessingJob) -> None:
+        """Fails at once a job whose object ingest recorded as larger than `max_bytes`."""
+        declared = (job.input_data or {}).get("size")
+        if isinstance(declared, int) and self.max_bytes is not None and declared > self.max_bytes:
+            raise ObjectTooLargeError(_too_large(declared, self.max_bytes))
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"the object is {_human(size)}, larger than the {_human(limit)} this job type reads"
+
+
+def _human(size: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
 
 
 @dataclass(frozen=True)
@@ -77,16 +111,27 @@ class ObjectSource:
             return int(self._s3.head_object(**location.request())["ContentLength"])
 
     def chunks(
-        self, job: ProcessingJob, should_stop: Callable[[], bool], chunk: int = CHUNK
+        self,
+        job: ProcessingJob,
+        should_stop: Callable[[], bool],
+        chunk: int = CHUNK,
+        *,
+        limits: ReadLimits = ReadLimits(),
+        clock: Callable[[], float] = time.monotonic,
     ) -> Iterator[bytes]:
-        """The object's bytes in order, `chunk` at a time; StopRequested once told to stop."""
+        """The object's bytes in order, `chunk` at a time; StopRequested once told to stop;
+        ObjectTooLargeError or ReadTooLongError past `limits`."""
+        limits.refuse_declared(job)
         location = ObjectLocation.of(job)
+        started, read = clock(), 0
         with _gone_as_domain_error(location):
             body = self._s3.get_object(**location.request())["Body"]
         try:
             for piece in iter(lambda: body.read(chunk), b""):
                 if should_stop():
                     raise StopRequested
+                read += len(piece)
+                _check(limits, read, clock() - started)
                 yield piece
         finally:
             body.close()
@@ -116,16 +161,22 @@ class ObjectSource:
 
         Refuses (PermanentError) an object larger than `max_bytes` before filling the disk.
         """
-        written = 0
         with into.open("wb") as out:
-            for piece in self.chunks(job, should_stop):
-                written += len(piece)
-                if max_bytes is not None and written > max_bytes:
-                    raise ObjectTooLargeError(
-                        f"object is larger than the {max_bytes} bytes this job type accepts"
-                    )
+            for piece in self.chunks(job, should_stop, limits=ReadLimits(max_bytes=max_bytes)):
                 out.write(piece)
         return into
+
+
+def _check(limits: ReadLimits, read: int, seconds: float) -> None:
+    if limits.max_bytes is not None and read > limits.max_bytes:
+        raise ObjectTooLargeError(
+            f"the object is larger than the {_human(limits.max_bytes)} this job type reads"
+        )
+    if limits.max_seconds is not None and seconds > limits.max_seconds:
+        raise ReadTooLongError(
+            f"reading the object took longer than the {limits.max_seconds:g} s this job type "
+            f"allows ({_human(read)} read)"
+        )
 
 
 def content_type_of(job: ProcessingJob, source: ObjectSource) -> str:

@@ -11,7 +11,9 @@ JPEG is decoded at reduced scale (libjpeg's DCT scaling, `Image.draft`) to the s
 Input a retry cannot fix (corrupt, truncated, empty, unsupported, too large, bad options) is a
 PermanentError with a readable message; anything else is retried as transient.
 
-`render_thumbnails` is the core (a path in, encoded thumbnails out), with no S3: the bench calls it.
+`render_thumbnails` is the core (a file in, encoded thumbnails out), with no S3: the bench calls
+it. The worker runs it in the decoder sandbox (processors/sandbox), through `decode_thumbnails`:
+Pillow and its codecs never run in the process that holds the function's credentials.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
@@ -29,6 +31,9 @@ from filejobs.config import ConfigurationError
 from filejobs.domain.content import EMPTY
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
+from filejobs.processors.sandbox.limits import DecoderLimits, MiB
+from filejobs.processors.sandbox.task import Decoded
 from filejobs.processors.source import ObjectSource, content_type_of
 
 if TYPE_CHECKING:
@@ -50,6 +55,9 @@ MAX_SIZE_COUNT: Final = 8
 # accept; its DecompressionBombError (above twice that) is caught and reported the same way.
 MAX_PIXELS: Final = 50_000_000
 MAX_BYTES: Final = 200 * 1024 * 1024
+# What one image's decode may use in the sandbox: 50 MP of RGBA is 200 MB, plus its resized
+# copies and the libraries' own address space.
+LIMITS: Final = DecoderLimits(memory_bytes=2048 * MiB, cpu_seconds=30, wall_seconds=90)
 
 FORMATS: Final[Mapping[str, tuple[str, str]]] = {
     # input_data["format"] -> (Pillow format, content type)
@@ -165,7 +173,7 @@ class Rendered:
 
 
 def render_thumbnails(
-    path: Path,
+    path: Path | BinaryIO,
     sizes: Sequence[int] = DEFAULT_SIZES,
     fmt: str = DEFAULT_FORMAT,
     *,
@@ -173,8 +181,8 @@ def render_thumbnails(
     max_pixels: int = MAX_PIXELS,
     decoders: tuple[str, ...] = EVERY_DECODER,
 ) -> tuple[SourceInfo, list[Rendered]]:
-    """Decodes the image at `path` once, with one of `decoders` (Pillow's format names) only,
-    and encodes one thumbnail per size, largest first.
+    """Decodes the image at `path` (a path or an open file) once, with one of `decoders`
+    (Pillow's format names) only, and encodes one thumbnail per size, largest first.
 
     A thumbnail never upscales: an image smaller than a size is encoded at its own dimensions.
     Raises PermanentError for input no retry can fix, StopRequested when told to stop.
@@ -312,10 +320,48 @@ def _short(error: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _unidentified(path: Path, decoders: Sequence[str]) -> str:
-    if path.stat().st_size == 0:
+def _unidentified(path: Path | BinaryIO, decoders: Sequence[str]) -> str:
+    if _is_empty(path):
         return _EMPTY
     return f"the file is not an image its type's decoder reads (decoders: {', '.join(decoders)})"
+
+
+def _is_empty(path: Path | BinaryIO) -> bool:
+    if isinstance(path, Path):
+        return path.stat().st_size == 0
+    return path.seek(0, io.SEEK_END) == 0
+
+
+def warm_up() -> None:
+    """In the sandbox's zygote, before the first job: every Pillow plugin imported, and each
+    decoder and encoder run once on a tiny image, so that what their libraries set up on first
+    use is done once here instead of in every job's fresh process. Single-threaded, as the
+    zygote must stay to fork safely."""
+    Image.init()
+    tiny = Image.new("RGB", (32, 24), (200, 120, 40))
+    for pil_format in ("JPEG", "PNG", "GIF", "WEBP", "TIFF", "BMP"):
+        encoded = io.BytesIO()
+        tiny.save(encoded, pil_format)
+        encoded.seek(0)
+        render_thumbnails(encoded, (16,), "webp", decoders=(pil_format,))
+        render_thumbnails(encoded, (16,), "jpeg", decoders=(pil_format,))
+
+
+def decode_thumbnails(source: BinaryIO, options: dict[str, Any]) -> Decoded:
+    """The sandbox's task: `render_thumbnails` on the open file, with the options the worker
+    checked; the thumbnails' bytes as outputs named `thumb-{size}.{format}`."""
+    info, rendered = render_thumbnails(
+        source,
+        options["sizes"],
+        options["format"],
+        max_pixels=options["max_pixels"],
+        decoders=tuple(options["decoders"]),
+    )
+    facts = [
+        {"size": t.size, "width": t.width, "height": t.height, "format": t.format} for t in rendered
+    ]
+    outputs = {thumb.name: thumb.data for thumb in rendered}
+    return Decoded({"source": info.as_dict(), "thumbnails": facts}, outputs)
 
 
 class ThumbnailProcessor:
@@ -326,11 +372,15 @@ class ThumbnailProcessor:
         default_sizes: tuple[int, ...] = DEFAULT_SIZES,
         max_pixels: int = MAX_PIXELS,
         max_bytes: int = MAX_BYTES,
+        sandbox: Sandbox | None = None,
+        limits: DecoderLimits = LIMITS,
     ) -> None:
         self._source = ObjectSource(s3)
         self._default_sizes = default_sizes
         self._max_pixels = max_pixels
         self._max_bytes = max_bytes
+        self._sandbox = sandbox or shared_sandbox(__name__)
+        self._limits = limits
 
     def __call__(self, work: Work) -> dict[str, Any]:
         started = time.perf_counter()
@@ -349,32 +399,47 @@ class ThumbnailProcessor:
         )
         if work.should_stop():
             raise StopRequested
-        info, rendered = render_thumbnails(
+        names = {f"thumb-{size}.{options.format}": size for size in options.sizes}
+        decoded = self._sandbox.decode(
+            decode_thumbnails,
             path,
-            options.sizes,
-            options.format,
+            options={
+                "sizes": list(options.sizes),
+                "format": options.format,
+                "max_pixels": self._max_pixels,
+                "decoders": list(decoders),
+            },
+            limits=self._limits,
             should_stop=work.should_stop,
-            max_pixels=self._max_pixels,
-            decoders=decoders,
+            output_allowed=names.__contains__,
         )
         _, output_type = FORMATS[options.format]
+        facts = {fact.get("size"): fact for fact in _facts(decoded.result.get("thumbnails"))}
         thumbnails = []
-        for thumb in sorted(rendered, key=lambda t: t.size):
+        for name, size in sorted(names.items(), key=lambda item: item[1]):
             if work.should_stop():
                 raise StopRequested
-            key = work.outputs.put_bytes(thumb.name, thumb.data, output_type)
+            data, fact = decoded.outputs.get(name), facts.get(size, {})
+            if data is None:
+                raise PermanentError(f"the decoder returned no {name}")
+            key = work.outputs.put_bytes(name, data, output_type)
             thumbnails.append(
                 {
-                    "size": thumb.size,
-                    "width": thumb.width,
-                    "height": thumb.height,
+                    "size": size,
+                    "width": fact.get("width"),
+                    "height": fact.get("height"),
                     "key": key,
-                    "bytes": len(thumb.data),
-                    "format": thumb.format,
+                    "bytes": len(data),
+                    "format": options.format,
                 }
             )
         return {
-            "source": info.as_dict(),
+            "source": decoded.result.get("source"),
             "thumbnails": thumbnails,
             "duration_ms": round((time.perf_counter() - started) * 1000),
         }
+
+
+def _facts(value: object) -> list[dict[str, Any]]:
+    """The decoder's per-thumbnail facts, those that are objects (its answer is not trusted)."""
+    return [fact for fact in value if isinstance(fact, dict)] if isinstance(value, list) else []

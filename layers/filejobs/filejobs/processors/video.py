@@ -5,6 +5,10 @@ title frames a video usually opens with, without decoding far into a long one) a
 the end. The decoder seeks to the keyframe before that time, then decodes forward to it. A
 stream that does not know its duration gets its first frame.
 
+FFmpeg runs in the decoder sandbox (processors/sandbox), through `decode_poster`: it never runs
+in the process that holds the function's credentials. A video whose frames declare more than
+MAX_VIDEO_PIXELS is refused before one frame is decoded.
+
 The frame is turned upright as the player would show it (the display matrix: phones record
 portrait video as landscape frames plus a rotation) and scaled to the display aspect ratio.
 """
@@ -17,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import av
 import av.error
@@ -29,6 +33,9 @@ from PIL import Image
 from filejobs.domain.content import EMPTY
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
+from filejobs.processors.sandbox.limits import DecoderLimits, MiB
+from filejobs.processors.sandbox.task import Decoded
 from filejobs.processors.source import ObjectSource, content_type_of
 
 if TYPE_CHECKING:
@@ -36,6 +43,11 @@ if TYPE_CHECKING:
 
 # Lambda's ephemeral storage budget for one video (the function's /tmp holds it whole).
 MAX_VIDEO_BYTES = 1_500_000_000
+# 8K UHD (7680x4320) is 33 MP: a frame declaring more is a bomb, not a video to decode.
+MAX_VIDEO_PIXELS = 40_000_000
+# What one poster may use in the sandbox: a decoded 8K frame and its scaled copy, FFmpeg's
+# buffers and the libraries' own address space; CPU for the seek and the decode up to 5 s in.
+LIMITS: Final = DecoderLimits(memory_bytes=3072 * MiB, cpu_seconds=60, wall_seconds=150)
 POSTER_FRACTION = 0.10
 POSTER_MAX_OFFSET_S = 5.0
 POSTER_LONG_EDGE = 1280
@@ -94,20 +106,26 @@ def poster_time(duration_s: float | None) -> float:
 
 
 def extract_poster(
-    path: Path,
+    path: Path | BinaryIO,
     demuxer: str,
     should_stop: Callable[[], bool] = lambda: False,
     long_edge: int = POSTER_LONG_EDGE,
+    max_pixels: int = MAX_VIDEO_PIXELS,
 ) -> Poster:
-    """The poster frame of the video at `path` (a local file), read with `demuxer` alone.
+    """The poster frame of the video at `path` (a local file or an open one), read with
+    `demuxer` alone; refused when its frames declare more than `max_pixels`.
 
     PermanentError when the file is no video FFmpeg can decode; StopRequested once told to stop.
     """
     try:
         with av.open(
-            str(path), mode="r", format=demuxer, container_options=_CONTAINER_OPTIONS
+            str(path) if isinstance(path, Path) else path,
+            mode="r",
+            format=demuxer,
+            container_options=_CONTAINER_OPTIONS,
         ) as container:
             stream = _moving_picture(container)
+            _check_pixels(stream, max_pixels)
             stream.thread_type = "SLICE"  # no frame-threading delay: we want one frame, soon
             duration_s = _duration_s(stream, container.duration)
             target_s = poster_time(duration_s)
@@ -143,6 +161,15 @@ def _moving_picture(container: av.container.InputContainer) -> VideoStream:
     if moving[0].codec_context is None:
         raise PermanentError("the video stream's codec is unknown: it cannot be decoded")
     return moving[0]
+
+
+def _check_pixels(stream: VideoStream, max_pixels: int) -> None:
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if width * height > max_pixels:
+        raise PermanentError(
+            f"the video declares {width}x{height} frames ({width * height / 1e6:.1f} MP), "
+            f"above the {max_pixels / 1e6:.0f} MP this job accepts"
+        )
 
 
 def _reason(error: av.error.FFmpegError) -> str:
@@ -263,9 +290,18 @@ def encode_webp(image: Image.Image, quality: int = WEBP_QUALITY) -> bytes:
 
 
 class VideoPosterProcessor:
-    def __init__(self, s3: S3Client, max_bytes: int = MAX_VIDEO_BYTES) -> None:
+    def __init__(
+        self,
+        s3: S3Client,
+        max_bytes: int = MAX_VIDEO_BYTES,
+        *,
+        sandbox: Sandbox | None = None,
+        limits: DecoderLimits = LIMITS,
+    ) -> None:
         self._s3 = s3
         self._max_bytes = max_bytes
+        self._sandbox = sandbox or shared_sandbox(__name__)
+        self._limits = limits
 
     def __call__(self, work: Work) -> dict[str, Any]:
         source = ObjectSource(self._s3)
@@ -283,21 +319,64 @@ class VideoPosterProcessor:
         )
         if local.stat().st_size == 0:
             raise PermanentError(_EMPTY)
-        poster = extract_poster(local, demuxer, work.should_stop)
-        local.unlink()  # free the workspace before encoding
-        data = encode_webp(poster.image)
+        decoded = self._sandbox.decode(
+            decode_poster,
+            local,
+            options={"demuxer": demuxer},
+            limits=self._limits,
+            should_stop=work.should_stop,
+            output_allowed=POSTER_NAME.__eq__,
+        )
+        local.unlink()  # free the workspace before uploading
+        data = decoded.outputs.get(POSTER_NAME)
+        if data is None:
+            raise PermanentError(f"the decoder returned no {POSTER_NAME}")
         key = work.outputs.put_bytes(POSTER_NAME, data, "image/webp")
+        facts = decoded.result
         return {
-            "duration_s": None if poster.duration_s is None else round(poster.duration_s, 3),
-            "codec": poster.codec,
-            "width": poster.width,
-            "height": poster.height,
-            "fps": poster.fps,
-            "frame_time_s": round(poster.frame_time_s, 3),
+            **{name: facts.get(name) for name in _FACTS},
             "poster": {
                 "key": key,
-                "width": poster.image.width,
-                "height": poster.image.height,
+                "width": facts.get("poster_width"),
+                "height": facts.get("poster_height"),
                 "bytes": len(data),
             },
         }
+
+
+_FACTS: Final = ("duration_s", "codec", "width", "height", "fps", "frame_time_s")
+
+
+# Two 64x64 H.264 frames: decoded once in the sandbox's zygote (warm_up).
+_WARM_UP_CLIP: Final = Path(__file__).with_name("warm_up.mp4")
+
+
+def warm_up() -> None:
+    """In the sandbox's zygote, before the first job: the demuxer and the H.264 decoder run
+    once, so the tables FFmpeg builds on first use are built here, not in every job's fresh
+    process (a third of a short clip's poster time). Single-threaded (the decoder and the
+    scaler told so): the zygote must stay single-threaded to fork safely."""
+    with av.open(str(_WARM_UP_CLIP), format="mov", container_options=_CONTAINER_OPTIONS) as clip:
+        stream = clip.streams.video[0]
+        stream.thread_type, stream.thread_count = "NONE", 1
+        frame = next(iter(clip.decode(stream)), None)
+        if frame is not None:  # scaled as a poster is, on this thread only
+            frame.reformat(width=32, height=32, format="rgb24", threads=1).to_image()  # type: ignore[no-untyped-call]
+    encode_webp(Image.new("RGB", (32, 24)))
+
+
+def decode_poster(source: BinaryIO, options: dict[str, Any]) -> Decoded:
+    """The sandbox's task: the poster of the open video, read with the demuxer the worker
+    chose, encoded as WebP (`poster.webp`), and the video's facts."""
+    poster = extract_poster(source, options["demuxer"])
+    facts = {
+        "duration_s": None if poster.duration_s is None else round(poster.duration_s, 3),
+        "codec": poster.codec,
+        "width": poster.width,
+        "height": poster.height,
+        "fps": poster.fps,
+        "frame_time_s": round(poster.frame_time_s, 3),
+        "poster_width": poster.image.width,
+        "poster_height": poster.image.height,
+    }
+    return Decoded(facts, {POSTER_NAME: encode_webp(poster.image)})

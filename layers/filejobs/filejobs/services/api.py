@@ -4,8 +4,10 @@ out (the API layer parses requests into commands and renders results: filejobs/a
 A tenant caller sees and changes only its own tenant's files and jobs: another tenant's id
 answers "not found", exactly as an id that does not exist, so existence never leaks. Cancel,
 retry and delete are each one conditional write (`JobStore.apply`); a job requested again for a
-file is one conditional put (`JobStore.create`) whose id derives from the caller's idempotency
-key, so repeating the request can never make a second job. Listings continue with opaque page
+file is one transaction (`FileStore.add_api_job`): a conditional put whose id derives from the
+caller's idempotency key, so repeating the request can never make a second job, and a
+conditional ADD on the file that stops at API_JOBS_PER_FILE, so requests without a key (each a
+new job) cannot make jobs without end. Listings continue with opaque page
 tokens (services/page_tokens.py).
 """
 
@@ -22,10 +24,12 @@ from filejobs.domain import content, scanning, transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType, ProcessingJob
+from filejobs.domain.quotas import API_JOBS_PER_FILE
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.ports import (
+    ApiJobAdded,
     Dispatcher,
     FileStore,
     InvalidCursorError,
@@ -185,6 +189,8 @@ class StatusApi:
     # Told of a scan job a caller cancelled: the jobs that wait on its verdict are settled
     # (services/scan_gate.py `scan_ended`), not left to their next look by the sweep.
     scan_ended: Callable[[ProcessingJob], None] | None = None
+    # Jobs one file may be given through request_job, over its life (a replay counts none).
+    jobs_per_file: int = API_JOBS_PER_FILE
 
     # --- files --------------------------------------------------------------------------------
 
@@ -209,7 +215,8 @@ class StatusApi:
         return JobsOfFile(stored.id, self._jobs_of(caller, stored, query.status))
 
     def request_job(self, caller: Caller, command: RequestJob) -> Requested:
-        """A new job of a type on a file, once per idempotency key.
+        """A new job of a type on a file, once per idempotency key, at most `jobs_per_file`
+        per file (a conflict beyond).
 
         The same key again answers the job it made (`replayed`), whatever became of it; the same
         key with another request is a conflict. A parsing job on a file not yet scanned clean is
@@ -236,9 +243,17 @@ class StatusApi:
             priority=command.priority,
             input_data=command.input_data,
         )
-        if self.jobs.create(job):
+        added = self.files.add_api_job(job, per_file=self.jobs_per_file)
+        if added is ApiJobAdded.CREATED:
             self._send(job, "requested job")
             return Requested(JobWithOutputs(job, []), replayed=False, idempotency_key=key)
+        if added is ApiJobAdded.FILE_SPENT:
+            # Without an Idempotency-Key every request is a new job: the cap is what bounds it.
+            raise ConflictError(
+                f"file {stored.id} has had the {self.jobs_per_file} jobs a file may be given "
+                "through the API: no more can be requested for it",
+                log="API jobs of the file spent",
+            )
         existing = self.jobs.get(job.id)
         if existing is None or existing.metadata.deleted_at is not None:
             raise ConflictError(

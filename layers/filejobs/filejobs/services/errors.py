@@ -28,6 +28,10 @@ class UnidentifiedCallerError(RequestRefusedError):
     """The request carries no caller identity the service trusts."""
 
 
+class ForbiddenError(RequestRefusedError):
+    """The caller is known, and the request is not its to make (an operator's power)."""
+
+
 class NotFoundError(RequestRefusedError):
     """No such thing for this caller: another tenant's answers exactly so."""
 

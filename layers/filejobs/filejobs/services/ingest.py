@@ -9,8 +9,16 @@ from datetime import datetime
 
 from filejobs.domain import keys
 from filejobs.domain.content import SNIFF_BYTES, sniff_content_type
-from filejobs.domain.ingest import InvalidUploadError, ObjectCreated, plan_ingest, tenant_of
+from filejobs.domain.file import FileStatus
+from filejobs.domain.ingest import (
+    IngestPlan,
+    InvalidUploadError,
+    ObjectCreated,
+    plan_ingest,
+    tenant_of,
+)
 from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.quotas import TenantQuotas, charge_for, over_quota, rejected, too_large
 from filejobs.domain.retry import ObjectGoneError
 from filejobs.domain.scanning import sent_at_ingest
 from filejobs.domain.time import utcnow
@@ -18,24 +26,37 @@ from filejobs.ports import (
     AlreadyIngested,
     BatchDispatcher,
     FileStore,
-    IngestResult,
+    Ingested,
     JobStore,
     ObjectStore,
+    OverQuota,
 )
+
+type Recorded = Ingested | AlreadyIngested
 
 
 class IngestService:
+    """Records each upload once, within its tenant's quotas.
+
+    `limits` gives the quotas in force for a tenant (services/quotas.py `TenantLimits.limits`);
+    without it nothing is limited or counted. An upload over a quota is recorded all the same,
+    `rejected` with the reason and no jobs, so it is seen (the file's view, `Upload Rejected`)
+    rather than dropped.
+    """
+
     def __init__(
         self,
         files: FileStore,
         heads: ObjectStore,
         clock: Callable[[], datetime] = utcnow,
+        limits: Callable[[str], TenantQuotas] | None = None,
     ) -> None:
         self._files = files
         self._heads = heads
         self._clock = clock
+        self._limits = limits
 
-    def ingest(self, record: ObjectCreated) -> IngestResult:
+    def ingest(self, record: ObjectCreated) -> Recorded:
         """Record the upload once, however often the record is delivered.
 
         Raises `InvalidUploadError` for keys outside `uploads/{tenant}/`, before any I/O.
@@ -46,10 +67,31 @@ class IngestService:
         except ObjectGoneError:
             return self._gone(record)
         content_type = sniff_content_type(head)
-        plan = plan_ingest(record, content_type, now=self._clock())
-        return self._files.record_ingest(plan)
+        now = self._clock()
+        plan = plan_ingest(record, content_type, now=now)
+        if self._limits is None:
+            return self._recorded(self._files.record_ingest(plan))
+        return self._within_quotas(plan, self._limits(plan.file.tenant), now)
 
-    def _gone(self, record: ObjectCreated) -> IngestResult:
+    def _within_quotas(self, plan: IngestPlan, quotas: TenantQuotas, now: datetime) -> Recorded:
+        """The upload counted against its tenant's day with its file and jobs, or, over a
+        quota, recorded rejected (and counted nowhere)."""
+        reason = too_large(plan.file, quotas)
+        if reason is not None:
+            return self._recorded(self._files.record_ingest(rejected(plan, reason)))
+        result = self._files.record_ingest(plan, charge_for(plan.file, quotas, now=now))
+        if isinstance(result, OverQuota):
+            reason = over_quota(result.charge, result.usage)
+            return self._recorded(self._files.record_ingest(rejected(plan, reason)))
+        return result
+
+    @staticmethod
+    def _recorded(result: Ingested | AlreadyIngested | OverQuota) -> Recorded:
+        if isinstance(result, OverQuota):  # no charge was given: nothing could be over
+            raise AssertionError("an upload recorded without a charge was refused as over quota")
+        return result
+
+    def _gone(self, record: ObjectCreated) -> Recorded:
         """The version is no longer there. A late duplicate of a recorded upload (its file
         since quarantined or deleted) is a duplicate like any other; an upload never recorded
         was withdrawn before its ingest, and there is nothing to process."""
@@ -70,6 +112,8 @@ class Received:
     content_type: str | None  # sniffed on the first delivery
     jobs: tuple[ProcessingJob, ...]  # the jobs the first delivery recorded (none on a redelivery)
     sent: list[ProcessingJob]  # the jobs whose messages this delivery sent
+    # Why the first delivery recorded the upload rejected (over a quota), with no jobs.
+    rejected: str | None = None
 
 
 class UploadIntake:
@@ -96,6 +140,12 @@ class UploadIntake:
         plan = result.plan
         sent = sent_at_ingest(plan.jobs)
         self._dispatcher.dispatch_all(sent)
+        reason = plan.file.status_reason if plan.file.status is FileStatus.REJECTED else None
         return Received(
-            plan.file.id, first=True, content_type=plan.file.content_type, jobs=plan.jobs, sent=sent
+            plan.file.id,
+            first=True,
+            content_type=plan.file.content_type,
+            jobs=plan.jobs,
+            sent=sent,
+            rejected=reason,
         )

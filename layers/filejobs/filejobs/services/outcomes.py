@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from filejobs.domain.file import StoredFile
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.outcome_events import (
+    DetailType,
     OutcomeEvent,
     file_event_id,
     file_outcome,
@@ -81,4 +82,6 @@ def _file_event(before: StoredFile | None, stored: StoredFile) -> OutcomeEvent |
         return None
     event_id = file_event_id(stored)
     detail = {"event_id": event_id, **file_view(stored)}
+    if detail_type is DetailType.UPLOAD_REJECTED:
+        detail["reason"] = stored.status_reason
     return OutcomeEvent(event_id, detail_type, detail, stored.metadata.updated_at)

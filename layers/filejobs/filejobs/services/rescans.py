@@ -80,6 +80,8 @@ class Rescans:
             return "the file is deleted"
         if stored.status is FileStatus.QUARANTINED:
             return "the file is quarantined: there is nothing left to scan"
+        if stored.status is FileStatus.REJECTED:
+            return f"the upload was rejected ({stored.status_reason}): it is never processed"
         return None
 
     def rescan(self, stored: StoredFile, *, key: str, by: str, reason: str) -> Rescan:

@@ -68,7 +68,7 @@ class WorkResult:
 
 
 @dataclass(frozen=True)
-class TenantLimits:
+class RunningCap:
     """The tenants' cap and where its slots are kept; `deadline` says when the invocation at
     work must end (a slot taken now lapses then: a crashed worker's slot is not held forever)."""
 
@@ -96,7 +96,7 @@ class WorkerService:
         retry_policy: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen dataclass: immutable)
         clock: Callable[[], datetime] = utcnow,
         cancel_look_every: timedelta = CANCEL_LOOK_EVERY,
-        limits: TenantLimits | None = None,
+        limits: RunningCap | None = None,
     ) -> None:
         self._jobs = jobs
         self._dispatcher = dispatcher
@@ -147,7 +147,7 @@ class WorkerService:
 
     # --- the tenant's cap ----------------------------------------------------------------------
 
-    def _take_slot(self, limits: TenantLimits, tenant: str, job_id: str) -> bool:
+    def _take_slot(self, limits: RunningCap, tenant: str, job_id: str) -> bool:
         """Whether the job now holds one of its tenant's slots for this job type."""
         return limits.slots.take(
             tenant,
@@ -158,13 +158,13 @@ class WorkerService:
             now=self._clock(),
         )
 
-    def _give_back_slot(self, limits: TenantLimits, tenant: str, job_id: str) -> None:
+    def _give_back_slot(self, limits: RunningCap, tenant: str, job_id: str) -> None:
         try:
             limits.slots.give_back(tenant, self._job_type, job_id)
         except Exception:  # the slot lapses at its invocation's deadline anyway
             logger.exception("giving back the slot of job %s failed", job_id)
 
-    def _defer(self, limits: TenantLimits, message: JobMessage) -> WorkResult:
+    def _defer(self, limits: RunningCap, message: JobMessage) -> WorkResult:
         """Leaves the job pending, unclaimed, and sends its message again for later."""
         now = self._clock()
         wait = limits.delay()

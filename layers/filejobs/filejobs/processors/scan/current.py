@@ -32,6 +32,7 @@ from filejobs.domain.retry import TransientError
 from filejobs.domain.time import utcnow
 from filejobs.processors.scan.clamd import ClamdError, ClamdScanner, ClamLimits, warm_clamav
 from filejobs.processors.scan.engines import Scanner, SignatureError, YaraScanner
+from filejobs.processors.scan.isolated import SandboxedYara
 from filejobs.processors.scan.processor import EngineSet
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,9 @@ class EngineSettings:
     limits: ClamLimits = field(default_factory=ClamLimits)
     max_age: timedelta = timedelta(hours=48)
     refresh_seconds: float = REFRESH_SECONDS
+    # YARA and the archive walk in the decoder sandbox (isolated.py); False only for a caller
+    # that measures the engine itself.
+    sandboxed: bool = True
 
 
 class CurrentEngines:
@@ -114,7 +118,7 @@ class CurrentEngines:
         self._etag: str | None = None
         self._read_at: float | None = None
         self._local: LocalSet | None = None
-        self._yara: tuple[str | None, YaraScanner] | None = None
+        self._yara: tuple[str | None, Scanner] | None = None
 
     def __call__(self, newest: bool = False) -> EngineSet:
         with self._lock:
@@ -176,14 +180,18 @@ class CurrentEngines:
 
     # --- the engines --------------------------------------------------------------------------
 
-    def _yara_for(self, local: LocalSet | None) -> YaraScanner:
+    def _yara_for(self, local: LocalSet | None) -> Scanner:
         set_id = None if local is None else local.manifest.set_id
         if self._yara is None or self._yara[0] != set_id:
             extra = [] if local is None else [local.yara_dir]
             try:
-                self._yara = (set_id, YaraScanner.with_rules_in(*extra))
+                scanner = YaraScanner.with_rules_in(*extra)
             except SignatureError as error:
                 raise DefinitionsUnavailableError(f"set {set_id}: {error}") from error
+            engine: Scanner = scanner
+            if self._settings.sandboxed:
+                engine = SandboxedYara(scanner)
+            self._yara = (set_id, engine)
         return self._yara[1]
 
     def _clamav(self, manifest: DefinitionsManifest | None, local: LocalSet | None) -> ClamdScanner:

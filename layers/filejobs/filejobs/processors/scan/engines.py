@@ -7,6 +7,8 @@ that refused part of the file (`refusals`: no attempt will get further) are all 
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import subprocess
 import tempfile
@@ -14,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import yara  # type: ignore[import-not-found]  # a C extension without stubs
 
@@ -88,8 +90,22 @@ class YaraScanner:
     ) -> None:
         # `rules` is a compiled yara.Rules (the extension ships no types).
         self._rules = rules
-        self._limits = limits or ArchiveLimits()
-        self._timeout = timeout_seconds
+        self.limits = limits or ArchiveLimits()
+        self.timeout_seconds = timeout_seconds
+
+    def sealed_rules(self) -> int:
+        """The compiled rules in a sealed memfd (no write, grow, shrink or unseal: not by this
+        process, not by one it is passed to), at offset 0; the caller closes it."""
+        fd = os.memfd_create("yara-rules", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            with os.fdopen(os.dup(fd), "wb") as out:
+                self._rules.save(file=out)
+            seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     @classmethod
     def from_files(cls, files: Iterable[Path], **options: Any) -> YaraScanner:
@@ -116,11 +132,13 @@ class YaraScanner:
         scanned = 0
         # Members are unpacked next to the file: the job's workspace, removed after the attempt.
         with tempfile.TemporaryDirectory(dir=path.parent, prefix=".yara-") as scratch:
-            walker = ArchiveWalker(self._limits, Path(scratch))
+            walker = ArchiveWalker(self.limits, Path(scratch))
             for member in walker.walk(path, path.name):
                 scanned += 1
                 try:
-                    matches = self._rules.match(filepath=str(member.path), timeout=self._timeout)
+                    matches = self._rules.match(
+                        filepath=str(member.path), timeout=self.timeout_seconds
+                    )
                 except yara.Error as error:  # TimeoutError is a yara.Error too
                     errors.append(f"{member.name}: {error}")
                     continue
@@ -133,6 +151,11 @@ class YaraScanner:
             errors=errors,
             refusals=list(walker.refusals),
         )
+
+
+def load_rules(file: BinaryIO) -> Any:
+    """Rules saved by `YaraScanner.sealed_rules` (a yara.Rules)."""
+    return yara.load(file=file)
 
 
 # "path: Signature.Name FOUND" (the signature may contain spaces in third-party databases).

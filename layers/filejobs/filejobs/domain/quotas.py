@@ -1,0 +1,170 @@
+"""Per-tenant quotas on uploads, the pure part: what a tenant may upload in a UTC day, how large
+one file may be, and why an upload over them is rejected.
+
+The defaults come from the template's parameters (`TenantMaxFilesPerDay`,
+`TenantMaxBytesPerDay`, `TenantMaxFileBytes`, `TenantMaxInFlightJobs`); an operator may
+override any of them for one tenant (`PUT /tenants/{tenant}/quotas`). 0 means unlimited.
+`max_in_flight_jobs` is stored here for the workers' side; nothing in the ingest enforces it.
+
+Counting is the repository's: an accepted upload adds 1 file and its bytes to the tenant's day in
+the same transaction that records the file, on the condition that the totals stay within the
+limits the `UsageCharge` carries, so no read-then-write race and no second count of a redelivery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, date, datetime
+
+from filejobs.domain.file import FileStatus, StoredFile
+from filejobs.domain.ingest import IngestPlan
+
+UNLIMITED = 0
+# Jobs a file may be given through `POST /files/{id}/jobs`, over its life: without a cap, a
+# request without an Idempotency-Key makes a new job each time, as often as it is sent.
+API_JOBS_PER_FILE = 20
+# The largest value a quota may take: 2**53 - 1, what every JSON client reads exactly.
+MAX_QUOTA_VALUE = 2**53 - 1
+
+
+@dataclass(frozen=True)
+class TenantQuotas:
+    """The limits one tenant's uploads are held to (0: unlimited)."""
+
+    files_per_day: int
+    bytes_per_day: int
+    max_file_bytes: int
+    max_in_flight_jobs: int
+
+    def overridden(self, overrides: QuotaOverrides) -> TenantQuotas:
+        """These limits, with the tenant's overrides in place of the defaults they name."""
+        changes = {
+            name: value for name in QUOTA_FIELDS if (value := getattr(overrides, name)) is not None
+        }
+        return replace(self, **changes)
+
+
+QUOTA_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(TenantQuotas))
+
+
+@dataclass(frozen=True)
+class QuotaOverrides:
+    """A tenant's own limits, as an operator set them: None where the default applies."""
+
+    files_per_day: int | None = None
+    bytes_per_day: int | None = None
+    max_file_bytes: int | None = None
+    max_in_flight_jobs: int | None = None
+    updated_at: datetime | None = None
+    updated_by: str | None = None
+
+    def as_dict(self) -> dict[str, int]:
+        """The limits this tenant has of its own (the ones set), by name."""
+        return {name: value for name in QUOTA_FIELDS if (value := getattr(self, name)) is not None}
+
+
+@dataclass(frozen=True)
+class QuotaChange:
+    """What an operator changes: `set` limits take the given value, `reset` ones go back to the
+    default. A limit named in neither is left as it is."""
+
+    set: dict[str, int]
+    reset: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = (set(self.set) | self.reset) - set(QUOTA_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown quota fields: {', '.join(sorted(unknown))}")
+        if set(self.set) & self.reset:
+            raise ValueError("a quota cannot be set and reset at once")
+        if not self.set and not self.reset:
+            raise ValueError("a quota change must set or reset at least one quota")
+        for name, value in self.set.items():
+            if not 0 <= value <= MAX_QUOTA_VALUE:
+                raise ValueError(f"{name} must be from 0 to {MAX_QUOTA_VALUE}")
+
+
+@dataclass(frozen=True)
+class DayUsage:
+    """What a tenant uploaded (and was accepted) in one UTC day."""
+
+    tenant: str
+    day: date
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class UsageCharge:
+    """What one accepted upload adds to its tenant's day, and the totals the day may not pass
+    (None: unlimited). The store adds it only if the new totals stay within them."""
+
+    tenant: str
+    day: date
+    files: int
+    bytes: int
+    max_files: int | None
+    max_bytes: int | None
+
+    def fits(self, usage: DayUsage) -> bool:
+        """Whether the day, with this upload added, stays within the limits."""
+        files_fit = self.max_files is None or usage.files + self.files <= self.max_files
+        bytes_fit = self.max_bytes is None or usage.bytes + self.bytes <= self.max_bytes
+        return files_fit and bytes_fit
+
+
+def usage_day(moment: datetime) -> date:
+    """The UTC day an upload counts against."""
+    return moment.astimezone(UTC).date()
+
+
+def _limit(value: int) -> int | None:
+    return None if value == UNLIMITED else value
+
+
+def charge_for(stored: StoredFile, quotas: TenantQuotas, *, now: datetime) -> UsageCharge:
+    """What recording `stored` adds to its tenant's day."""
+    return UsageCharge(
+        tenant=stored.tenant,
+        day=usage_day(now),
+        files=1,
+        bytes=stored.size,
+        max_files=_limit(quotas.files_per_day),
+        max_bytes=_limit(quotas.bytes_per_day),
+    )
+
+
+def too_large(stored: StoredFile, quotas: TenantQuotas) -> str | None:
+    """Why the file is over its tenant's largest file size, or None when it is not."""
+    limit = _limit(quotas.max_file_bytes)
+    if limit is None or stored.size <= limit:
+        return None
+    return (
+        f"file {stored.key} is {stored.size} bytes, over tenant {stored.tenant}'s "
+        f"{limit} bytes max file size quota"
+    )
+
+
+def over_quota(charge: UsageCharge, usage: DayUsage) -> str:
+    """Why `charge` did not fit the day as it stood (`usage`): the first limit it passes."""
+    if charge.max_files is not None and usage.files + charge.files > charge.max_files:
+        return (
+            f"tenant {charge.tenant} is over its {charge.max_files} files per day quota "
+            f"({usage.files} used on {charge.day.isoformat()})"
+        )
+    if charge.max_bytes is not None and usage.bytes + charge.bytes > charge.max_bytes:
+        return (
+            f"tenant {charge.tenant} is over its {charge.max_bytes} bytes per day quota "
+            f"({usage.bytes} used on {charge.day.isoformat()}; this file is {charge.bytes})"
+        )
+    # The day moved on between the refusal and this reading: the refusal still stands.
+    return (
+        f"tenant {charge.tenant} was over its daily quota ({charge.max_files} files, "
+        f"{charge.max_bytes} bytes) when the upload was counted"
+    )
+
+
+def rejected(plan: IngestPlan, reason: str) -> IngestPlan:
+    """The upload recorded as rejected, with the reason, and given no jobs."""
+    file = replace(plan.file, status=FileStatus.REJECTED, status_reason=reason)
+    return IngestPlan(file, ())

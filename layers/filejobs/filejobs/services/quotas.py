@@ -1,0 +1,72 @@
+"""Tenant quotas: the limits that hold a tenant's uploads (the ingest asks `limits`), and the
+API's use cases to read them (a tenant its own, an operator any) and change them (operators
+only). The rules are domain/quotas.py; counting is the file store's ingest (ports.FileStore)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from filejobs.access import Caller
+from filejobs.domain.quotas import (
+    DayUsage,
+    QuotaChange,
+    QuotaOverrides,
+    TenantQuotas,
+    usage_day,
+)
+from filejobs.domain.time import utcnow
+from filejobs.ports import QuotaStore
+from filejobs.services.errors import ForbiddenError, NotFoundError
+
+
+@dataclass(frozen=True)
+class QuotaReport:
+    """A tenant's limits as the API shows them: the ones in force, the defaults, the tenant's
+    own, and what its uploads of today (UTC) add up to."""
+
+    tenant: str
+    limits: TenantQuotas
+    defaults: TenantQuotas
+    overrides: QuotaOverrides
+    usage: DayUsage
+
+
+@dataclass
+class TenantLimits:
+    store: QuotaStore
+    defaults: TenantQuotas
+    clock: Callable[[], datetime] = utcnow
+
+    def limits(self, tenant: str) -> TenantQuotas:
+        """The limits in force for the tenant: its own where an operator set them, else the
+        defaults."""
+        return self.defaults.overridden(self.store.overrides(tenant))
+
+    def report(self, caller: Caller, tenant: str) -> QuotaReport:
+        """A tenant reads its own quotas, an operator any tenant's; another tenant's answer as
+        if there were no such tenant."""
+        if not caller.may_see(tenant):
+            raise NotFoundError(f"no tenant {tenant!r}", log="another tenant's quotas")
+        return self._report(tenant, self.store.overrides(tenant))
+
+    def change(self, caller: Caller, tenant: str, change: QuotaChange) -> QuotaReport:
+        """An operator sets or resets some of a tenant's limits, in one write."""
+        if not caller.operator:
+            # A tenant who could raise its own limits would have none.
+            raise ForbiddenError(
+                "only an operator may change a tenant's quotas", log="tenant changing quotas"
+            )
+        overrides = self.store.change(tenant, change, at=self.clock(), by=caller.name)
+        return self._report(tenant, overrides)
+
+    def _report(self, tenant: str, overrides: QuotaOverrides) -> QuotaReport:
+        usage = self.store.usage(tenant, usage_day(self.clock()))
+        return QuotaReport(
+            tenant=tenant,
+            limits=self.defaults.overridden(overrides),
+            defaults=self.defaults,
+            overrides=overrides,
+            usage=usage,
+        )
