@@ -52,12 +52,14 @@ BENCHES = (
     Bench("compression", "processors", ("bench/compression.py",)),
     Bench("scanning", "scanning", ("bench/scanning.py",)),
     Bench("local_stack", "local_stack", ("bench/local_stack.py",)),
+    Bench("fairness", "fairness", ("bench/fairness.py",)),
 )
 TITLES = {
     "requests": "AWS requests per file and the cost of a million files",
     "sweep": "The sweep against the table's size",
     "cold_start": "Cold start of the handlers",
     "local_stack": "The local stack: throughput and latency",
+    "fairness": "Fairness between tenants: a quiet tenant behind a noisy one's burst",
     "processors": "Processors",
     "scanning": "Virus scanning: clamscan per job against a warm clamd",
     "built_sizes": "Built sizes",

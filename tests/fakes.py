@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filejobs.data import index_keys
+from filejobs.domain import fairness
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobError, JobStatus, JobType, ProcessingJob
@@ -260,6 +261,39 @@ def _page(ordered: list[ProcessingJob], limit: int, range_value: Any) -> JobPage
         last = entries[-1]
         cursor = PageCursor(range_value(last), last.id)
     return JobPage([_copy(j) for j in entries], cursor)
+
+
+class InMemoryTenantSlots:
+    """TenantSlots: each (tenant, job type)'s holders, job id -> when its slot lapses, behind
+    one lock (as each take is one conditional write). Lapsed slots count until a refused take
+    clears them, as the repository does (data/tenant_slots.py)."""
+
+    def __init__(self) -> None:
+        self.holders: dict[tuple[str, JobType], dict[str, datetime]] = {}
+        self.taken: list[str] = []  # every job id that got a slot, in order
+        self._lock = threading.Lock()
+
+    def take(
+        self, tenant: str, job_type: JobType, job_id: str, *, cap: int, until: datetime,
+        now: datetime,
+    ) -> bool:  # fmt: skip
+        with self._lock:
+            held = self.holders.setdefault((tenant, job_type), {})
+            if len(held) >= cap and job_id not in held:
+                for stale in fairness.lapsed(held, now):
+                    del held[stale]
+            if len(held) >= cap and job_id not in held:
+                return False
+            held[job_id] = until
+            self.taken.append(job_id)
+            return True
+
+    def give_back(self, tenant: str, job_type: JobType, job_id: str) -> None:
+        with self._lock:
+            self.holders.get((tenant, job_type), {}).pop(job_id, None)
+
+    def held(self, tenant: str, job_type: JobType) -> set[str]:
+        return set(self.holders.get((tenant, job_type), {}))
 
 
 # --- files -----------------------------------------------------------------------------------

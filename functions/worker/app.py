@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -17,13 +18,15 @@ from filejobs import runtime
 from filejobs.adapters.aws_errors import AWS_RETRY_POLICY
 from filejobs.adapters.s3 import S3Outputs
 from filejobs.adapters.workspace import shared_scratch
+from filejobs.domain.fairness import TenantCap
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
+from filejobs.domain.time import utcnow
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.registry import ScanSettings, processor_for
 from filejobs.processors.sandbox import privileges
-from filejobs.services.worker import Disposition, WorkerService, WorkResult
+from filejobs.services.worker import Disposition, RunningCap, WorkerService, WorkResult
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -45,7 +48,10 @@ _METRIC = {
     Disposition.FAILED: "JobsFailed",
     Disposition.SKIPPED: "MessagesSkipped",
     Disposition.ABANDONED: "JobsAbandoned",
+    Disposition.DEFERRED: "JobsDeferred",
 }
+# Neither started a job: the message was acknowledged without work, or sent again for later.
+_NOT_STARTED = frozenset({Disposition.SKIPPED, Disposition.DEFERRED})
 
 
 def job_type() -> JobType:
@@ -53,12 +59,12 @@ def job_type() -> JobType:
 
 
 @tracer.capture_method(capture_response=False)
-def record_handler(record: SQSRecord) -> None:
+def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
     with record_scope(logger, message_id=record.message_id):
-        handle_record(record)
+        handle_record(record, lambda_context)
 
 
-def handle_record(record: SQSRecord) -> None:
+def handle_record(record: SQSRecord, context: LambdaContext | None = None) -> None:
     # A malformed message raises here: it fails alone and, after maxReceiveCount, rests in the DLQ.
     message = JobMessage.parse(record.body)
     tracer.put_annotation(key="job_id", value=message.job_id)
@@ -70,7 +76,7 @@ def handle_record(record: SQSRecord) -> None:
         file_id=message.file_id,
         job_type=message.job_type.value,
     ):
-        handle(message, record.message_id)
+        handle(message, record.message_id, context)
 
 
 def build_processor() -> Processor:
@@ -124,7 +130,23 @@ def counting_refusals(scan: Processor) -> Processor:
     return counted
 
 
-def handle(message: JobMessage, message_id: str) -> None:
+def running_cap(context: LambdaContext | None) -> RunningCap | None:
+    """The tenants' cap (TenantMaxRunningJobs), its slots lapsing at this invocation's deadline:
+    Lambda stops the invocation then, so a slot it never gave back counts no longer."""
+    slots = runtime.tenant_slots()
+    if slots is None:
+        return None
+
+    def deadline() -> datetime:
+        remaining = context.get_remaining_time_in_millis() if context is not None else 0
+        # Without a context (a direct call), a lease is as long as an attempt may go unseen.
+        left = timedelta(milliseconds=remaining) if remaining else runtime.settings().lease
+        return utcnow() + left
+
+    return RunningCap(slots, TenantCap(runtime.settings().tenant_max_running), deadline)
+
+
+def handle(message: JobMessage, message_id: str, context: LambdaContext | None = None) -> None:
     settings = runtime.settings()
     service = WorkerService(
         runtime.jobs(),
@@ -138,6 +160,7 @@ def handle(message: JobMessage, message_id: str) -> None:
         scratch=shared_scratch(),
         gate=runtime.scan_gate(),
         retry_policy=AWS_RETRY_POLICY,
+        limits=running_cap(context),
     )
     result = service.handle(message)
     job = result.job
@@ -154,7 +177,7 @@ def handle(message: JobMessage, message_id: str) -> None:
 
 def record_metrics(result: WorkResult) -> None:
     metrics.add_dimension(name="job_type", value=job_type().value)
-    if result.disposition is not Disposition.SKIPPED:
+    if result.disposition not in _NOT_STARTED:
         metrics.add_metric(name="JobsStarted", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name=_METRIC[result.disposition], unit=MetricUnit.Count, value=1)
     duration = result.job.duration() if result.job is not None else None

@@ -647,3 +647,34 @@ def test_an_api_line_names_the_requested_job(
 
     [line] = logs()
     assert (line["message"], line["job_id"]) == ("job not found", event["pathParameters"]["job_id"])
+
+
+def test_a_workers_tenant_slots_lapse_at_its_invocations_deadline(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given a worker invoked with a context that has 120 s left
+    monkeypatch.setenv("JOB_TYPE", JobType.VIRUS_SCAN.value)
+    contexts: list[object] = []
+    monkeypatch.setattr(
+        worker, "handle", lambda message, message_id, context=None: contexts.append(context)
+    )
+    context = FakeContext()
+    body = json.dumps({"job_id": str(uuid.uuid4()), "job_type": "virus_scan", "tenant": "acme"})
+    record = {
+        "messageId": str(uuid.uuid4()),
+        "receiptHandle": "handle",
+        "body": body,
+        "attributes": {},
+        "messageAttributes": {},
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:jobs",
+        "awsRegion": "us-east-1",
+    }
+    worker.handler({"Records": [record]}, context)
+    # then each record is handled with the invocation's context (Powertools hands it over)
+    assert contexts == [context]
+    # and the template's cap applies, each slot lapsing when the invocation must have ended
+    limits = worker.running_cap(context)
+    assert limits is not None and limits.cap.max_running == 10
+    expected = utcnow() + timedelta(milliseconds=context.get_remaining_time_in_millis())
+    assert abs((limits.deadline() - expected).total_seconds()) < 5

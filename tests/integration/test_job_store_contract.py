@@ -229,6 +229,52 @@ def test_a_scheduled_job_cannot_be_claimed_before_its_retry_is_due(store: JobSto
     assert (on_time.status, on_time.attempt) == (JobStatus.RUNNING, 2)
 
 
+def defer(job: ProcessingJob, now: datetime, until: datetime) -> transitions.Transition:
+    return transitions.defer(
+        now=now, until=until, dispatch_grace=GRACE, job_type=job.job_type, worker="w"
+    )
+
+
+def test_a_deferred_job_stays_pending_and_unclaimed_until_its_message_is_due_back(
+    store: JobStore,
+) -> None:
+    # given a pending job whose tenant is at its cap
+    job = created(store, a_job())[0]
+    now, until = T0 + timedelta(seconds=5), T0 + timedelta(seconds=25)
+    # when a worker defers it, then it is pending, no attempt spent, no dispatch counted
+    deferred = applied(write(store, job, defer(job, now, until)))
+    assert (deferred.status, deferred.attempt, deferred.dispatch_count) == (
+        JobStatus.PENDING,
+        0,
+        job.dispatch_count,
+    )
+    assert (deferred.dispatched_at, deferred.sweep_at) == (until, until + GRACE)
+    # and the sweep is not given it before its message is due back (and a grace after)
+    assert list(store.due_for_sweep(until + GRACE - timedelta(microseconds=1))) == []
+    assert ids(list(store.due_for_sweep(until + GRACE))) == [job.id]
+    assert store.get(job.id) == deferred
+
+
+def test_a_deferred_due_retry_is_pending_again_with_its_attempts_kept(store: JobStore) -> None:
+    running = claimed(store, created(store, a_job())[0])
+    retry_at = T0 + timedelta(minutes=1)
+    failure = transitions.fail(running, error="slow", now=T0, retry_at=retry_at, retention=KEEP)
+    scheduled = applied(write(store, running, failure))
+
+    early = write(store, running, defer(running, T0, retry_at))
+    deferred = applied(write(store, running, defer(running, retry_at, retry_at + GRACE)))
+
+    assert early == Lost(Conflict.NOT_DUE, scheduled)
+    assert (deferred.status, deferred.attempt, deferred.retry_count) == (JobStatus.PENDING, 1, 1)
+    assert deferred.scheduled_at is None
+
+
+def test_a_running_job_is_not_deferred(store: JobStore) -> None:
+    running = claimed(store, created(store, a_job())[0])
+    lost = write(store, running, defer(running, T0, T0 + GRACE))
+    assert isinstance(lost, Lost) and lost.conflict is Conflict.TAKEN
+
+
 def test_a_failure_without_a_retry_fails_the_job_for_good(store: JobStore) -> None:
     running = claimed(store, created(store, a_job())[0])
 

@@ -997,3 +997,40 @@ def test_a_kms_key_makes_its_key_pair_when_it_first_signs() -> None:
     # and moto as released made a pair for each of the four symmetric keys, nobody reading it
     assert unfixed["made before signing"] == 4
     assert unfixed["made"] == 5
+
+
+def first_receive_of_a_burst_and_a_quiet_group(*, fixed: bool = True) -> list[str]:
+    """The groups of the first 10 messages received from a standard queue that was sent 30 of
+    group `noisy`, then 2 of group `quiet`."""
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
+
+    if fixed:
+        moto_fixes.apply()
+    with _served() as client:
+        sqs = client("sqs")
+        queue = sqs.create_queue(QueueName="jobs")["QueueUrl"]
+        for group, count in (("noisy", 30), ("quiet", 2)):
+            for start in range(0, count, 10):
+                entries = [
+                    {"Id": str(n), "MessageBody": f"{group} {n}", "MessageGroupId": group}
+                    for n in range(start, min(start + 10, count))
+                ]
+                sqs.send_message_batch(QueueUrl=queue, Entries=entries)
+        received = sqs.receive_message(
+            QueueUrl=queue, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"]
+        )["Messages"]
+        return [m["Attributes"]["MessageGroupId"] for m in received]
+
+
+def test_a_standard_queue_serves_a_quiet_group_before_a_noisy_groups_backlog() -> None:
+    # given a noisy tenant's 30 messages sent before a quiet tenant's 2, when a worker receives
+    groups = in_fresh_process(first_receive_of_a_burst_and_a_quiet_group)
+    # then both of the quiet tenant's come in the first batch, as from an SQS fair queue
+    assert groups.count("quiet") == 2
+    assert len(groups) == 10
+
+
+def test_moto_as_released_serves_a_standard_queue_in_the_order_sent() -> None:
+    # the gap the fix closes: the quiet tenant waits behind the whole backlog
+    groups = in_fresh_process(first_receive_of_a_burst_and_a_quiet_group, fixed=False)
+    assert groups == ["noisy"] * 10

@@ -44,7 +44,12 @@ def test_new_jobs_go_to_their_types_queue_in_batches(
 
     for job in plan.jobs:
         assert drain(sqs, queues[(job.job_type, Lane.NORMAL)]) == [
-            {"job_id": job.id, "job_type": job.job_type.value, "file_id": job.file_id}
+            {
+                "job_id": job.id,
+                "job_type": job.job_type.value,
+                "file_id": job.file_id,
+                "tenant": job.tenant,
+            }
         ]
         assert drain(sqs, queues[(job.job_type, Lane.HIGH)]) == []
 
@@ -72,6 +77,30 @@ def test_a_retry_is_delayed_at_most_fifteen_minutes(
         AttributeNames=["ApproximateNumberOfMessagesDelayed"],
     )["Attributes"]
     assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
+
+
+def groups(sqs: SQSClient, url: str) -> list[str]:
+    """The MessageGroupId of each message waiting in the queue."""
+    messages = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["MessageGroupId"]
+    ).get("Messages", [])
+    return [m.get("Attributes", {}).get("MessageGroupId", "") for m in messages]
+
+
+def test_every_message_names_its_tenant_as_its_fair_queue_group(
+    sqs: SQSClient, queues: dict[tuple[JobType, Lane], str], clock: FakeClock
+) -> None:
+    # given a file's new jobs, and a retry of one, of tenant "globex"
+    plan = ingest_plan(clock.now, "image/jpeg", tenant="globex")
+    retry = plan.jobs[0]
+    dispatcher = SqsDispatcher(sqs, queues)
+    # when they are sent, in batches and alone
+    dispatcher.dispatch_all(plan.jobs)
+    dispatcher.dispatch(retry, timedelta(0))
+    # then each message's group is the tenant: SQS fair queues keep one tenant from starving
+    assert {job.tenant for job in plan.jobs} == {"globex"}
+    sent = [g for job in plan.jobs for g in groups(sqs, queues[(job.job_type, Lane.NORMAL)])]
+    assert sent == ["globex"] * (len(plan.jobs) + 1)
 
 
 def test_a_type_without_a_queue_is_a_clear_error(sqs: SQSClient, clock: FakeClock) -> None:

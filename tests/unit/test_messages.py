@@ -32,6 +32,17 @@ def test_a_jobs_message_names_its_file() -> None:
     assert json.loads(message.to_json())["file_id"] == job.file_id
 
 
+def test_a_jobs_message_names_its_tenant_for_the_tenants_cap() -> None:
+    job = pending_job(datetime(2026, 11, 29, tzinfo=UTC))
+    message = JobMessage.parse(JobMessage.for_job(job).to_json())
+    assert message.tenant == job.tenant == "acme"
+
+
+def test_a_message_sent_before_tenants_parses_without_one() -> None:
+    body = json.dumps({"job_id": JOB_ID, "job_type": "virus_scan", "file_id": FILE_ID})
+    assert JobMessage.parse(body).tenant is None
+
+
 def test_a_message_sent_before_file_ids_still_parses() -> None:
     body = json.dumps({"job_id": JOB_ID, "job_type": "virus_scan"})
     assert JobMessage.parse(body) == JobMessage(JOB_ID, JobType.VIRUS_SCAN, file_id=None)
@@ -52,6 +63,10 @@ def test_a_message_sent_before_file_ids_still_parses() -> None:
         (
             json.dumps({"job_id": JOB_ID, "job_type": "virus_scan", "file_id": 7}),
             "file_id must be a UUID",
+        ),
+        (
+            json.dumps({"job_id": JOB_ID, "job_type": "virus_scan", "tenant": "../acme"}),
+            "tenant must be a tenant id",
         ),
     ],
 )

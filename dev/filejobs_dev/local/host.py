@@ -305,10 +305,13 @@ class Host:
             if not any(rule.fires(message["MessageId"]) for rule in rules):
                 continue
             record_injection(FaultKind.DUPLICATE, function=self.name, message=message["MessageId"])
+            # The copy keeps the original's fair-queue group (its tenant), as SQS's own would.
+            group = message.get("Attributes", {}).get("MessageGroupId")
             sqs.send_message(
                 QueueUrl=url,
                 MessageBody=message["Body"],
                 MessageAttributes={DUPLICATE_ATTRIBUTE: {"DataType": "String", "StringValue": "1"}},
+                **({"MessageGroupId": group} if group else {}),
             )
 
     def _poison(self, event: dict[str, Any]) -> set[str]:

@@ -28,6 +28,11 @@ answers, are in moto_speedups.py):
   the key: S3 then adds a delete marker and the infected version stays in the bucket, noncurrent.
   Each record now carries the new version's id (in a versioned bucket) and a sequencer that grows
   with every event, as S3's records do.
+- Standard queues are fair queues. AWS serves a quiet message group (a tenant, the
+  `MessageGroupId` of a job message) before a noisy group's backlog; moto keeps the group id of
+  a standard queue's message but delivers in the order sent. Receives now take the groups in
+  turn, those with the fewest messages in flight first (fair_queues.py says exactly what is
+  emulated and what is not).
 
 """
 
@@ -41,6 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
+
+from filejobs_dev.local import fair_queues
 
 _state = threading.local()
 # One lock for DynamoDB and its streams, so a stream read never sees a transaction half done.
@@ -213,6 +220,7 @@ def apply(*, speedups: bool = True) -> None:
     _serialised(DynamoHandler)
     _serialised(DynamoDBStreamsHandler)
     notifications._get_s3_event = _naming_the_version(notifications._get_s3_event)
+    fair_queues.apply()
     if speedups:
         from filejobs_dev.local import moto_speedups  # noqa: PLC0415 (it builds on these)
 

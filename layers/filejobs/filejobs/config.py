@@ -57,6 +57,10 @@ class Settings:
     endpoint_url: str | None = None
     # DynamoDB's own, where it is served apart (botocore's service-specific variable).
     dynamodb_endpoint_url: str | None = None
+    # The tenants' cap (domain/fairness.py): jobs of one tenant running at once per job type
+    # (0: no cap), and the table of their slots. Only the workers read them.
+    tenant_max_running: int = 0
+    tenant_slots_table: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -91,6 +95,8 @@ class Settings:
             tenant_quotas=tenant_quotas_from(env),
             endpoint_url=endpoint_from(env),
             dynamodb_endpoint_url=endpoint_from(env, "dynamodb"),
+            tenant_max_running=_count(env, "TENANT_MAX_RUNNING_JOBS", 0),
+            tenant_slots_table=env.get("TENANT_SLOTS_TABLE_NAME") or None,
         )
 
     @property

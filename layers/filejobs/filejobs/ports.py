@@ -48,6 +48,23 @@ class JobPage:
     next: PageCursor | None  # None on the last page
 
 
+class TenantSlots(Protocol):
+    """Each tenant's running slots per job type (domain/fairness.py): the tenant's cap.
+
+    Taking a slot is one conditional write that succeeds only while fewer than `cap` slots are
+    live (or the job holds one already); slots whose holder's invocation has surely ended are
+    cleared on the way. Giving one back removes it, whoever else holds one meanwhile."""
+
+    def take(
+        self, tenant: str, job_type: JobType, job_id: str, *, cap: int, until: datetime,
+        now: datetime,
+    ) -> bool:  # fmt: skip
+        """Whether `job_id` now holds one of the tenant's `cap` slots, until `until`."""
+        ...
+
+    def give_back(self, tenant: str, job_type: JobType, job_id: str) -> None: ...
+
+
 class JobStore(Protocol):
     """The jobs, each change one conditional write: `apply` checks the transition's guard and
     makes its changes atomically, or says who won the race (`Lost`)."""

@@ -23,11 +23,13 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import Tables, bind_tables
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sqs import SQSClient
 
     from filejobs.data.file_repository import FileRepository
+    from filejobs.data.tenant_slots import DynamoTenantSlots
     from filejobs.services.quotas import TenantLimits
     from filejobs.services.scan_gate import ScanGate
 
@@ -71,6 +73,13 @@ def events() -> EventBridgeClient:
     return cast("EventBridgeClient", _client("events"))
 
 
+@cache
+def dynamodb() -> DynamoDBClient:
+    """A plain DynamoDB client, for the tables PynamoDB does not model (the tenants' slots)."""
+    client = aws_session().create_client("dynamodb", endpoint_url=settings().dynamodb_endpoint_url)
+    return cast("DynamoDBClient", client)
+
+
 def _client(service: str) -> object:
     return aws_session().create_client(service, endpoint_url=settings().endpoint_url)
 
@@ -108,6 +117,17 @@ def dead_letters() -> SqsDeadLetters:
     return SqsDeadLetters(sqs(), settings().dead_letter_urls)
 
 
+def tenant_slots() -> DynamoTenantSlots | None:
+    """The tenants' slots (the workers' cap, domain/fairness.py); None when the environment
+    names no table or sets no cap."""
+    from filejobs.data.tenant_slots import DynamoTenantSlots  # noqa: PLC0415 (workers only)
+
+    loaded = settings()
+    if not loaded.tenant_slots_table or loaded.tenant_max_running == 0:
+        return None
+    return DynamoTenantSlots(dynamodb(), loaded.tenant_slots_table)
+
+
 def scan_gate() -> ScanGate:
     """The virus scan's gate (services/scan_gate.py), for the handlers that hold, release or
     settle the jobs waiting on a verdict: the workers, the sweep and the API."""
@@ -141,6 +161,6 @@ def once[T](name: str, build: Callable[[], T]) -> T:
 
 def reset() -> None:
     """Forget every cached client and setting (tests change the environment between cases)."""
-    for cached in (settings, tables, aws_session, s3, sqs, events):
+    for cached in (settings, tables, aws_session, s3, sqs, events, dynamodb):
         cached.cache_clear()
     _built.clear()

@@ -1,4 +1,11 @@
-"""Job queues on SQS: one queue per job type and lane, messages delayed for short retries."""
+"""Job queues on SQS: one queue per job type and lane, messages delayed for short retries.
+
+Every job message carries its tenant as its `MessageGroupId`: on a standard queue that makes it
+an SQS fair queue, which serves the other tenants' messages first while one tenant's backlog
+dominates the messages in flight, so one tenant's burst does not starve another (the local
+stack emulates the order: filejobs_dev/local/fair_queues.py). The group id orders nothing on a
+standard queue and deduplicates nothing: it only names whose message it is.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ class SqsDispatcher:
             QueueUrl=self._queue_url(job),
             MessageBody=JobMessage.for_job(job).to_json(),
             DelaySeconds=seconds,
+            MessageGroupId=fairness_group(job),
         )
 
     def dispatch_all(self, jobs: Iterable[ProcessingJob]) -> None:
@@ -46,7 +54,11 @@ class SqsDispatcher:
 
     def _send_batch(self, url: str, jobs: list[ProcessingJob]) -> None:
         entries = [
-            {"Id": str(n), "MessageBody": JobMessage.for_job(job).to_json()}
+            {
+                "Id": str(n),
+                "MessageBody": JobMessage.for_job(job).to_json(),
+                "MessageGroupId": fairness_group(job),
+            }
             for n, job in enumerate(jobs)
         ]
         response = self._client.send_message_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
@@ -64,6 +76,12 @@ class SqsDispatcher:
         if url is None:
             raise LookupError(f"no queue configured for {job.job_type.value} ({lane.value})")
         return url
+
+
+def fairness_group(job: ProcessingJob) -> str:
+    """The fair queue's group of a job's message: its tenant (at most 63 letters, digits, `_`
+    and `-`, domain/keys.py: within what MessageGroupId takes, 128 of them)."""
+    return job.tenant
 
 
 class SqsQueueWatch:

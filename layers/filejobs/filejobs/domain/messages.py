@@ -3,7 +3,9 @@
 Everything else (the object's location, the attempt number) comes back from the claim, so a
 forged or stale message can at worst make a worker try a claim that the database refuses.
 The file id rides along for the logs only: every line about a job names its file, even a line
-written before (or instead of) the claim.
+written before (or instead of) the claim. The tenant rides along for the tenant's cap
+(domain/fairness.py): a worker takes one of the tenant's slots before the claim, and the claim
+then checks the message's tenant against the job's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from filejobs.domain.job import JobType, ProcessingJob
+from filejobs.domain.keys import is_tenant
 
 # Jobs at or above this priority travel in their type's high-priority lane: they start before
 # a backlog of normal jobs queued earlier.
@@ -40,15 +43,19 @@ class JobMessage:
     # For logging only: the claim returns the job as stored, file id included. None in messages
     # sent before the field existed; they still parse.
     file_id: str | None = None
+    # Whose job it is, for the tenant's cap. None in messages sent before the field existed.
+    tenant: str | None = None
 
     @classmethod
     def for_job(cls, job: ProcessingJob) -> JobMessage:
-        return cls(job.id, job.job_type, job.file_id)
+        return cls(job.id, job.job_type, job.file_id, job.tenant)
 
     def to_json(self) -> str:
         body = {"job_id": self.job_id, "job_type": self.job_type.value}
         if self.file_id is not None:
             body["file_id"] = self.file_id
+        if self.tenant is not None:
+            body["tenant"] = self.tenant
         return json.dumps(body)
 
     @classmethod
@@ -65,7 +72,10 @@ class JobMessage:
         # Logged as given, so held to the same shape as the job id.
         if file_id is not None and (not isinstance(file_id, str) or not is_uuid(file_id)):
             raise MalformedMessageError(f"file_id must be a UUID when given, got {file_id!r}")
-        return cls(job_id, JobType(job_type), file_id)
+        tenant = data.get("tenant")
+        if tenant is not None and (not isinstance(tenant, str) or not is_tenant(tenant)):
+            raise MalformedMessageError(f"tenant must be a tenant id when given, got {tenant!r}")
+        return cls(job_id, JobType(job_type), file_id, tenant)
 
 
 def json_object(body: str, what: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@
        │ requeue        │  └──fail / lease lost, no retry left──▶ failed
        │                └──fail / lease lost, retry left──▶ scheduled ──claim (when due)──▶ running
     scheduled ──requeue (due)──▶ pending
+    pending | scheduled (due) ──defer (its tenant at its cap: no attempt spent)──▶ pending
     pending | scheduled | running ──cancel──▶ cancelled
     failed | cancelled ──retry (explicit)──▶ pending
     completed | failed | cancelled ──delete (soft: deleted_at/deleted_by; out of the listings)
@@ -374,6 +375,35 @@ def requeue_pending(job: JobState, *, now: datetime, next_check: datetime) -> Tr
             updated_by="sweep",
             set={"sweep_at": next_check, "dispatched_at": now},
             increment={"dispatch_count": 1},
+        ),
+    )
+
+
+def defer(
+    *, now: datetime, until: datetime, dispatch_grace: timedelta, job_type: JobType, worker: str
+) -> Transition:
+    """A worker leaves a job its tenant has no free slot for (domain/fairness.py) and sends its
+    message again, to come back at `until`: the job is pending (a due retry too), unclaimed, its
+    attempts unspent. Recorded as a dispatch that is not counted against the job's dispatch
+    budget, so the sweep neither gives up on a job that waits its turn nor sends a copy of a
+    message that is simply delayed: it looks again only `dispatch_grace` after `until`.
+    """
+    return Transition(
+        "defer",
+        Guard(
+            statuses=frozenset({JobStatus.PENDING, JobStatus.SCHEDULED}),
+            scheduled_due_by=now,
+            job_type=job_type,
+        ),
+        Changes(
+            updated_at=now,
+            updated_by=worker,
+            set={
+                "status": JobStatus.PENDING,
+                "dispatched_at": until,
+                "sweep_at": until + dispatch_grace,
+            },
+            remove=frozenset({"scheduled_at"}),
         ),
     )
 

@@ -1,10 +1,12 @@
 """The worker use case: run one job message to a recorded outcome.
 
-claim (one conditional write, returns the job) -> process in a scratch directory of its own
-while a lease keeper heartbeats -> complete, or fail (scheduled for a retry with backoff, or
-failed for good). A message for a job
-that is taken, finished or cancelled is acknowledged without work: SQS redelivers, and the
-claim's condition is what makes that harmless.
+a slot of the job's tenant (its cap, domain/fairness.py) -> claim (one conditional write,
+returns the job) -> process in a scratch directory of its own while a lease keeper heartbeats
+-> complete, or fail (scheduled for a retry with backoff, or failed for good) -> the slot given
+back. A message for a job that is taken, finished or cancelled is acknowledged without work: SQS
+redelivers, and the claim's condition is what makes that harmless. A job whose tenant has no
+free slot is deferred: left pending with its attempts unspent, its message sent again to come
+back after a short delay.
 """
 
 from __future__ import annotations
@@ -18,15 +20,21 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from filejobs.domain import transitions
+from filejobs.domain import fairness, transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
-from filejobs.domain.retry import ErrorKind, ObjectGoneError, PermanentError, RetryPolicy
+from filejobs.domain.retry import (
+    DispatchPolicy,
+    ErrorKind,
+    ObjectGoneError,
+    PermanentError,
+    RetryPolicy,
+)
 from filejobs.domain.scanning import Gate, refusal_reason
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied, Lost
-from filejobs.ports import Dispatcher, JobStore, Workspaces
+from filejobs.ports import Dispatcher, JobStore, TenantSlots, Workspaces
 from filejobs.processors.base import OutputWriter, Processor, StopRequested, Work
 from filejobs.services.sweep import dispatch_retry_if_soon
 
@@ -49,6 +57,7 @@ class Disposition(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"  # claim lost: someone else has it, or it is over
     ABANDONED = "abandoned"  # cancelled or taken over while running: result discarded
+    DEFERRED = "deferred"  # its tenant at its cap: sent again for later, no attempt spent
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,18 @@ class WorkResult:
     disposition: Disposition
     job: ProcessingJob | None
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class RunningCap:
+    """The tenants' cap and where its slots are kept; `deadline` says when the invocation at
+    work must end (a slot taken now lapses then: a crashed worker's slot is not held forever)."""
+
+    slots: TenantSlots
+    cap: fairness.TenantCap
+    deadline: Callable[[], datetime]
+    dispatch: DispatchPolicy = DispatchPolicy()  # noqa: RUF009 (frozen dataclass: immutable)
+    delay: Callable[[], timedelta] = fairness.deferral_delay
 
 
 class WorkerService:
@@ -75,6 +96,7 @@ class WorkerService:
         retry_policy: RetryPolicy = RetryPolicy(),  # noqa: B008 (frozen dataclass: immutable)
         clock: Callable[[], datetime] = utcnow,
         cancel_look_every: timedelta = CANCEL_LOOK_EVERY,
+        limits: RunningCap | None = None,
     ) -> None:
         self._jobs = jobs
         self._dispatcher = dispatcher
@@ -89,6 +111,7 @@ class WorkerService:
         self._retry = retry_policy
         self._clock = clock
         self._look_every = cancel_look_every
+        self._limits = limits if limits is not None and limits.cap.enforced else None
 
     def handle(self, message: JobMessage) -> WorkResult:
         if message.job_type is not self._job_type:
@@ -96,6 +119,18 @@ class WorkerService:
         held, decided = self._check_scan(message)
         if held is not None:
             return held
+        limits, tenant = self._limits, message.tenant
+        if limits is None or tenant is None:
+            # No cap configured, or a message sent before messages named their tenant.
+            return self._claim_and_run(message, decided)
+        if not self._take_slot(limits, tenant, message.job_id):
+            return self._defer(limits, message)
+        try:
+            return self._claim_and_run(message, decided)
+        finally:
+            self._give_back_slot(limits, tenant, message.job_id)
+
+    def _claim_and_run(self, message: JobMessage, decided: StoredFile | None) -> WorkResult:
         claim = transitions.claim(now=self._clock(), lease=self._lease, worker=self._worker)
         # The worker's own type, not the message's, derives the index keys it writes.
         claimed = self._jobs.apply(message.job_id, self._job_type, claim)
@@ -105,7 +140,48 @@ class WorkerService:
         if decided is not None and job.file_id != decided.id:
             # The message named another file than its job's: never parse an unchecked file.
             return self._fail(job, PermanentError("the job message names another file"))
+        if message.tenant is not None and job.tenant != message.tenant:
+            # Its slot was counted against another tenant: a forged or mangled message.
+            return self._fail(job, PermanentError("the job message names another tenant"))
         return self._run(job)
+
+    # --- the tenant's cap ----------------------------------------------------------------------
+
+    def _take_slot(self, limits: RunningCap, tenant: str, job_id: str) -> bool:
+        """Whether the job now holds one of its tenant's slots for this job type."""
+        return limits.slots.take(
+            tenant,
+            self._job_type,
+            job_id,
+            cap=limits.cap.max_running,
+            until=fairness.slot_until(limits.deadline()),
+            now=self._clock(),
+        )
+
+    def _give_back_slot(self, limits: RunningCap, tenant: str, job_id: str) -> None:
+        try:
+            limits.slots.give_back(tenant, self._job_type, job_id)
+        except Exception:  # the slot lapses at its invocation's deadline anyway
+            logger.exception("giving back the slot of job %s failed", job_id)
+
+    def _defer(self, limits: RunningCap, message: JobMessage) -> WorkResult:
+        """Leaves the job pending, unclaimed, and sends its message again for later."""
+        now = self._clock()
+        wait = limits.delay()
+        deferral = transitions.defer(
+            now=now,
+            until=now + wait,
+            dispatch_grace=limits.dispatch.grace,
+            job_type=self._job_type,
+            worker=self._worker,
+        )
+        deferred = self._jobs.apply(message.job_id, self._job_type, deferral)
+        if isinstance(deferred, Lost):
+            return WorkResult(Disposition.SKIPPED, deferred.current, str(deferred.conflict))
+        self._dispatcher.dispatch(deferred.job, wait)
+        cap = limits.cap.max_running
+        detail = f"tenant {message.tenant} has {cap} {self._job_type.value} jobs running"
+        return WorkResult(Disposition.DEFERRED, deferred.job, detail)
 
     def _run(self, job: ProcessingJob) -> WorkResult:
         """The claimed job's attempt: its processor under a kept lease, in a fresh workspace."""
