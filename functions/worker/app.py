@@ -131,8 +131,9 @@ def counting_refusals(scan: Processor) -> Processor:
 
 
 def running_cap(context: LambdaContext | None) -> RunningCap | None:
-    """The tenants' cap (TenantMaxRunningJobs), its slots lapsing at this invocation's deadline:
-    Lambda stops the invocation then, so a slot it never gave back counts no longer."""
+    """The tenants' cap (TenantMaxRunningJobs, or a tenant's own max_in_flight_jobs), its slots
+    lapsing at this invocation's deadline: Lambda stops the invocation then, so a slot it never
+    gave back counts no longer."""
     slots = runtime.tenant_slots()
     if slots is None:
         return None
@@ -143,7 +144,8 @@ def running_cap(context: LambdaContext | None) -> RunningCap | None:
         left = timedelta(milliseconds=remaining) if remaining else runtime.settings().lease
         return utcnow() + left
 
-    return RunningCap(slots, TenantCap(runtime.settings().tenant_max_running), deadline)
+    default = TenantCap(runtime.settings().tenant_max_running)
+    return RunningCap(slots, default, deadline, own_cap=runtime.in_flight_caps())
 
 
 def handle(message: JobMessage, message_id: str, context: LambdaContext | None = None) -> None:

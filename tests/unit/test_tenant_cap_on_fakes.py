@@ -18,12 +18,20 @@ from filejobs.domain import fairness, transitions
 from filejobs.domain.fairness import DEFER_MAX, DEFER_MIN, TenantCap
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
+from filejobs.domain.quotas import QuotaChange, QuotaOverrides
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy, TransientError
 from filejobs.processors.base import Work
+from filejobs.services.quotas import InFlightCaps
 from filejobs.services.worker import Disposition, RunningCap, WorkerService
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
-from tests.fakes import InMemoryJobStore, InMemoryTenantSlots, RecordingDispatcher, TempWorkspaces
+from tests.fakes import (
+    InMemoryJobStore,
+    InMemoryQuotaStore,
+    InMemoryTenantSlots,
+    RecordingDispatcher,
+    TempWorkspaces,
+)
 
 SCAN = JobType.VIRUS_SCAN
 LEASE = timedelta(minutes=5)
@@ -66,10 +74,15 @@ def worker(
     slots: InMemoryTenantSlots,
     *,
     cap: int = 2,
+    own: dict[str, int] | None = None,
     processor: Processor | None = None,
 ) -> WorkerService:
     limits = RunningCap(
-        slots, TenantCap(cap), deadline=lambda: clock.now + INVOCATION, delay=lambda: WAIT
+        slots,
+        TenantCap(cap),
+        deadline=lambda: clock.now + INVOCATION,
+        delay=lambda: WAIT,
+        own_cap=(own or {}).get,
     )
     return WorkerService(
         jobs,
@@ -324,3 +337,52 @@ def test_no_cap_unless_the_environment_sets_one() -> None:
 def test_a_cap_that_is_not_a_whole_number_is_a_configuration_error(value: str) -> None:
     with pytest.raises(ConfigurationError, match="TENANT_MAX_RUNNING_JOBS"):
         Settings.from_env({**BASE_ENV, "TENANT_MAX_RUNNING_JOBS": value})
+
+
+@pytest.mark.parametrize(
+    ("default", "own", "held", "expected"),
+    [
+        (5, 1, 1, Disposition.DEFERRED),  # the tenant's own cap is lower than the default
+        (1, 3, 1, Disposition.COMPLETED),  # and may be higher
+        (0, 1, 1, Disposition.DEFERRED),  # it holds the tenant with no default cap
+        (1, 0, 1, Disposition.COMPLETED),  # 0 of its own: the tenant is not capped
+    ],
+)
+def test_a_tenants_own_in_flight_quota_is_its_cap_in_place_of_the_default(
+    jobs: InMemoryJobStore,
+    sent: RecordingDispatcher,
+    clock: FakeClock,
+    tmp_path: Path,
+    slots: InMemoryTenantSlots,
+    default: int,
+    own: int,
+    held: int,
+    expected: Disposition,
+) -> None:
+    hold(slots, "acme", held, clock.now + INVOCATION)
+    job = scan_job(jobs, clock.now, "acme", "next.jpg")
+    service = worker(jobs, sent, clock, tmp_path, slots, cap=default, own={"acme": own})
+
+    assert service.handle(JobMessage.for_job(job)).disposition is expected
+
+
+def test_the_workers_read_a_tenants_own_cap_once_a_minute_and_keep_it_when_a_read_fails() -> None:
+    store = InMemoryQuotaStore()
+    now = [0.0]
+    caps = InFlightCaps(store, ttl_seconds=60, monotonic=lambda: now[0])
+    change = QuotaChange({"max_in_flight_jobs": 3})
+    store.change("acme", change, at=datetime(2026, 12, 4, tzinfo=UTC), by="op")
+    assert (caps("acme"), caps("globex")) == (3, None)
+
+    store.change("acme", QuotaChange({"max_in_flight_jobs": 1}), at=datetime.now(UTC), by="op")
+    now[0] = 59.0
+    assert caps("acme") == 3  # within the minute: no read
+    now[0] = 61.0
+    assert caps("acme") == 1
+
+    def broken(_tenant: str) -> QuotaOverrides:
+        raise TransientError("DynamoDB throttled")
+
+    store.overrides = broken  # type: ignore[method-assign,assignment]
+    now[0] = 200.0
+    assert caps("acme") == 1  # the last known cap, not a failed job

@@ -19,7 +19,7 @@ DEFAULT_TENANT_QUOTAS = TenantQuotas(
     files_per_day=10_000,
     bytes_per_day=10 * GiB,
     max_file_bytes=1 * GiB,
-    max_in_flight_jobs=100,
+    max_in_flight_jobs=10,
 )
 # The engines of the virus scan (the ScanEngines parameter).
 CLAMAV_AND_YARA = "clamav+yara"

@@ -119,13 +119,26 @@ def dead_letters() -> SqsDeadLetters:
 
 def tenant_slots() -> DynamoTenantSlots | None:
     """The tenants' slots (the workers' cap, domain/fairness.py); None when the environment
-    names no table or sets no cap."""
+    names no table. With TenantMaxRunningJobs at 0 a tenant's own cap still holds it."""
     from filejobs.data.tenant_slots import DynamoTenantSlots  # noqa: PLC0415 (workers only)
 
     loaded = settings()
-    if not loaded.tenant_slots_table or loaded.tenant_max_running == 0:
+    if not loaded.tenant_slots_table:
         return None
     return DynamoTenantSlots(dynamodb(), loaded.tenant_slots_table)
+
+
+def in_flight_caps() -> Callable[[str], int | None]:
+    """Each tenant's own running cap (its max_in_flight_jobs quota), read through a cache kept
+    for this container's life (services/quotas.InFlightCaps)."""
+    from filejobs.data.quota_repository import QuotaRepository  # noqa: PLC0415 (workers only)
+    from filejobs.services.quotas import InFlightCaps  # noqa: PLC0415
+
+    def build() -> InFlightCaps:
+        tables()
+        return InFlightCaps(QuotaRepository())
+
+    return once("in-flight caps", build)
 
 
 def scan_gate() -> ScanGate:

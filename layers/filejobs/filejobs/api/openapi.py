@@ -302,7 +302,9 @@ GET_QUOTAS = _doc(
     "A tenant's upload quotas and today's usage",
     "The limits in force (the tenant's own where an operator set them, else the stack's "
     "defaults), both sets, and what the tenant's accepted uploads of today (UTC) add up to. "
-    "0 is unlimited. A tenant reads its own; another tenant's answers 404.",
+    "0 is unlimited. `max_in_flight_jobs` is the tenant's jobs running at once per job type "
+    "(the others wait, pending, their attempts unspent). A tenant reads its own; another "
+    "tenant's answers 404.",
     ok=(200, "The tenant's quotas", "TenantQuotas"),
 )
 

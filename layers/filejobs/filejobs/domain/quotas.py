@@ -2,9 +2,10 @@
 one file may be, and why an upload over them is rejected.
 
 The defaults come from the template's parameters (`TenantMaxFilesPerDay`,
-`TenantMaxBytesPerDay`, `TenantMaxFileBytes`, `TenantMaxInFlightJobs`); an operator may
+`TenantMaxBytesPerDay`, `TenantMaxFileBytes`, `TenantMaxRunningJobs`); an operator may
 override any of them for one tenant (`PUT /tenants/{tenant}/quotas`). 0 means unlimited.
-`max_in_flight_jobs` is stored here for the workers' side; nothing in the ingest enforces it.
+`max_in_flight_jobs` is the workers' to enforce: the tenant's running cap per job type
+(domain/fairness.py), read through services/quotas.InFlightCaps.
 
 Counting is the repository's: an accepted upload adds 1 file and its bytes to the tenant's day in
 the same transaction that records the file, on the condition that the totals stay within the

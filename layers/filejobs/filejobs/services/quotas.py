@@ -4,8 +4,10 @@ only). The rules are domain/quotas.py; counting is the file store's ingest (port
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from filejobs.access import Caller
@@ -19,6 +21,34 @@ from filejobs.domain.quotas import (
 from filejobs.domain.time import utcnow
 from filejobs.ports import QuotaStore
 from filejobs.services.errors import ForbiddenError, NotFoundError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class InFlightCaps:
+    """A tenant's own in-flight cap (its `max_in_flight_jobs` quota), as the workers read it
+    for the running cap (services/worker.RunningCap): None where the default applies. Each
+    tenant's is kept for `ttl_seconds`, so an operator's change reaches every worker within it
+    without a read per job; a read that fails answers the default rather than failing the job."""
+
+    store: QuotaStore
+    ttl_seconds: float = 60.0
+    monotonic: Callable[[], float] = time.monotonic
+    _known: dict[str, tuple[float, int | None]] = field(default_factory=dict)
+
+    def __call__(self, tenant: str) -> int | None:
+        now = self.monotonic()
+        known = self._known.get(tenant)
+        if known is not None and now - known[0] < self.ttl_seconds:
+            return known[1]
+        try:
+            own = self.store.overrides(tenant).max_in_flight_jobs
+        except Exception:  # the default cap still holds the tenant
+            logger.exception("reading the quotas of tenant %s failed", tenant)
+            return None if known is None else known[1]
+        self._known[tenant] = (now, own)
+        return own
 
 
 @dataclass(frozen=True)

@@ -73,10 +73,16 @@ class RunningCap:
     work must end (a slot taken now lapses then: a crashed worker's slot is not held forever)."""
 
     slots: TenantSlots
-    cap: fairness.TenantCap
+    cap: fairness.TenantCap  # the default (TenantMaxRunningJobs)
     deadline: Callable[[], datetime]
     dispatch: DispatchPolicy = DispatchPolicy()  # noqa: RUF009 (frozen dataclass: immutable)
     delay: Callable[[], timedelta] = fairness.deferral_delay
+    # The tenant's own cap, where an operator set one (its max_in_flight_jobs quota), else None.
+    own_cap: Callable[[str], int | None] = lambda _tenant: None
+
+    def cap_for(self, tenant: str) -> fairness.TenantCap:
+        own = self.own_cap(tenant)
+        return self.cap if own is None else fairness.TenantCap(own)
 
 
 class WorkerService:
@@ -111,7 +117,7 @@ class WorkerService:
         self._retry = retry_policy
         self._clock = clock
         self._look_every = cancel_look_every
-        self._limits = limits if limits is not None and limits.cap.enforced else None
+        self._limits = limits
 
     def handle(self, message: JobMessage) -> WorkResult:
         if message.job_type is not self._job_type:
@@ -120,11 +126,12 @@ class WorkerService:
         if held is not None:
             return held
         limits, tenant = self._limits, message.tenant
-        if limits is None or tenant is None:
-            # No cap configured, or a message sent before messages named their tenant.
+        # No slots table, or a message sent before messages named their tenant: no cap.
+        cap = None if limits is None or tenant is None else limits.cap_for(tenant)
+        if limits is None or tenant is None or cap is None or not cap.enforced:
             return self._claim_and_run(message, decided)
-        if not self._take_slot(limits, tenant, message.job_id):
-            return self._defer(limits, message)
+        if not self._take_slot(limits, cap, tenant, message.job_id):
+            return self._defer(limits, cap, message)
         try:
             return self._claim_and_run(message, decided)
         finally:
@@ -147,13 +154,15 @@ class WorkerService:
 
     # --- the tenant's cap ----------------------------------------------------------------------
 
-    def _take_slot(self, limits: RunningCap, tenant: str, job_id: str) -> bool:
+    def _take_slot(
+        self, limits: RunningCap, cap: fairness.TenantCap, tenant: str, job_id: str
+    ) -> bool:
         """Whether the job now holds one of its tenant's slots for this job type."""
         return limits.slots.take(
             tenant,
             self._job_type,
             job_id,
-            cap=limits.cap.max_running,
+            cap=cap.max_running,
             until=fairness.slot_until(limits.deadline()),
             now=self._clock(),
         )
@@ -164,7 +173,9 @@ class WorkerService:
         except Exception:  # the slot lapses at its invocation's deadline anyway
             logger.exception("giving back the slot of job %s failed", job_id)
 
-    def _defer(self, limits: RunningCap, message: JobMessage) -> WorkResult:
+    def _defer(
+        self, limits: RunningCap, cap: fairness.TenantCap, message: JobMessage
+    ) -> WorkResult:
         """Leaves the job pending, unclaimed, and sends its message again for later."""
         now = self._clock()
         wait = limits.delay()
@@ -179,8 +190,8 @@ class WorkerService:
         if isinstance(deferred, Lost):
             return WorkResult(Disposition.SKIPPED, deferred.current, str(deferred.conflict))
         self._dispatcher.dispatch(deferred.job, wait)
-        cap = limits.cap.max_running
-        detail = f"tenant {message.tenant} has {cap} {self._job_type.value} jobs running"
+        running = cap.max_running
+        detail = f"tenant {message.tenant} has {running} {self._job_type.value} jobs running"
         return WorkResult(Disposition.DEFERRED, deferred.job, detail)
 
     def _run(self, job: ProcessingJob) -> WorkResult:
