@@ -142,7 +142,7 @@ def test_an_operator_sets_a_tenants_quota_and_the_tenant_reads_it(api: Api) -> N
         "files_per_day": 5,
         "bytes_per_day": 10 * 1024**3,
         "max_file_bytes": 0,
-        "max_in_flight_jobs": 100,
+        "max_in_flight_jobs": 10,
     }
     assert shown["overrides"] == {"files_per_day": 5, "max_file_bytes": 0}
     assert shown["overrides_updated_by"] == "api:operator"
