@@ -9,9 +9,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import signal
 import sys
 from pathlib import Path
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_GET_DUMPABLE = 3
 _PR_CAPBSET_DROP = 24
@@ -55,6 +57,12 @@ def make_non_dumpable() -> bool:
 def is_dumpable() -> bool:
     libc = _libc()
     return libc is None or int(libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)) != 0
+
+
+def die_with_parent() -> bool:
+    """SIGKILL for this process when the thread that forked it ends (the zygote's only thread,
+    for a decoder): a decoder does not outlive its zygote."""
+    return _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def forbid_new_privileges() -> bool:

@@ -37,6 +37,9 @@ _BREACH_ERRNOS = {errno.EMFILE: "open_files", errno.ENFILE: "open_files", errno.
 
 def main(argv: list[str]) -> None:
     channel = socket.socket(fileno=int(argv[0]))
+    # Not die_with_parent here: it follows the worker's *thread* that started the zygote, and a
+    # host may start it from a thread that ends with its invocation. The zygote ends when the
+    # worker's end of its socket closes instead.
     privileges.drop_capabilities()
     privileges.forbid_new_privileges()
     privileges.make_non_dumpable()
@@ -137,6 +140,7 @@ def _decode(request: dict[str, Any], fds: list[int], reply: int, channel: int) -
     status = 0
     try:
         os.setsid()
+        privileges.die_with_parent()
         os.close(channel)
         _keep_only(*fds, reply)
         limits.apply(request["limits"])
