@@ -9,6 +9,8 @@ and nothing stolen reaches its result.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 import zipfile
 from collections.abc import Iterator
@@ -34,6 +36,7 @@ from tests.conftest import FakeClock
 from tests.factories import pending_job
 from tests.fakes import InMemoryJobStore, RecordingDispatcher, TempWorkspaces, stored
 
+ROOT = Path(__file__).resolve().parents[2]
 CANARY = "canary-secret-that-must-never-leave-the-worker"
 LIMITS = DecoderLimits(
     memory_bytes=1024 * MiB,
@@ -257,3 +260,29 @@ def test_a_scan_cannot_alter_the_rules_later_scans_use(sandbox: Sandbox, tmp_pat
         os.close(rules)
 
     assert decoded.result["refused"] == ["PermissionError", "PermissionError", "PermissionError"]
+
+
+def test_a_worker_is_non_dumpable_from_its_import_on() -> None:
+    # In a process of its own: the flag, once cleared, stays cleared for the process's life.
+    probe = (
+        "from filejobs.processors.sandbox import privileges\n"
+        "before = privileges.is_dumpable()\n"
+        "import functions.worker.app\n"
+        "print(before, privileges.is_dumpable())\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+
+    assert ran.stdout.split() == ["True", "False"]
+
+
+def test_a_yara_scan_stopped_by_a_sandbox_limit_is_a_refusal_never_clean(tmp_path: Path) -> None:
+    upload = tmp_path / "upload.txt"
+    upload.write_bytes(EICAR)
+    limits = DecoderLimits(open_files=3)  # its own streams: no room for the file it must scan
+
+    result = SandboxedYara(YaraScanner.with_rules_in(), limits=limits).scan(upload)
+
+    assert result.verdict is Verdict.ERROR
+    assert result.refusals == ["the decoder tried to open more than its 3 files"]
