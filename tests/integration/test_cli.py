@@ -1,4 +1,5 @@
-"""Specification: the `filejobs` CLI drives files and jobs on a running stack.
+"""Specification: the `filejobs` CLI drives files and jobs on a running stack (and a tenant's
+quotas: `filejobs quotas show|set`, and the stack holding a tenant's uploads to them).
 
 One local stack (`filejobs dev`) serves the whole module; the CLI runs as a user runs it, as a
 process in the stack's project, and is judged only by its output, exit status and the files it
@@ -12,6 +13,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from PIL import Image
 from tests.localstack import ROOT, TERMINAL, RunningStack, running_stack
 
 TENANT = "cli-test"
+QUOTA_TENANT = "cli-quota"
 FILE_LINE = re.compile(r"^(?P<path>.+): file (?P<id>[0-9a-f-]{36})$", re.MULTILINE)
 
 
@@ -279,3 +282,76 @@ def test_definitions_status_names_the_set_the_scan_uses(stack: RunningStack) -> 
     assert result.returncode == 0, result.stderr
     status = json.loads(result.stdout)
     assert status["set_id"] and status["status"]
+
+
+# --- quotas ------------------------------------------------------------------------------------
+
+
+def test_an_operator_sets_a_tenants_quota_and_shows_it(stack: RunningStack) -> None:
+    # when the operator (the local stack's own token) sets two of a tenant's quotas
+    done = cli(
+        "quotas",
+        "set",
+        QUOTA_TENANT,
+        "--files-per-day",
+        "1",
+        "--max-file-bytes",
+        "0",
+        cwd=stack.root,
+    )
+    # then the CLI prints them in force, beside the defaults
+    assert done.returncode == 0, done.stderr
+    lines = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()[2:]}
+    assert lines["files_per_day"] == ["1", "10000", "1"]
+    assert lines["max_file_bytes"] == ["unlimited", "1073741824", "unlimited"]
+    assert lines["bytes_per_day"] == ["10737418240", "10737418240", "-"]
+    # and show --json gives the API's answer
+    shown = cli("quotas", "show", QUOTA_TENANT, "--json", cwd=stack.root)
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert report["overrides"] == {"files_per_day": 1, "max_file_bytes": 0}
+
+
+def test_set_without_a_quota_or_with_a_negative_one_is_a_usage_error(stack: RunningStack) -> None:
+    nothing = cli("quotas", "set", QUOTA_TENANT, cwd=stack.root)
+    negative = cli("quotas", "set", QUOTA_TENANT, "--files-per-day", "-1", cwd=stack.root)
+
+    assert nothing.returncode == 2 and "give at least one of --files-per-day" in nothing.stderr
+    assert negative.returncode == 2 and "expected a whole number" in negative.stderr
+
+
+def test_the_upload_past_the_tenants_quota_is_rejected_with_the_reason(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    # given the tenant may have one upload a day (the first test set it), and two text files
+    assert (
+        cli("quotas", "set", QUOTA_TENANT, "--files-per-day", "1", cwd=stack.root).returncode == 0
+    )
+    paths = []
+    for name in ("q1.txt", "q2.txt"):
+        (tmp_path / name).write_text(f"{name}\n")
+        paths.append(str(tmp_path / name))
+    # when both are uploaded
+    done = cli("upload", *paths, "--tenant", QUOTA_TENANT, "--no-follow", cwd=stack.root)
+    assert done.returncode == 0, done.stderr
+    # then one is processed and the other is recorded rejected, with the reason and no jobs
+    stored = [recorded(stack, f"uploads/{QUOTA_TENANT}/{name}") for name in ("q1.txt", "q2.txt")]
+    assert sorted(s["status"] for s in stored) == ["active", "rejected"]
+    refused = next(s for s in stored if s["status"] == "rejected")
+    assert refused["jobs"] == []
+    assert refused["status_reason"].startswith(
+        f"tenant {QUOTA_TENANT} is over its 1 files per day quota (1 used on "
+    )
+    # and the tenant reads its day's usage
+    shown = cli("quotas", "show", QUOTA_TENANT, "--json", cwd=stack.root)
+    assert json.loads(shown.stdout)["usage"]["files"] == 1
+
+
+def recorded(stack: RunningStack, key: str, seconds: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        stored = stack.file_at(key)
+        if stored is not None:
+            return stored
+        time.sleep(0.5)
+    raise AssertionError(f"{key} was never recorded")

@@ -1,7 +1,7 @@
 """Specification: `filejobs quotas show|set`, before and after it talks to a stack: what it
 accepts, the body it sends, how it shows an answer and a tenant's refusal.
 
-(tests/integration/test_cli_quotas.py runs it against the local stack.)
+(tests/integration/test_cli.py runs it against the local stack.)
 """
 
 from __future__ import annotations
