@@ -8,6 +8,7 @@ and nothing stolen reaches its result.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -286,3 +287,20 @@ def test_a_yara_scan_stopped_by_a_sandbox_limit_is_a_refusal_never_clean(tmp_pat
 
     assert result.verdict is Verdict.ERROR
     assert result.refusals == ["the decoder tried to open more than its 3 files"]
+
+
+def test_a_link_planted_where_the_upload_should_be_is_refused_and_the_sandbox_carries_on(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "worker-secret"
+    elsewhere.write_bytes(CANARY.encode())
+    planted = tmp_path / "upload"
+    planted.symlink_to(elsewhere)
+
+    with pytest.raises(OSError, match="Too many levels of symbolic links") as refused:
+        sandbox.decode(hostile.echo, planted, output_allowed="thumb.webp".__eq__)
+
+    assert refused.value.errno == errno.ELOOP
+    real = tmp_path / "real-upload"
+    real.write_bytes(b"ok")
+    assert sandbox.decode(hostile.echo, real, output_allowed="thumb.webp".__eq__).outputs

@@ -91,16 +91,32 @@ class Sandbox:
             "limits": limits.as_message(),
             "reply_bytes": limits.reply_bytes,
         }
-        with self._lock:
-            zygote = self._running_zygote()
-            try:
-                ending = zygote.run(request, source, tuple(attachments), limits, should_stop)
-            except (OSError, ValueError, frames.ChannelClosedError) as error:
-                self._discard()
-                raise SandboxUnavailableError(f"the decoder sandbox failed: {error}") from error
-            if ending.abandoned:
-                self._discard()
+        # Opened here, not by a path in the decoder: a link planted in the workspace is refused,
+        # and the worker's own file errors are not taken for the sandbox's.
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            with self._lock:
+                ending = self._run(request, (fd, *attachments), limits, should_stop)
+        finally:
+            os.close(fd)
         return _outcome(ending, limits, output_allowed)
+
+    def _run(
+        self,
+        request: dict[str, Any],
+        fds: tuple[int, ...],
+        limits: DecoderLimits,
+        should_stop: Callable[[], bool],
+    ) -> _Ending:
+        zygote = self._running_zygote()
+        try:
+            ending = zygote.run(request, fds, limits, should_stop)
+        except (OSError, ValueError, frames.ChannelClosedError) as error:
+            self._discard()
+            raise SandboxUnavailableError(f"the decoder sandbox failed: {error}") from error
+        if ending.abandoned:
+            self._discard()
+        return ending
 
     def close(self) -> None:
         with self._lock:
@@ -206,16 +222,12 @@ class _Zygote:
     def run(
         self,
         request: dict[str, Any],
-        source: Path,
-        attachments: tuple[int, ...],
+        fds: tuple[int, ...],
         limits: DecoderLimits,
         should_stop: Callable[[], bool],
     ) -> _Ending:
-        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            frames.send(self._channel, request, fds=(fd, *attachments))
-        finally:
-            os.close(fd)
+        """`fds`: the file, then the attachments."""
+        frames.send(self._channel, request, fds=fds)
         started, _ = frames.receive(self._channel)
         if "started" not in started:
             raise ValueError(f"the sandbox refused the job: {started.get('refused')}")
