@@ -13,12 +13,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
-import io
 import lzma
 import shutil
 import ssl
 import subprocess
-import tarfile
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -30,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tests.debian import debian_package
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,30 +176,6 @@ def server(tmp_path: Path, certificate: tuple[Path, Path]) -> Iterator[Server]:
 # --- a Debian archive of one suite and one package -----------------------------------------------
 
 
-def _deb(files: dict[str, bytes]) -> bytes:
-    """A Debian package: an `ar` archive of debian-binary, control.tar.xz and data.tar.xz."""
-
-    def tar(members: dict[str, bytes]) -> bytes:
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w:xz") as archive:
-            for name, data in members.items():
-                info = tarfile.TarInfo(f"./{name}")
-                info.size, info.mode = len(data), 0o755
-                archive.addfile(info, io.BytesIO(data))
-        return buffer.getvalue()
-
-    members = {
-        "debian-binary": b"2.0\n",
-        "control.tar.xz": tar({"control": b"Package: hello\n"}),
-        "data.tar.xz": tar(files),
-    }
-    out = bytearray(b"!<arch>\n")
-    for name, data in members.items():
-        out += f"{name:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(data):<10}`\n".encode()
-        out += data + (b"\n" if len(data) % 2 else b"")
-    return bytes(out)
-
-
 @dataclass(frozen=True)
 class Package:
     name: str
@@ -220,7 +195,7 @@ class Package:
         )
 
 
-HELLO = Package("hello", "1.0-1", _deb({"usr/bin/true": PROGRAM.read_bytes()}))
+HELLO = Package("hello", "1.0-1", debian_package({"usr/bin/true": PROGRAM.read_bytes()}))
 
 
 @dataclass

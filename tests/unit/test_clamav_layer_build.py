@@ -10,15 +10,14 @@ layer's arm64 ones, and `make template` runs the built arm64 layer under qemu.
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.debian import debian_package
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,33 +81,11 @@ def test_the_lock_pins_every_listed_package_by_sha256() -> None:
         assert package.url.endswith("_arm64.deb")
 
 
-def _deb(files: dict[str, bytes]) -> bytes:
-    """A Debian package: an `ar` archive of debian-binary, control.tar.xz and data.tar.xz."""
-
-    def tar(members: dict[str, bytes]) -> bytes:
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w:xz") as archive:
-            for name, data in members.items():
-                info = tarfile.TarInfo(f"./{name}")
-                info.size, info.mode = len(data), 0o755
-                archive.addfile(info, io.BytesIO(data))
-        return buffer.getvalue()
-
-    members = {
-        "debian-binary": b"2.0\n",
-        "control.tar.xz": tar({"control": b"Package: hello\n"}),
-        "data.tar.xz": tar(files),
-    }
-    out = bytearray(b"!<arch>\n")
-    for name, data in members.items():
-        out += f"{name:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(data):<10}`\n".encode()
-        out += data + (b"\n" if len(data) % 2 else b"")
-    return bytes(out)
-
-
 def test_a_package_is_unpacked_without_dpkg(tmp_path: Path) -> None:
     deb = tmp_path / "hello.deb"
-    deb.write_bytes(_deb({"usr/bin/hello": b"#!/bin/sh\n", "usr/share/doc/hello/README": b"hi"}))
+    deb.write_bytes(
+        debian_package({"usr/bin/hello": b"#!/bin/sh\n", "usr/share/doc/hello/README": b"hi"})
+    )
     debs.unpack(deb, tmp_path / "root")
     assert (tmp_path / "root/usr/bin/hello").read_bytes() == b"#!/bin/sh\n"
     assert (tmp_path / "root/usr/share/doc/hello/README").read_bytes() == b"hi"
