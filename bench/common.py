@@ -21,9 +21,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from filejobs_dev.local.launch import LaunchedStack
 
 MiB = 1024 * 1024
 CHUNK = 1024 * 1024  # ObjectSource's chunk size
@@ -276,3 +280,26 @@ def write_section(path: Path | None, section: dict[str, Any]) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(section, indent=2) + "\n")
+
+
+class Uploadable(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+
+def upload_all(
+    stack: LaunchedStack, uploads: Sequence[Uploadable], threads: int
+) -> dict[str, float]:
+    """Puts each upload into the local stack's uploads bucket, `threads` at a time: key -> wall
+    time (epoch seconds) its upload returned."""
+    s3, bucket = stack.client("s3"), stack.config["uploads_bucket"]
+
+    def put(upload: Uploadable) -> tuple[str, float]:
+        s3.put_object(Bucket=bucket, Key=upload.key, Body=upload.body)
+        return upload.key, time.time()
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return dict(pool.map(put, uploads))

@@ -45,7 +45,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from common import add_json_argument, make_section, markdown_row, target, utc_now, write_section
+from common import (
+    add_json_argument,
+    make_section,
+    markdown_row,
+    target,
+    upload_all,
+    utc_now,
+    write_section,
+)
 
 from filejobs.domain.content import SNIFF_BYTES, job_types_for, sniff_content_type
 from filejobs_dev.local.launch import TERMINAL, LaunchedStack, launched, project_copy
@@ -111,18 +119,6 @@ def files(tenant: str, label: str, count: int, first: int) -> list[Upload]:
 
 
 # --- talking to the stack ---------------------------------------------------------------------
-
-
-def upload_all(stack: LaunchedStack, uploads: list[Upload]) -> dict[str, float]:
-    """key -> wall time (epoch seconds) its upload returned."""
-    s3, bucket = stack.client("s3"), stack.config["uploads_bucket"]
-
-    def put(upload: Upload) -> tuple[str, float]:
-        s3.put_object(Bucket=bucket, Key=upload.key, Body=upload.body)
-        return upload.key, time.time()
-
-    with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
-        return dict(pool.map(put, uploads))
 
 
 def _under(prefix: str, *, active_only: bool) -> dict[str, Any]:
@@ -229,18 +225,18 @@ def measure(
     burst = files("noisy", "burst", noisy, 0)
     loaded = files("quiet", "loaded", quiet, 1000)
     with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
-        upload_all(stack, warmup)
+        upload_all(stack, warmup, UPLOAD_THREADS)
         wait_for(stack, "uploads/warmup/", sum(u.jobs for u in warmup), timeout)
         print("  warmed up", flush=True)
-        idle_at = upload_all(stack, idle)
+        idle_at = upload_all(stack, idle, UPLOAD_THREADS)
         idle_items = wait_for(stack, "uploads/quiet/idle-", sum(u.jobs for u in idle), timeout)
         idle_row = _row("idle", idle_items, idle_at, "")
         print(f"  {idle_row.markdown()}", flush=True)
         began = time.time()
         with ThreadPoolExecutor(max_workers=1) as background:
-            burst_done = background.submit(upload_all, stack, burst)
+            burst_done = background.submit(upload_all, stack, burst, UPLOAD_THREADS)
             time.sleep(max(0.0, began + delay - time.time()))
-            loaded_at = upload_all(stack, loaded)
+            loaded_at = upload_all(stack, loaded, UPLOAD_THREADS)
             burst_seconds = max(burst_done.result().values()) - began
         print(f"  burst of {noisy} files uploaded in {burst_seconds:.1f} s", flush=True)
         loaded_jobs = sum(u.jobs for u in loaded)

@@ -58,7 +58,6 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -69,6 +68,7 @@ from common import (
     make_section,
     markdown_row,
     target,
+    upload_all,
     utc_now,
     write_section,
 )
@@ -168,18 +168,6 @@ def describe(uploads: list[Upload]) -> str:
 
 
 # --- one run ----------------------------------------------------------------------------------
-
-
-def upload_all(stack: LaunchedStack, uploads: list[Upload]) -> dict[str, float]:
-    """key -> wall time (epoch seconds) its upload returned."""
-    s3, bucket = stack.client("s3"), stack.config["uploads_bucket"]
-
-    def put(upload: Upload) -> tuple[str, float]:
-        s3.put_object(Bucket=bucket, Key=upload.key, Body=upload.body)
-        return upload.key, time.time()
-
-    with ThreadPoolExecutor(max_workers=UPLOAD_THREADS) as pool:
-        return dict(pool.map(put, uploads))
 
 
 def wait_until_terminal(stack: LaunchedStack, jobs: int, seconds: float) -> list[dict[str, Any]]:
@@ -290,7 +278,7 @@ def measure(
     log_path.parent.mkdir(exist_ok=True)
     root = project_copy(ROOT, scratch)
     with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
-        uploaded = upload_all(stack, uploads)
+        uploaded = upload_all(stack, uploads, UPLOAD_THREADS)
         items = wait_until_terminal(stack, sum(u.jobs for u in uploads), timeout)
         peak_mb = stack.peak_memory_mb()
     noops = sum(1 for item in items if "noop" in item.get("result_data", {}).get("M", {}))
