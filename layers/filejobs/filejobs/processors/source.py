@@ -12,14 +12,14 @@ says which, instead of running into the function's timeout and retrying the same
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filejobs.adapters.aws_errors import error_code, is_missing_object
-from filejobs.domain.content import SNIFF_BYTES, media_type, sniff_content_type
+from filejobs.domain.content import EMPTY, SNIFF_BYTES, media_type, sniff_content_type
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.retry import ObjectGoneError, PermanentError
 from filejobs.processors.base import StopRequested
@@ -186,3 +186,17 @@ def content_type_of(job: ProcessingJob, source: ObjectSource) -> str:
     if isinstance(declared, str) and declared.strip():
         return media_type(declared)
     return sniff_content_type(source.head(job, SNIFF_BYTES))
+
+
+def decoder_for[D](content_type: str, decoders: Mapping[str, D], *, job_type: str, empty: str) -> D:
+    """The decoder the job type has for the content type (its allow-list, `decoders`);
+    PermanentError saying `empty` for an empty file, or which types the job type decodes."""
+    if content_type == EMPTY:
+        raise PermanentError(empty)
+    decoder = decoders.get(content_type)
+    if decoder is None:
+        raise PermanentError(
+            f"{job_type} does not decode {content_type} files "
+            f"(it decodes {', '.join(sorted(decoders))})"
+        )
+    return decoder

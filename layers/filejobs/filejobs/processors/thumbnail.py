@@ -28,13 +28,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from filejobs.config import ConfigurationError
-from filejobs.domain.content import EMPTY
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
-from filejobs.processors.source import ObjectSource, content_type_of
+from filejobs.processors.source import ObjectSource, content_type_of, decoder_for
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -386,14 +385,9 @@ class ThumbnailProcessor:
         started = time.perf_counter()
         options = Options.of(work.job.input_data, self._default_sizes)
         content_type = content_type_of(work.job, self._source)
-        decoders = DECODERS.get(content_type)
-        if content_type == EMPTY:
-            raise PermanentError(_EMPTY)
-        if decoders is None:
-            raise PermanentError(
-                f"thumbnail_generation does not decode {content_type} files "
-                f"(it decodes {', '.join(sorted(DECODERS))})"
-            )
+        decoders = decoder_for(
+            content_type, DECODERS, job_type="thumbnail_generation", empty=_EMPTY
+        )
         path = self._source.download(
             work.job, work.workspace / "source", work.should_stop, max_bytes=self._max_bytes
         )

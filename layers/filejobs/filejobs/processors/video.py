@@ -30,13 +30,12 @@ from av.video.frame import VideoFrame
 from av.video.stream import VideoStream
 from PIL import Image
 
-from filejobs.domain.content import EMPTY
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
-from filejobs.processors.source import ObjectSource, content_type_of
+from filejobs.processors.source import ObjectSource, content_type_of, decoder_for
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -306,14 +305,7 @@ class VideoPosterProcessor:
     def __call__(self, work: Work) -> dict[str, Any]:
         source = ObjectSource(self._s3)
         content_type = content_type_of(work.job, source)
-        demuxer = DEMUXERS.get(content_type)
-        if content_type == EMPTY:
-            raise PermanentError(_EMPTY)
-        if demuxer is None:
-            raise PermanentError(
-                f"video_thumbnail does not decode {content_type} files "
-                f"(it decodes {', '.join(sorted(DEMUXERS))})"
-            )
+        demuxer = decoder_for(content_type, DEMUXERS, job_type="video_thumbnail", empty=_EMPTY)
         local = source.download(
             work.job, work.workspace / "video", work.should_stop, max_bytes=self._max_bytes
         )
