@@ -193,6 +193,15 @@ class Transition:
 # --- the transitions ------------------------------------------------------------------------
 
 
+def _ready_to_run(now: datetime, job_type: JobType | None) -> Guard:
+    """A job a worker may take now: pending, or scheduled and due (what claim and defer act on)."""
+    return Guard(
+        statuses=frozenset({JobStatus.PENDING, JobStatus.SCHEDULED}),
+        scheduled_due_by=now,
+        job_type=job_type,
+    )
+
+
 def claim(
     *, now: datetime, lease: timedelta, worker: str, job_type: JobType | None = None
 ) -> Transition:
@@ -200,11 +209,7 @@ def claim(
     lease_until = now + lease
     return Transition(
         "claim",
-        Guard(
-            statuses=frozenset({JobStatus.PENDING, JobStatus.SCHEDULED}),
-            scheduled_due_by=now,
-            job_type=job_type,
-        ),
+        _ready_to_run(now, job_type),
         Changes(
             updated_at=now,
             updated_by=worker,
@@ -390,11 +395,7 @@ def defer(
     """
     return Transition(
         "defer",
-        Guard(
-            statuses=frozenset({JobStatus.PENDING, JobStatus.SCHEDULED}),
-            scheduled_due_by=now,
-            job_type=job_type,
-        ),
+        _ready_to_run(now, job_type),
         Changes(
             updated_at=now,
             updated_by=worker,
