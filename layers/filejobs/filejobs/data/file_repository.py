@@ -213,41 +213,35 @@ class FileRepository:
             if self.get(plan.file.id) is not None:
                 return AlreadyIngested(plan.file.id)
             return OverQuota(charge, self._usage(charge))
-        for attempt in range(_CONFLICT_RETRIES + 1):
-            try:
-                self._write_plan(plan, charge)
-            except TransactWriteError as error:
-                codes = _reason_codes(error)
-                if _refused(codes, 0):
-                    return AlreadyIngested(plan.file.id)
-                if charge is not None and _refused(codes, len(codes) - 1):
-                    return OverQuota(charge, self._usage(charge, error.cancellation_reasons[-1]))
-                if "TransactionConflict" in codes and attempt < _CONFLICT_RETRIES:
-                    _back_off(attempt)
-                    continue
-                raise
-            return Ingested(plan)
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def refusal(
+            error: TransactWriteError, codes: list[str]
+        ) -> AlreadyIngested | OverQuota | None:
+            if _refused(codes, 0):
+                return AlreadyIngested(plan.file.id)
+            if charge is not None and _refused(codes, len(codes) - 1):
+                return OverQuota(charge, self._usage(charge, error.cancellation_reasons[-1]))
+            return None
+
+        refused = _transact(lambda: self._write_plan(plan, charge), refusal)
+        if refused is not None:
+            return refused
+        return Ingested(plan)
 
     def add_api_job(self, job: ProcessingJob, *, per_file: int) -> ApiJobAdded:
         """The job's put and its file's `api_jobs` ADD in one TransactWriteItems: the job is
         stored only while the file has had fewer than `per_file`, and a job that exists already
         (a replayed request) counts nothing."""
-        for attempt in range(_CONFLICT_RETRIES + 1):
-            try:
-                self._write_api_job(job, per_file)
-            except TransactWriteError as error:
-                codes = _reason_codes(error)
-                if _refused(codes, 0):
-                    return ApiJobAdded.EXISTS
-                if _refused(codes, 1):
-                    return ApiJobAdded.FILE_SPENT
-                if "TransactionConflict" in codes and attempt < _CONFLICT_RETRIES:
-                    _back_off(attempt)
-                    continue
-                raise
-            return ApiJobAdded.CREATED
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def refusal(_error: TransactWriteError, codes: list[str]) -> ApiJobAdded | None:
+            if _refused(codes, 0):
+                return ApiJobAdded.EXISTS
+            if _refused(codes, 1):
+                return ApiJobAdded.FILE_SPENT
+            return None
+
+        refused = _transact(lambda: self._write_api_job(job, per_file), refusal)
+        return ApiJobAdded.CREATED if refused is None else refused
 
     def _write_api_job(self, job: ProcessingJob, per_file: int) -> None:
         counted = FileModel.api_jobs.does_not_exist() | (FileModel.api_jobs < per_file)
@@ -286,6 +280,29 @@ class FileRepository:
 def _connection() -> Connection:
     # The model's own connection: no new botocore client per write.
     return FileModel._get_connection().connection
+
+
+def _transact[R](
+    write: Callable[[], None], refusal: Callable[[TransactWriteError, list[str]], R]
+) -> R | None:
+    """Runs the transaction `write`: None once it commits; what `refusal` makes of a condition
+    it failed (when `refusal` knows it: not None); again after a backoff while it only met
+    another transaction on the same items (TransactionConflict), at most _CONFLICT_RETRIES
+    times; any other failure raised."""
+    for attempt in range(_CONFLICT_RETRIES + 1):
+        try:
+            write()
+        except TransactWriteError as error:
+            codes = _reason_codes(error)
+            refused = refusal(error, codes)
+            if refused is not None:
+                return refused
+            if "TransactionConflict" in codes and attempt < _CONFLICT_RETRIES:
+                _back_off(attempt)
+                continue
+            raise
+        return None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _reason_codes(error: TransactWriteError) -> list[str]:
