@@ -22,9 +22,10 @@ per file). The noisy tenant's backlog is not waited for: once the quiet tenant's
 the stack stops, and the bench prints how many of the noisy tenant's jobs had ended by then.
 
 Beside each median, the quiet tenant's "from ingest" median: from the creation of a file's jobs
-(the ingest's write) to the end of its last, the part the job queues and workers take. The
-ingest queue is fed by S3 and carries no tenant: `--ingest-workers N` runs N pollers of it, as
-Lambda runs up to 10 ingest invocations at once (the local stack's default is one).
+(the ingest's write) to the end of its last, the part the job queues and workers take; the rest
+is the ingest router's hop and the fair ingest queue's. `--ingest-workers N` runs N pollers of
+the fair ingest queue, as Lambda runs up to 10 ingest invocations at once (the local stack's
+default is one).
 
     .venv/bin/python bench/fairness.py [--noisy-files 500] [--quiet-files 5] [--quiet-delay 10]
         [--ingest-workers 1] [--timeout 1500] [--json PATH]
@@ -264,7 +265,7 @@ def main() -> None:
         "--ingest-workers",
         type=int,
         default=1,
-        help="pollers of the ingest queue (filejobs dev --function-workers IngestFunction=N)",
+        help="pollers of the fair ingest queue (filejobs dev --function-workers IngestFunction=N)",
     )
     add_json_argument(parser)
     arguments = parser.parse_args()

@@ -229,7 +229,7 @@ def run_phase(
 
 def per_unit(phase: Phase, group: str) -> int:
     """What a group's figures are divided by: jobs of its type, files, all jobs, or cancels."""
-    if group in ("ingest", "upload"):
+    if group in ("ingest_router", "ingest", "upload"):
         return phase.files
     if group == "events":
         return phase.total_jobs
@@ -240,7 +240,13 @@ def per_unit(phase: Phase, group: str) -> int:
     return max(phase.jobs.get(group, 0), 1)
 
 
-UNIT_NAMES = {"ingest": "file", "events": "job", "api": "cancel", "sweep": "window"}
+UNIT_NAMES = {
+    "ingest_router": "file",
+    "ingest": "file",
+    "events": "job",
+    "api": "cancel",
+    "sweep": "window",
+}
 # The happy path's API requests are status queries; the cancel path's, cancels.
 HAPPY_UNIT_NAMES = {**UNIT_NAMES, "upload": "file", "api": "status query"}
 COLUMNS = (
@@ -266,7 +272,15 @@ def group_rows(phase: Phase, usage: dict[str, Usage]) -> list[list[str]]:
 
 
 def _group_order(group: str) -> tuple[int, str]:
-    order = {"upload": -1, "ingest": 0, "virus_scan": 1, "events": 8, "api": 9, "sweep": 10}
+    order = {
+        "upload": -2,
+        "ingest_router": -1,
+        "ingest": 0,
+        "virus_scan": 1,
+        "events": 8,
+        "api": 9,
+        "sweep": 10,
+    }
     return order.get(group, 5), group
 
 

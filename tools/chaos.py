@@ -80,7 +80,7 @@ QUARANTINED = {job: ("cancelled",) for job in PARSING_JOBS}
 
 
 def fault_rules(seed: int, worker_functions: list[str]) -> list[dict[str, Any]]:
-    duplicated = ["IngestFunction", *worker_functions]
+    duplicated = ["IngestRouterFunction", "IngestFunction", *worker_functions]
     return [
         {"kind": "transient", "probability": 0.2, "attempts": 1000, "seed": seed},
         {"kind": "crash", "probability": 0.05, "seed": seed},

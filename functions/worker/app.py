@@ -26,6 +26,7 @@ from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, r
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.registry import ScanSettings, processor_for
 from filejobs.processors.sandbox import privileges
+from filejobs.processors.sandbox.client import start_shared
 from filejobs.services.worker import Disposition, RunningCap, WorkerService, WorkResult
 
 if TYPE_CHECKING:
@@ -177,6 +178,21 @@ def handle(message: JobMessage, message_id: str, context: LambdaContext | None =
     record_metrics(result)
 
 
+def start_decoders_early() -> None:
+    """This worker's processor built and its decoder sandbox started while Lambda initialises
+    the execution environment (a full vCPU, before any job waits): the zygote's imports and
+    warm-up, 0.5-1.5 s, are then not on the first job's path. A failure here is logged and left
+    to the first job, which starts the sandbox again and fails readably if it still cannot."""
+    try:
+        runtime.once(f"processor:{job_type().value}", build_processor)
+        started = start_shared()
+    except Exception:  # a head start only: its failure must not fail the init
+        logger.exception("decoder sandbox not started at init: the first job will start it")
+        return
+    if started:
+        logger.info("decoder sandbox started at init", sandboxes=started)
+
+
 def record_metrics(result: WorkResult) -> None:
     metrics.add_dimension(name="job_type", value=job_type().value)
     if result.disposition not in _NOT_STARTED:
@@ -187,6 +203,12 @@ def record_metrics(result: WorkResult) -> None:
         metrics.add_metric(
             name="JobDuration", unit=MetricUnit.Seconds, value=duration.total_seconds()
         )
+
+
+# Lambda sets it in a real execution environment only: tests and the local stack, which start
+# many workers at once, keep starting the sandbox with the first job.
+if os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE"):
+    start_decoders_early()
 
 
 @logger.inject_lambda_context

@@ -278,6 +278,41 @@ def test_a_worker_is_non_dumpable_from_its_import_on() -> None:
     assert ran.stdout.split() == ["True", "False"]
 
 
+@pytest.mark.parametrize(("initialisation", "running"), [("on-demand", "True"), (None, "False")])
+def test_on_lambda_a_worker_starts_its_decoder_sandbox_while_it_initialises(
+    initialisation: str | None, running: str
+) -> None:
+    # given a thumbnail worker's environment, in a process of its own, as Lambda makes it (which
+    # sets AWS_LAMBDA_INITIALIZATION_TYPE) or as a test or the local stack does
+    environment = {
+        **os.environ,
+        "JOB_TYPE": "thumbnail_generation",
+        "JOBS_TABLE_NAME": "jobs",
+        "FILES_TABLE_NAME": "files",
+        "OUTPUTS_BUCKET": "outputs",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    environment.pop("AWS_LAMBDA_INITIALIZATION_TYPE", None)
+    if initialisation is not None:
+        environment["AWS_LAMBDA_INITIALIZATION_TYPE"] = initialisation
+    probe = (
+        "import functions.worker.app\n"
+        "from filejobs.processors.sandbox.client import shared_sandbox\n"
+        "print(shared_sandbox('filejobs.processors.thumbnail').running)\n"
+    )
+    # when its handler's module is imported (Lambda's init), then on Lambda its decoders' zygote
+    # is already running, before any job; elsewhere the first job starts it
+    ran = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env=environment,
+    )
+    assert ran.stdout.splitlines()[-1] == running  # after the worker's own log lines
+
+
 def test_a_yara_scan_stopped_by_a_sandbox_limit_is_a_refusal_never_clean(tmp_path: Path) -> None:
     upload = tmp_path / "upload.txt"
     upload.write_bytes(EICAR)

@@ -53,6 +53,7 @@ from functions.api import app as api
 from functions.definitions import app as definitions
 from functions.events import app as events
 from functions.ingest import app as ingest
+from functions.ingest_router import app as ingest_router
 from functions.rescan import app as rescan_policy
 from functions.sweep import app as sweep
 from functions.worker import app as worker
@@ -198,10 +199,20 @@ def upload(stack: Stack, name: str, body: bytes) -> None:
     )
 
 
-def ingest_everything(stack: Stack) -> list[Call]:
-    stack.become("IngestFunction")
+def route_notifications(stack: Stack) -> list[Call]:
+    """S3's notifications moved to the fair ingest queue by the ingest router, as on AWS."""
+    stack.become("IngestRouterFunction")
     with recording_calls() as recorder:
         records = stack.queue_records("IngestQueue")
+        assert ingest_router.handler({"Records": records}, CONTEXT)["batchItemFailures"] == []
+    return recorder.calls
+
+
+def ingest_everything(stack: Stack) -> list[Call]:
+    route_notifications(stack)
+    stack.become("IngestFunction")
+    with recording_calls() as recorder:
+        records = stack.queue_records("FairIngestQueue")
         # a duplicate delivery takes the other path: it re-sends the file's pending jobs
         ingest.handler({"Records": records + records}, CONTEXT)
     return recorder.calls
@@ -210,8 +221,9 @@ def ingest_everything(stack: Stack) -> list[Call]:
 def test_ingest_may_recognise_a_late_duplicate_of_an_upload_since_removed(stack: Stack) -> None:
     # given an upload ingested, then its version removed (as the scan's quarantine does)
     upload(stack, "gone.png", png())
+    route_notifications(stack)
     stack.become("IngestFunction")
-    records = stack.queue_records("IngestQueue")
+    records = stack.queue_records("FairIngestQueue")
     ingest.handler({"Records": records}, CONTEXT)
     bucket = stack.refs["UploadsBucket"]
     versions = boto3.client("s3").list_object_versions(Bucket=bucket, Prefix="uploads/acme/gone")
@@ -244,6 +256,18 @@ def test_ingest_may_do_everything_it_does(stack: Stack) -> None:
     calls = ingest_everything(stack)
     assert {c.operation for c in calls} >= {"GetObject", "TransactWriteItems", "Query"}
     assert stack.refused("IngestFunction", calls) == []
+
+
+def test_the_ingest_router_may_do_everything_it_does(stack: Stack) -> None:
+    # given uploads of two tenants
+    upload(stack, "photo.png", png())
+    boto3.client("s3").put_object(
+        Bucket=stack.refs["UploadsBucket"], Key="uploads/globex/clip.mp4", Body=mp4()
+    )
+    # when the router moves their notifications, then every call it made is granted
+    calls = route_notifications(stack)
+    assert {c.operation for c in calls} >= {"ReceiveMessage", "SendMessageBatch"}
+    assert stack.refused("IngestRouterFunction", calls) == []
 
 
 @pytest.mark.parametrize("job_type", list(JobType))

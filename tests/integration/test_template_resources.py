@@ -43,17 +43,19 @@ JOB_TYPES = {
 # Every queue that carries work, and the dead-letter queue it gives up to.
 DEAD_LETTER_QUEUE_OF = {
     "IngestQueue": "IngestDeadLetterQueue",
+    "FairIngestQueue": "IngestDeadLetterQueue",
     **{f"{t}Queue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
     **{f"{t}HighQueue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
 }
 # Stream records the events function gives up on (its on-failure destination, not a redrive).
 STREAM_FAILURE_QUEUE = "EventsDeadLetterQueue"
 DEAD_LETTER_QUEUES = {*DEAD_LETTER_QUEUE_OF.values(), STREAM_FAILURE_QUEUE}
-JOB_QUEUES = {q for q in DEAD_LETTER_QUEUE_OF if q != "IngestQueue"}
+JOB_QUEUES = {q for q in DEAD_LETTER_QUEUE_OF if q not in {"IngestQueue", "FairIngestQueue"}}
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKETS = ("UploadsBucket", "OutputsBucket", "QuarantineBucket", "AccessLogsBucket")
 FUNCTIONS = {
+    "IngestRouterFunction",
     "IngestFunction",
     "SweepFunction",
     "ApiFunction",
@@ -158,10 +160,10 @@ def test_the_template_defines_every_work_queue_and_its_dead_letter_queue(
     # given the template
     # when its queues are listed
     queues = set(resources_of_type(template, "AWS::SQS::Queue"))
-    # then there is an ingest queue, two lanes per job type and one DLQ each, the events
-    # function's failure queue, and nothing else
+    # then there is S3's ingest queue and the fair one the router fills (sharing a DLQ), two
+    # lanes per job type and one DLQ each, the events function's failure queue, and nothing else
     assert queues == set(DEAD_LETTER_QUEUE_OF) | DEAD_LETTER_QUEUES
-    assert len(queues) == 21
+    assert len(queues) == 22
 
 
 def test_every_work_queue_redrives_to_its_dead_letter_queue_after_5_receives(stack: Stack) -> None:
@@ -348,12 +350,12 @@ def test_each_worker_reads_both_lanes_of_its_own_job_type(
     # then it runs the shared worker code for that type
     assert spec.code_uri == "functions/worker"
     assert spec.environment["JOB_TYPE"] == snake
-    # and it reads that type's normal lane in batches of 5 and its high lane one at a time
+    # and it reads both lanes one message at a time (a job never waits for others in its batch)
     lanes = {
         _getatt_logical_id(e["Queue"]): (e["BatchSize"], e["ScalingConfig"]["MaximumConcurrency"])
         for e in _sqs_events(spec)
     }
-    assert lanes == {f"{job_type}Queue": (5, 20), f"{job_type}HighQueue": (1, 10)}
+    assert lanes == {f"{job_type}Queue": (1, 20), f"{job_type}HighQueue": (1, 10)}
 
 
 def test_every_function_knows_every_job_queue_and_table(
@@ -447,7 +449,7 @@ def test_every_sqs_event_reports_batch_item_failures_and_caps_concurrency(
 ) -> None:
     # given every SQS event source of every function
     events = [(name, e) for name, spec in functions.items() for e in _sqs_events(spec)]
-    assert len(events) == 1 + 2 * len(JOB_TYPES)
+    assert len(events) == 2 + 2 * len(JOB_TYPES)  # the ingest router's, the ingest's, the lanes
     for name, event in events:
         # then a failed record is retried alone, not its whole batch
         assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"], name

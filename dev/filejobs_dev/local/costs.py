@@ -25,6 +25,7 @@ MONTH_SECONDS = 30 * 24 * 3600
 DERIVED_DAYS = 30
 GIB = 1024**3  # S3 bills storage per GB of 2**30 bytes
 GROUPS_OF_FUNCTIONS = {
+    "IngestRouterFunction": "ingest_router",
     "IngestFunction": "ingest",
     "EventsFunction": "events",
     "ApiFunction": "api",

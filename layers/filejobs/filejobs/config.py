@@ -61,6 +61,8 @@ class Settings:
     # (0: no cap), and the table of their slots. Only the workers read them.
     tenant_max_running: int = 0
     tenant_slots_table: str | None = None
+    # Where the ingest router re-sends S3's notifications, in their tenants' groups.
+    fair_ingest_queue_url: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -97,6 +99,7 @@ class Settings:
             dynamodb_endpoint_url=endpoint_from(env, "dynamodb"),
             tenant_max_running=_count(env, "TENANT_MAX_RUNNING_JOBS", 0),
             tenant_slots_table=env.get("TENANT_SLOTS_TABLE_NAME") or None,
+            fair_ingest_queue_url=env.get("FAIR_INGEST_QUEUE_URL") or None,
         )
 
     @property
@@ -112,6 +115,11 @@ class Settings:
         if not self.quarantine_bucket:
             raise ConfigurationError("environment variable QUARANTINE_BUCKET is not set")
         return self.quarantine_bucket
+
+    def require_fair_ingest_queue(self) -> str:
+        if not self.fair_ingest_queue_url:
+            raise ConfigurationError("environment variable FAIR_INGEST_QUEUE_URL is not set")
+        return self.fair_ingest_queue_url
 
     def require_event_bus(self) -> str:
         if not self.event_bus:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import botocore.session
 
+from filejobs.adapters.ingest_queue import SqsIngestQueue
 from filejobs.adapters.sqs import SqsDeadLetters, SqsDispatcher, SqsQueueWatch
 from filejobs.config import Settings
 from filejobs.data.job_repository import JobRepository
@@ -107,6 +108,10 @@ def tenant_limits() -> TenantLimits:
 
 def dispatcher() -> SqsDispatcher:
     return SqsDispatcher(sqs(), settings().queue_urls)
+
+
+def fair_ingest_queue() -> SqsIngestQueue:
+    return SqsIngestQueue(sqs(), settings().require_fair_ingest_queue())
 
 
 def queue_watch() -> SqsQueueWatch:

@@ -7,7 +7,7 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes import S3Event
 
-from filejobs.domain.ingest import ObjectCreated
+from filejobs.domain.ingest import ObjectCreated, tenant_of_notification
 from filejobs.domain.messages import MalformedMessageError, json_object
 
 
@@ -42,3 +42,12 @@ def _object_created(record: Any) -> ObjectCreated:
         version_id=s3_object.version_id,
         sequencer=s3_object.get("sequencer"),
     )
+
+
+def tenant_of_body(body: str) -> str | None:
+    """The tenant a notification's message is for (its group on the fair ingest queue); None for
+    anything the ingest will refuse or acknowledge unread (it is a tenant of its own there)."""
+    try:
+        return tenant_of_notification(object_created_records(body))
+    except MalformedMessageError:
+        return None

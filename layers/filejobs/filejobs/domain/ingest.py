@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -63,6 +64,18 @@ def tenant_of(key: str) -> str:
     if not name or name.endswith("/"):
         raise InvalidUploadError(f"key {key!r} names a folder, not a file")
     return tenant
+
+
+def tenant_of_notification(records: Sequence[ObjectCreated]) -> str | None:
+    """The one tenant whose uploads a notification announces (S3 sends one record per message);
+    None when it names none, several, or a key that is not an upload."""
+    tenants = set()
+    for record in records:
+        try:
+            tenants.add(tenant_of(record.key))
+        except InvalidUploadError:
+            return None
+    return tenants.pop() if len(tenants) == 1 else None
 
 
 def plan_ingest(

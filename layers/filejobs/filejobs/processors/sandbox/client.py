@@ -118,6 +118,15 @@ class Sandbox:
             self._discard()
         return ending
 
+    def start(self) -> None:
+        """Starts the zygote now, if it is not running, rather than on the first job."""
+        with self._lock:
+            self._running_zygote()
+
+    @property
+    def running(self) -> bool:
+        return self._zygote is not None and self._zygote.alive()
+
     def close(self) -> None:
         with self._lock:
             self._discard()
@@ -151,6 +160,15 @@ def shared_sandbox(*modules: str) -> Sandbox:
         sandbox = Sandbox(key)
         _SHARED[key] = (os.getpid(), sandbox)
     return sandbox
+
+
+def start_shared() -> int:
+    """Starts the zygote of every sandbox this process shares that is not running yet; the
+    number of sandboxes then running. For a process with time before its first job."""
+    mine = [sandbox for owner, sandbox in _SHARED.values() if owner == os.getpid()]
+    for sandbox in mine:
+        sandbox.start()
+    return len(mine)
 
 
 @atexit.register
