@@ -174,10 +174,9 @@ def _timed(delete_message: Callable[[Any, str], None]) -> Callable[[Any, str], N
         delete_message(queue, receipt_handle)
         now = time.monotonic()
         for message in done:
-            if hasattr(message, _RECEIVED_AT):
-                _processing_of(queue).finished(
-                    message.group_id, now - message._filejobs_received_at
-                )
+            started = getattr(message, _RECEIVED_AT, None)
+            if started is not None:
+                _processing_of(queue).finished(message.group_id, now - started)
 
     return delete
 
