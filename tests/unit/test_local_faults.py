@@ -13,6 +13,7 @@ import pytest
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import TransientError
 from filejobs.processors.base import StopRequested, Work
+from filejobs.services.dedup import DeduplicationCheck
 from filejobs_dev.local.faults import (
     FaultConfigError,
     FaultKind,
@@ -187,6 +188,40 @@ def test_a_skipped_virus_scan_says_clean_so_its_files_gated_jobs_are_released(
     # records a verdict it can read, and the file's other jobs are sent
     result = skipped(work_on(clock, "any.png", 1))
     assert result == {"noop": True, "verdict": "CLEAN", "engines": {}}
+
+
+def test_a_skipped_digest_names_a_content_of_the_files_own_so_dedup_still_records_it(
+    clock: FakeClock,
+) -> None:
+    def digest(work: Work) -> dict[str, Any]:
+        raise AssertionError("the digest must not run")
+
+    class Owners:
+        def claim(self, tenant: str, sha256: str, file_id: str, *, at: object) -> str:
+            return file_id  # the first file with this content owns it
+
+    class Files:
+        def __init__(self) -> None:
+            self.recorded: list[str] = []
+
+        def record_content(self, file_id: str, *, sha256: str, **_: object) -> object:
+            self.recorded.append(sha256)
+            return object()
+
+    # given the deduplication check's digest skipped by a noop rule (bench/local_stack.py)
+    skipped = with_processor_faults(digest, parse_faults('[{"kind": "noop"}]'))
+    files = Files()
+    check = DeduplicationCheck(skipped, Owners(), files)  # type: ignore[arg-type]
+    dedup = JobType.DEDUPLICATION_CHECK
+    # when two files' checks run, then each completes as a no-op, with a digest of its own
+    # recorded on its file, as the use case records a real one
+    first = check(work_on(clock, "a.png", 1, job_type=dedup))
+    second = check(work_on(clock, "b.png", 1, job_type=dedup))
+    assert first["noop"] is True
+    assert second["noop"] is True
+    assert first["duplicate_of"] is None
+    assert files.recorded == [first["sha256"], second["sha256"]]
+    assert len({first["sha256"], second["sha256"]}) == 2
 
 
 def test_a_noop_rule_with_a_probability_skips_that_share_of_attempts(clock: FakeClock) -> None:

@@ -57,6 +57,7 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.compat import HTTPHeaders
 from botocore.endpoint import Endpoint
 
+from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.retry import TransientError
 from filejobs.processors.base import Processor, StopRequested, Work
 
@@ -163,7 +164,8 @@ def crash() -> None:
 
 PROCESSOR_KINDS = (FaultKind.TRANSIENT, FaultKind.SLOW, FaultKind.CRASH, FaultKind.NOOP)
 # What a job whose processor a noop rule skipped returns (each attempt gets a copy); a skipped
-# virus scan says CLEAN, so the file's other jobs run.
+# virus scan says CLEAN, so the file's other jobs run; a skipped digest names a content of the
+# file's own, so the deduplication check still claims it and records it on the file.
 NOOP_RESULT: dict[str, Any] = {"noop": True}
 NOOP_SCAN_RESULT: dict[str, Any] = {"noop": True, "verdict": "CLEAN", "engines": {}}
 
@@ -199,7 +201,7 @@ def with_processor_faults(
                     _crash_now(die, job.id, job.attempt, "before")
             if rule.kind is FaultKind.NOOP:
                 skip = True
-        result = _noop_result(job.job_type.value) if skip else processor(work)
+        result = _noop_result(job) if skip else processor(work)
         if crash_after:
             _crash_now(die, job.id, job.attempt, "after")
         return result
@@ -207,8 +209,12 @@ def with_processor_faults(
     return faulty
 
 
-def _noop_result(job_type: str) -> dict[str, Any]:
-    return dict(NOOP_SCAN_RESULT if job_type == "virus_scan" else NOOP_RESULT)
+def _noop_result(job: ProcessingJob) -> dict[str, Any]:
+    if job.job_type is JobType.VIRUS_SCAN:
+        return dict(NOOP_SCAN_RESULT)
+    if job.job_type is JobType.DEDUPLICATION_CHECK:
+        return {**NOOP_RESULT, "sha256": hashlib.sha256(job.file_id.encode()).hexdigest()}
+    return dict(NOOP_RESULT)
 
 
 def _crash_now(die: Callable[[], None], job_id: str, attempt: int, when: str) -> None:
