@@ -80,6 +80,11 @@ def handle_record(record: SQSRecord, context: LambdaContext | None = None) -> No
         handle(message, record.message_id, context)
 
 
+def processor_of_this_worker() -> Processor:
+    """This worker's processor, built once per execution environment."""
+    return runtime.once(f"processor:{job_type().value}", build_processor)
+
+
 def build_processor() -> Processor:
     """This worker's processor. The virus scan's and the deduplication check's are the whole use
     case: the processor reads the bytes, the service records what they mean (the verdict, acted
@@ -154,7 +159,7 @@ def handle(message: JobMessage, message_id: str, context: LambdaContext | None =
     service = WorkerService(
         runtime.jobs(),
         runtime.dispatcher(),
-        runtime.once(f"processor:{job_type().value}", build_processor),
+        processor_of_this_worker(),
         job_type(),
         lease=settings.lease,
         retention=settings.retention,
@@ -184,7 +189,7 @@ def start_decoders_early() -> None:
     warm-up, 0.5-1.5 s, are then not on the first job's path. A failure here is logged and left
     to the first job, which starts the sandbox again and fails readably if it still cannot."""
     try:
-        runtime.once(f"processor:{job_type().value}", build_processor)
+        processor_of_this_worker()
         started = start_shared()
     except Exception:  # a head start only: its failure must not fail the init
         logger.exception("decoder sandbox not started at init: the first job will start it")

@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -137,19 +137,22 @@ def receive(stack: Stack, logical_id: str) -> list[dict[str, Any]]:
             return records
         for message in got:
             stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-            records.append(
-                {
-                    "messageId": message["MessageId"],
-                    "receiptHandle": message["ReceiptHandle"],
-                    "body": message["Body"],
-                    "attributes": message.get("Attributes", {}),
-                    "messageAttributes": {},
-                    "md5OfBody": message["MD5OfBody"],
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": arn["Attributes"]["QueueArn"],
-                    "awsRegion": "us-east-1",
-                }
-            )
+            records.append(sqs_record(message, arn["Attributes"]["QueueArn"]))
+
+
+def sqs_record(message: Mapping[str, Any], queue_arn: str) -> dict[str, Any]:
+    """A received message as Lambda's SQS event source hands it to the handler."""
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": {},
+        "md5OfBody": message["MD5OfBody"],
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": "us-east-1",
+    }
 
 
 def invoke(handler: Any, records: list[dict[str, Any]]) -> list[str]:

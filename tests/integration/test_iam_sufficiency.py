@@ -60,6 +60,7 @@ from functions.worker import app as worker
 from tests.definitions import EICAR, publish_set
 from tests.factories import ingest_plan
 from tests.iam import ACCOUNT, PARTITION, REGION, Call, Resolver, denied, grants, recording_calls
+from tests.integration.test_handlers import sqs_record
 from tests.streams import StreamTap
 
 TEMPLATE = load_template()
@@ -142,19 +143,7 @@ class Stack:
         while got := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
             for message in got:
                 sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-                records.append(
-                    {
-                        "messageId": message["MessageId"],
-                        "receiptHandle": message["ReceiptHandle"],
-                        "body": message["Body"],
-                        "attributes": {},
-                        "messageAttributes": {},
-                        "md5OfBody": message["MD5OfBody"],
-                        "eventSource": "aws:sqs",
-                        "eventSourceARN": arn["Attributes"]["QueueArn"],
-                        "awsRegion": REGION,
-                    }
-                )
+                records.append(sqs_record(message, arn["Attributes"]["QueueArn"]))
         return records
 
 

@@ -23,7 +23,7 @@ from filejobs.data.file_repository import FileRepository
 from functions.ingest import app as ingest
 from functions.ingest_router import app as ingest_router
 from tests.integration import test_handlers as handlers
-from tests.integration.test_handlers import Stack, invoke, receive
+from tests.integration.test_handlers import Stack, invoke, receive, sqs_record
 
 stack = handlers.stack
 
@@ -128,25 +128,12 @@ def test_a_quiet_tenants_upload_is_ingested_before_a_noisy_tenants_backlog(
 
 def receive_batch(stack: Stack, logical_id: str) -> list[dict[str, Any]]:
     """One receive of up to 10 messages, as Lambda's poller hands them to an invocation."""
+    url = stack.queue(logical_id)
+    arn = stack.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
     got = stack.sqs.receive_message(
-        QueueUrl=stack.queue(logical_id),
-        MaxNumberOfMessages=10,
-        MessageSystemAttributeNames=["All"],
+        QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
     )["Messages"]
-    return [
-        {
-            "messageId": m["MessageId"],
-            "receiptHandle": m["ReceiptHandle"],
-            "body": m["Body"],
-            "attributes": m.get("Attributes", {}),
-            "messageAttributes": {},
-            "md5OfBody": m["MD5OfBody"],
-            "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:fair",
-            "awsRegion": "us-east-1",
-        }
-        for m in got
-    ]
+    return [sqs_record(message, arn["Attributes"]["QueueArn"]) for message in got]
 
 
 def delete(stack: Stack, logical_id: str, records: list[dict[str, Any]]) -> None:

@@ -13,13 +13,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from filejobs.adapters.sqs import MAX_BATCH_ENTRIES
+
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
-# SendMessageBatch takes at most 10 entries, and at most 256 KiB of bodies in all (a queue's
-# default largest message, so any one message fits alone).
-MAX_ENTRIES = 10
+# SendMessageBatch also takes at most 256 KiB of bodies in all (a queue's default largest
+# message, so any one message fits alone).
 MAX_BATCH_BYTES = 256 * 1024
 
 
@@ -57,7 +58,8 @@ def batches(notifications: Sequence[Notification]) -> Iterator[list[Notification
     batch: list[Notification] = []
     size = 0
     for notification in notifications:
-        if batch and (len(batch) == MAX_ENTRIES or size + notification.size > MAX_BATCH_BYTES):
+        full = len(batch) == MAX_BATCH_ENTRIES
+        if batch and (full or size + notification.size > MAX_BATCH_BYTES):
             yield batch
             batch, size = [], 0
         batch.append(notification)

@@ -23,7 +23,7 @@ from filejobs.ports import DeadLetter
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-_BATCH = 10  # SendMessageBatch takes at most 10 entries
+MAX_BATCH_ENTRIES = 10  # SendMessageBatch takes at most 10 entries
 
 
 class SqsDispatcher:
@@ -49,8 +49,8 @@ class SqsDispatcher:
         for job in jobs:
             by_queue.setdefault(self._queue_url(job), []).append(job)
         for url, queued in by_queue.items():
-            for start in range(0, len(queued), _BATCH):
-                self._send_batch(url, queued[start : start + _BATCH])
+            for start in range(0, len(queued), MAX_BATCH_ENTRIES):
+                self._send_batch(url, queued[start : start + MAX_BATCH_ENTRIES])
 
     def _send_batch(self, url: str, jobs: list[ProcessingJob]) -> None:
         entries = [
