@@ -63,6 +63,11 @@ class Settings:
     tenant_slots_table: str | None = None
     # Where the ingest router re-sends S3's notifications, in their tenants' groups.
     fair_ingest_queue_url: str | None = None
+    # What operators see and do (docs/CONSOLE.md): aggregates, failure groups, bulk operations.
+    ops_table: str | None = None
+    # Where a bulk operation's next page is sent, and how many jobs a second it changes.
+    operations_queue_url: str | None = None
+    operation_rate: int = 50
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -100,11 +105,19 @@ class Settings:
             tenant_max_running=_count(env, "TENANT_MAX_RUNNING_JOBS", 0),
             tenant_slots_table=env.get("TENANT_SLOTS_TABLE_NAME") or None,
             fair_ingest_queue_url=env.get("FAIR_INGEST_QUEUE_URL") or None,
+            ops_table=env.get("OPS_TABLE_NAME") or None,
+            operations_queue_url=env.get("OPERATIONS_QUEUE_URL") or None,
+            operation_rate=_count(env, "OPERATION_RATE", 50) or 50,
         )
 
     @property
     def uses_clamav(self) -> bool:
         return self.scan_engines == CLAMAV_AND_YARA
+
+    def require_ops_table(self) -> str:
+        if not self.ops_table:
+            raise ConfigurationError("OPS_TABLE_NAME is not set")
+        return self.ops_table
 
     def require_outputs_bucket(self) -> str:
         if not self.outputs_bucket:
