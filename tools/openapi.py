@@ -34,9 +34,16 @@ from filejobs.api.parsing import (
     MAX_INPUT_DATA_BYTES,
     REASON_PATTERN,
 )
-from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
+from filejobs.domain.failures import FAILURE_GROUP_PATTERN
+from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.messages import UUID_PATTERN
+from filejobs.domain.operations import (
+    MAX_ERROR_TEXT_CHARS,
+    OPERATION_ID_PATTERN,
+    Action,
+    OperationStatus,
+)
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, UNLIMITED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,6 +251,95 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"reason": _REASON},
     },
     "OpenApiDocument": {"type": "object"},
+    "FileListing": {
+        "type": "object",
+        "required": ["tenant", "files", "next_token"],
+        "properties": {
+            "tenant": _STR,
+            "files": {"type": "array", "items": {"$ref": "#/components/schemas/File"}},
+            "next_token": _OPT_STR,
+        },
+    },
+    "FilesAnswer": {
+        "anyOf": [
+            {"$ref": "#/components/schemas/FileVersions"},
+            {"$ref": "#/components/schemas/FileListing"},
+        ]
+    },
+    "JobFilter": {
+        "type": "object",
+        "additionalProperties": False,
+        "description": "Every field given must match; a tenant's filter is its own tenant's",
+        "properties": {
+            "tenant": {"type": "string", "pattern": TENANT_PATTERN},
+            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
+            "status": {"type": "string", "enum": [s.value for s in JobStatus]},
+            "group": {"type": "string", "pattern": FAILURE_GROUP_PATTERN},
+            "error": {"type": "string", "minLength": 1, "maxLength": MAX_ERROR_TEXT_CHARS},
+            "since": {"type": "string", "format": "date-time"},
+            "until": {"type": "string", "format": "date-time"},
+        },
+    },
+    "OperationRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["action", "filter", "reason"],
+        "properties": {
+            "action": {"type": "string", "enum": [a.value for a in Action]},
+            "filter": {"$ref": "#/components/schemas/JobFilter"},
+            "reason": _REASON,
+            "dry_run": {"type": "boolean"},
+        },
+    },
+    "Operation": {
+        "type": "object",
+        "required": ["id", "action", "filter", "reason", "status", "matched", "processed"],
+        "properties": {
+            "id": {"type": "string", "pattern": OPERATION_ID_PATTERN},
+            "action": {"type": "string", "enum": [a.value for a in Action]},
+            "filter": {"type": "object"},
+            "reason": _STR,
+            "tenant": _OPT_STR,
+            "created_by": _STR,
+            "created_at": {"type": "string", "format": "date-time"},
+            "updated_at": {"type": "string", "format": "date-time"},
+            "status": {"type": "string", "enum": [s.value for s in OperationStatus]},
+            "matched": {"type": "integer", "minimum": 0},
+            "processed": {"type": "integer", "minimum": 0},
+            "changed": {"type": "integer", "minimum": 0},
+            "skipped": {"type": "integer", "minimum": 0},
+            "errors": {"type": "integer", "minimum": 0},
+            "finished_at": _OPT_TIME,
+            "error": _OPT_STR,
+            "dry_run": {"const": False},
+        },
+    },
+    "OperationPreview": {
+        "type": "object",
+        "required": ["dry_run", "action", "filter", "matched", "exact", "sample"],
+        "properties": {
+            "dry_run": {"const": True},
+            "action": {"type": "string", "enum": [a.value for a in Action]},
+            "filter": {"type": "object"},
+            "matched": {"type": "integer", "minimum": 0},
+            "exact": {"type": "boolean", "description": "false: at least `matched`"},
+            "sample": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+        },
+    },
+    "OperationAnswer": {
+        "anyOf": [
+            {"$ref": "#/components/schemas/Operation"},
+            {"$ref": "#/components/schemas/OperationPreview"},
+        ]
+    },
+    "OperationPage": {
+        "type": "object",
+        "required": ["operations", "next_token"],
+        "properties": {
+            "operations": {"type": "array", "items": {"$ref": "#/components/schemas/Operation"}},
+            "next_token": _OPT_STR,
+        },
+    },
 }
 
 
@@ -380,7 +476,9 @@ def _complete(operation: dict[str, Any]) -> None:
     to anything else before a database call), the query and header parameters app.py declares
     as an extension, and that a body-less answer has no content (Powertools' default is JSON)."""
     for parameter in operation.get("parameters", []):
-        if parameter["in"] == "path" and parameter["name"].endswith("_id"):
+        if parameter["in"] == "path" and parameter["name"] == "operation_id":
+            parameter["schema"] = {"type": "string", "pattern": OPERATION_ID_PATTERN}
+        elif parameter["in"] == "path" and parameter["name"].endswith("_id"):
             parameter["schema"] = {"type": "string", "format": "uuid", "pattern": UUID_PATTERN}
         if parameter["in"] == "path" and parameter["name"] == "tenant":
             parameter["schema"] = {"type": "string", "pattern": TENANT_PATTERN}

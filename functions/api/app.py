@@ -25,8 +25,10 @@ from filejobs.access import Caller, caller_from
 from filejobs.adapters.s3 import S3OutputLinks
 from filejobs.api import openapi, parsing, rendering
 from filejobs.observability import SERVICE, TRACED_MODULES
+from filejobs.ports import PageCursor
 from filejobs.services.api import Requested, StatusApi
 from filejobs.services.errors import RequestRefusedError, UnidentifiedCallerError
+from filejobs.services.operations import BulkOperations
 from filejobs.services.page_tokens import PageTokens
 from filejobs.services.quotas import TenantLimits
 
@@ -38,19 +40,19 @@ tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
 app = APIGatewayRestResolver()
 
 
-def service() -> StatusApi:
-    settings = runtime.settings()
+def page_tokens() -> PageTokens:
     secret = os.environ.get("API_TOKEN_SECRET")
-    bucket = settings.outputs_bucket
-    return StatusApi(
-        jobs=runtime.jobs(),
-        files=runtime.files(),
-        dispatcher=runtime.dispatcher,
-        retention=settings.retention,
-        tokens=PageTokens(secret.encode() if secret else None),
-        links=S3OutputLinks(runtime.s3, bucket) if bucket else None,
-        scan_ended=lambda scan: runtime.scan_gate().scan_ended(scan),
-    )
+    return PageTokens(secret.encode() if secret else None)
+
+
+def service() -> StatusApi:
+    bucket = runtime.settings().outputs_bucket
+    links = S3OutputLinks(runtime.s3, bucket) if bucket else None
+    return runtime.status_api(tokens=page_tokens(), links=links)
+
+
+def operations() -> BulkOperations:
+    return runtime.bulk_operations(service())
 
 
 def quotas() -> TenantLimits:
@@ -141,8 +143,11 @@ def health() -> dict[str, str]:
 
 
 @app.get("/files", **openapi.FIND_FILE)
-def file_by_key() -> dict[str, Any]:
+def find_files() -> dict[str, Any]:
+    """One file's versions by its key (key=), or a tenant's files under a prefix (prefix=)."""
     who = caller()
+    if "key" not in params() and "prefix" in params():
+        return rendering.file_listing(service().list_files(who, parsing.list_files(params())))
     query = parsing.find_file(params(), os.environ.get("UPLOADS_BUCKET"))
     return rendering.file_versions(service().file_by_key(who, query))
 
@@ -224,6 +229,37 @@ def retry_job(job_id: str) -> dict[str, Any]:
     who = caller()
     job_id = parsing.canonical_id("job id", job_id)
     return rendering.job(service().retry(who, job_id))
+
+
+@app.post("/operations", **openapi.START_OPERATION)
+def start_operation() -> Response[str]:
+    """A bulk action by filter: with dry_run, its count and a sample; else the operation."""
+    who = caller()
+    command = parsing.start_operation(app.current_event.body, idempotency_key())
+    if command.dry_run:
+        found = operations().preview(who, command.action, command.filter)
+        return _json(200, json.dumps(rendering.preview(found)))
+    started = operations().start(who, command)
+    headers = {"Idempotent-Replayed": "true" if started.replayed else "false"}
+    return _json(200 if started.replayed else 202, json.dumps(rendering.started(started)), headers)
+
+
+@app.get("/operations", **openapi.LIST_OPERATIONS)
+def list_operations() -> dict[str, Any]:
+    who = caller()
+    tenant, limit, token = parsing.operations_page(params())
+    scope = {"listing": "operations", "caller": who.name, "tenant": tenant}
+    tokens = page_tokens()
+    after = None if token is None else tokens.decode(token, scope).id
+    found, last = operations().recent(who, tenant=tenant, after=after, limit=limit)
+    next_token = None if last is None else tokens.encode(PageCursor("-", last), scope)
+    return rendering.operations(found, next_token)
+
+
+@app.get("/operations/<operation_id>", **openapi.GET_OPERATION)
+def get_operation(operation_id: str) -> dict[str, Any]:
+    who = caller()
+    return rendering.operation(operations().get(who, parsing.operation_id(operation_id)))
 
 
 @app.get("/tenants/<tenant>/quotas", **openapi.GET_QUOTAS)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,8 +37,10 @@ import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs.data.job_repository import JobRepository
+from filejobs.data.operation_repository import OperationRepository
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobType, ProcessingJob
+from filejobs.domain.operations import Action, JobFilter, Operation
 from filejobs.domain.time import utcnow
 from filejobs_dev.infra.template import function_definitions, resources_of_type
 from filejobs_dev.local.stack import routes_of
@@ -148,6 +151,7 @@ class Owned:
     tenant: str
     plan: IngestPlan
     stopped: ProcessingJob
+    operation: str  # the id of a bulk operation the tenant started
 
     @property
     def pending(self) -> ProcessingJob:
@@ -160,6 +164,7 @@ class Owned:
             ("<key>", self.plan.file.key),
             ("<file>", self.plan.file.id),
             *((f"<job{n}>", job.id) for n, job in enumerate(self.plan.jobs)),
+            ("<operation>", self.operation),
             ("<tenant>", self.tenant),
         ]
 
@@ -172,13 +177,30 @@ class Owned:
 def owned(tenant: str, name: str = "a.png") -> Owned:
     """A file of `tenant`, recorded with its jobs, the second of them cancelled."""
     plan = ingested(tenant, name)
-    return Owned(tenant, plan, cancelled(plan.jobs[1]))
+    return Owned(tenant, plan, cancelled(plan.jobs[1]), started_operation(tenant))
+
+
+def started_operation(tenant: str) -> str:
+    """An operation of `tenant`'s, as POST /operations records it (not run)."""
+    now = utcnow()
+    operation = Operation(
+        id=f"op-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}",
+        action=Action.RETRY,
+        filter=JobFilter(tenant=tenant),
+        reason="a bad deploy",
+        created_by=f"api:tenant:{tenant}",
+        created_at=now,
+        updated_at=now,
+        matched=1,
+    )
+    store = OperationRepository(boto3.client("dynamodb"), os.environ["OPS_TABLE_NAME"])
+    return store.create(operation, caller=operation.created_by, key=operation.id).id
 
 
 def never_recorded(tenant: str) -> Owned:
     """Ids and a key of the same shapes as `owned`'s, that no table holds."""
     plan = ingest_plan(utcnow(), "image/png", tenant=tenant, name="a.png")
-    return Owned(tenant, plan, plan.jobs[1])
+    return Owned(tenant, plan, plan.jobs[1], f"op-{utcnow():%Y%m%dT%H%M%SZ}-0123abcd")
 
 
 @dataclass(frozen=True)
@@ -264,6 +286,26 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ("POST", "/rescans"): RouteCase(
         Access.TENANT,
         lambda o: Request("/rescans", body=json.dumps({"tenant": o.tenant, "prefix": "uploads/"})),
+    ),
+    ("POST", "/operations"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(
+            "/operations",
+            body=json.dumps(
+                {
+                    "action": "retry",
+                    "filter": {"tenant": o.tenant},
+                    "reason": "a bad deploy",
+                    "dry_run": True,
+                }
+            ),
+        ),
+    ),
+    ("GET", "/operations"): RouteCase(
+        Access.TENANT, lambda o: Request("/operations", {"tenant": o.tenant}), lists=({},)
+    ),
+    ("GET", "/operations/{operation_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/operations/{o.operation}")
     ),
     ("GET", "/tenants/{tenant}/quotas"): RouteCase(
         Access.TENANT, lambda o: Request(f"/tenants/{o.tenant}/quotas")

@@ -119,6 +119,11 @@ class Settings:
             raise ConfigurationError("OPS_TABLE_NAME is not set")
         return self.ops_table
 
+    def require_operations_queue(self) -> str:
+        if not self.operations_queue_url:
+            raise ConfigurationError("OPERATIONS_QUEUE_URL is not set")
+        return self.operations_queue_url
+
     def require_outputs_bucket(self) -> str:
         if not self.outputs_bucket:
             raise ConfigurationError("environment variable OUTPUTS_BUCKET is not set")

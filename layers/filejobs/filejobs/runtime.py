@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 
     from filejobs.data.file_repository import FileRepository
     from filejobs.data.tenant_slots import DynamoTenantSlots
+    from filejobs.ports import OutputLinks
+    from filejobs.services.api import StatusApi
+    from filejobs.services.operations import BulkOperations
+    from filejobs.services.page_tokens import PageTokens
     from filejobs.services.quotas import TenantLimits
     from filejobs.services.scan_gate import ScanGate
 
@@ -158,6 +162,43 @@ def scan_gate() -> ScanGate:
         dispatcher(),
         retention=loaded.retention,
         unscannable=loaded.unscannable,
+    )
+
+
+def status_api(*, tokens: PageTokens | None = None, links: OutputLinks | None = None) -> StatusApi:
+    """The status API's use cases (the API function's; the operations function changes jobs
+    through them too)."""
+    from filejobs.services.api import StatusApi  # noqa: PLC0415 (not every handler)
+    from filejobs.services.page_tokens import PageTokens  # noqa: PLC0415
+
+    return StatusApi(
+        jobs=jobs(),
+        files=files(),
+        dispatcher=dispatcher,
+        retention=settings().retention,
+        tokens=tokens or PageTokens(None),
+        links=links,
+        scan_ended=lambda scan: scan_gate().scan_ended(scan),
+    )
+
+
+def bulk_operations(api: StatusApi | None = None) -> BulkOperations:
+    """Bulk actions by filter (services/operations.py): OpsTable, the operations queue."""
+    from filejobs.adapters.operations_queue import SqsOperationQueue  # noqa: PLC0415
+    from filejobs.data.operation_repository import OperationRepository  # noqa: PLC0415
+    from filejobs.services.operations import BulkOperations  # noqa: PLC0415
+
+    loaded = settings()
+    table = loaded.require_ops_table()
+
+    def queue() -> SqsOperationQueue:
+        return SqsOperationQueue(sqs(), loaded.require_operations_queue())
+
+    return BulkOperations(
+        store=OperationRepository(dynamodb(), table),
+        queue=queue,
+        status_api=api or status_api(),
+        rate=loaded.operation_rate,
     )
 
 

@@ -13,8 +13,10 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from filejobs.api.parsing import BUCKET_NAME_PATTERN, DEFAULT_LIMIT, MAX_LIMIT
+from filejobs.domain.failures import FAILURE_GROUP_PATTERN
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
+from filejobs.domain.operations import MAX_ERROR_TEXT_CHARS
 from filejobs.domain.quotas import API_JOBS_PER_FILE
 from filejobs.services.page_tokens import MAX_TOKEN_LENGTH
 
@@ -148,16 +150,24 @@ HEALTH = _doc(
 
 # GET /files
 FIND_FILE = _doc(
-    "Find a file by its object key",
-    "Every recorded version of the key the caller may see, newest first.",
-    ok=(200, "The versions of the key", "FileVersions"),
+    "Find a file by its object key, or list files under a key prefix",
+    "With `key`: every recorded version of the key the caller may see, newest first. With "
+    "`prefix` (and no key): one page of a tenant's files whose key starts with it, in key order "
+    "(an operator names the tenant).",
+    ok=(200, "The versions of the key, or a page of files", "FilesAnswer"),
     parameters=[
-        _query("key", "The object key", required=True, minLength=1, maxLength=1024),
+        _query("key", "The object key", minLength=1, maxLength=1024),
         _query(
             "bucket",
             "The bucket; the stack's uploads bucket when omitted",
             pattern=BUCKET_NAME_PATTERN,
         ),
+        _query("prefix", "A key prefix (lists files; without key)", maxLength=1024),
+        _query("tenant", "The tenant (operators, with prefix)", pattern=TENANT_PATTERN),
+        _query(
+            "limit", f"Page size ({DEFAULT_LIMIT})", type="integer", minimum=1, maximum=MAX_LIMIT
+        ),
+        _query("next_token", "The previous page's next_token", maxLength=MAX_TOKEN_LENGTH),
     ],
 )
 
@@ -235,26 +245,39 @@ RESCAN_FILES = _doc(
     },
 )
 
+_FILTER_PARAMETERS = [
+    _STATUS_FILTER,
+    _query("job_type", "Only jobs of this type", enum=[t.value for t in JobType]),
+    _query(
+        "tenant", "The tenant (operators; a tenant may name only its own)", pattern=TENANT_PATTERN
+    ),
+    _query(
+        "group",
+        "Only the failed jobs of this failure group (GET /failures)",
+        pattern=FAILURE_GROUP_PATTERN,
+    ),
+    _query(
+        "error",
+        "Only jobs whose error message contains this text (case-sensitive)",
+        minLength=1,
+        maxLength=MAX_ERROR_TEXT_CHARS,
+    ),
+    _query("since", "Only jobs created at or after this time (ISO 8601)", format="date-time"),
+    _query("until", "Only jobs created before this time (ISO 8601)", format="date-time"),
+]
+
 # GET /jobs
 LIST_JOBS = _doc(
-    "List jobs",
-    "A tenant's jobs newest first, or (operators) the jobs in one status in queue order. "
-    "Pages continue with next_token; deleted jobs are never listed.",
+    "Search jobs",
+    "A tenant's jobs newest first, or (operators, naming no tenant) the jobs of one status or "
+    "failure group in queue order. Filters combine. A page reads a bounded number of index "
+    "pages: when the filters leave it short it still ends with a next_token to go on from. "
+    "Deleted jobs are never listed.",
     ok=(200, "One page of jobs", "JobPage"),
     parameters=[
-        _STATUS_FILTER,
-        _query("job_type", "Only jobs of this type", enum=[t.value for t in JobType]),
+        *_FILTER_PARAMETERS,
         _query(
-            "tenant",
-            "The tenant (operators; a tenant may name only its own)",
-            pattern=TENANT_PATTERN,
-        ),
-        _query(
-            "limit",
-            f"Page size ({DEFAULT_LIMIT})",
-            type="integer",
-            minimum=1,
-            maximum=MAX_LIMIT,
+            "limit", f"Page size ({DEFAULT_LIMIT})", type="integer", minimum=1, maximum=MAX_LIMIT
         ),
         _query("next_token", "The previous page's next_token", maxLength=MAX_TOKEN_LENGTH),
     ],
@@ -295,6 +318,51 @@ RETRY_JOB = _doc(
     "has answers 409 (request a new job instead), as does a job that has not finished.",
     ok=(200, "The job, pending", "Job"),
     errors=(400, 401, 404, 409),
+)
+
+# POST /operations
+START_OPERATION = _doc(
+    "Start a bulk action on the jobs a filter or failure group matches",
+    "retry (failed or cancelled jobs), cancel (pending, scheduled, running), delete (finished: "
+    "soft delete) or rescan (the matched jobs' files). With dry_run: the count and a sample, and "
+    "nothing changes. Otherwise the operation is recorded (who, when, why, what filter) and runs "
+    "in the background, paced, a page at a time: follow it with GET /operations/{id}. Each job "
+    "is changed by one conditional write, so running it again changes nothing twice; the same "
+    "Idempotency-Key answers the same operation. A tenant's filter is its own tenant's.",
+    ok=(202, "The operation, started", "OperationAnswer"),
+    extra_ok=(200, "A dry run's count, or the operation an earlier request of the key started"),
+    errors=(400, 401, 404, 409, 422),
+    parameters=[{**_IDEMPOTENCY_HEADER, "description": "Starts at most one operation"}],
+    body={
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/OperationRequest"}}
+        },
+    },
+)
+
+# GET /operations
+LIST_OPERATIONS = _doc(
+    "The bulk operations, newest first (the audit list)",
+    "A tenant sees its own; an operator every one.",
+    ok=(200, "One page of operations", "OperationPage"),
+    parameters=[
+        _query(
+            "tenant", "Only this tenant's (a tenant may name only its own)", pattern=TENANT_PATTERN
+        ),
+        _query(
+            "limit", f"Page size ({DEFAULT_LIMIT})", type="integer", minimum=1, maximum=MAX_LIMIT
+        ),
+        _query("next_token", "The previous page's next_token", maxLength=MAX_TOKEN_LENGTH),
+    ],
+)
+
+# GET /operations/<operation_id>
+GET_OPERATION = _doc(
+    "A bulk operation: its filter, reason, progress and result",
+    "Progress counts jobs processed, changed, skipped (their status no longer allowed the "
+    "action) and errors, against the count matched when it started.",
+    ok=(200, "The operation", "Operation"),
 )
 
 # GET /tenants/<tenant>/quotas

@@ -13,11 +13,13 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
 from filejobs.domain.keys import is_tenant
 from filejobs.domain.messages import is_uuid
+from filejobs.domain.operations import Action, FilterError, JobFilter, is_operation_id
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, QuotaChange
 from filejobs.services.api import (
     DEFAULT_CANCEL_REASON,
@@ -26,13 +28,16 @@ from filejobs.services.api import (
     CancelJob,
     FileJobs,
     FindFile,
+    ListFiles,
     ListJobs,
     RequestJob,
     RescanFile,
     RescanFiles,
 )
-from filejobs.services.errors import InvalidRequestError, MalformedRequestError
+from filejobs.services.errors import InvalidRequestError, MalformedRequestError, NotFoundError
+from filejobs.services.operations import StartOperation
 
+FILTER_FIELDS = frozenset({"tenant", "job_type", "status", "group", "error", "since", "until"})
 DEFAULT_LIMIT = 25
 MAX_LIMIT = 100
 MAX_REASON_LENGTH = 500
@@ -125,14 +130,106 @@ def rescan_files(body: str | None, idempotency_key: str | None) -> RescanFiles:
 
 
 def list_jobs(params: Mapping[str, str]) -> ListJobs:
-    """GET /jobs?status=&job_type=&tenant=&limit=&next_token=."""
-    status = _enum(JobStatus, "status", params.get("status"))
-    job_type = _enum(JobType, "job_type", params.get("job_type"))
-    limit = _limit(params.get("limit"))
+    """GET /jobs?tenant=&status=&job_type=&group=&error=&since=&until=&limit=&next_token=."""
+    return ListJobs(_limit(params.get("limit")), job_filter(params), params.get("next_token"))
+
+
+def job_filter(fields: Mapping[str, object]) -> JobFilter:
+    """A filter of jobs, from a query string or from an operation's `filter` object."""
+    unknown = sorted(set(fields) - FILTER_FIELDS - {"limit", "next_token"})
+    if unknown:
+        raise InvalidRequestError(f"unknown filter field: {unknown[0][:40]!r}")
+    texts = {name: _filter_text(name, fields.get(name)) for name in FILTER_FIELDS}
+    tenant = texts["tenant"]
+    if tenant is not None and not is_tenant(tenant):
+        raise MalformedRequestError(f"tenant must be a tenant name; got {tenant[:80]!r}")
+    try:
+        return JobFilter(
+            tenant=tenant,
+            job_type=_enum(JobType, "job_type", texts["job_type"]),
+            status=_enum(JobStatus, "status", texts["status"]),
+            group=texts["group"],
+            error=texts["error"],
+            since=_moment("since", texts["since"]),
+            until=_moment("until", texts["until"]),
+        )
+    except FilterError as error:
+        raise MalformedRequestError(str(error)) from None
+
+
+def list_files(params: Mapping[str, str]) -> ListFiles:
+    """GET /files?prefix=&tenant=&limit=&next_token= (files under a key prefix)."""
+    prefix = params.get("prefix", "")
+    if len(prefix.encode("utf-8", errors="replace")) > MAX_KEY_BYTES or not _is_text(prefix):
+        raise MalformedRequestError(f"prefix must be text of at most {MAX_KEY_BYTES} bytes")
     tenant = params.get("tenant")
     if tenant is not None and not is_tenant(tenant):
         raise MalformedRequestError(f"tenant must be a tenant name; got {tenant[:80]!r}")
-    return ListJobs(limit, status, job_type, tenant, params.get("next_token"))
+    return ListFiles(prefix, _limit(params.get("limit")), tenant, params.get("next_token"))
+
+
+def start_operation(body: str | None, idempotency_key: str | None) -> StartOperation:
+    """POST /operations: {"action", "filter", "reason", "dry_run"?}."""
+    data = _optional_object(body, {"action", "filter", "reason", "dry_run"})
+    action = data.get("action")
+    if action not in {a.value for a in Action}:
+        choices = ", ".join(a.value for a in Action)
+        raise InvalidRequestError(f"action must be one of: {choices}")
+    wanted = data.get("filter")
+    if not isinstance(wanted, dict):
+        raise InvalidRequestError("filter must be an object (the fields of GET /jobs)")
+    if "reason" not in data:
+        raise InvalidRequestError("reason is required: it is kept in the operation's audit record")
+    dry_run = data.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise InvalidRequestError("dry_run must be true or false")
+    try:
+        parsed_filter = job_filter(wanted)
+    except MalformedRequestError as error:
+        raise InvalidRequestError(f"filter: {error.message}") from None
+    return StartOperation(
+        action=Action(action),
+        filter=parsed_filter,
+        reason=_checked_reason(data["reason"]),
+        dry_run=dry_run,
+        idempotency_key=None if idempotency_key is None else _idempotency_key(idempotency_key),
+    )
+
+
+def operation_id(value: str) -> str:
+    if not is_operation_id(value):
+        raise NotFoundError(f"no operation {value[:80]!r}")
+    return value
+
+
+def operations_page(params: Mapping[str, str]) -> tuple[str | None, int, str | None]:
+    """GET /operations?tenant=&limit=&next_token=: (tenant, limit, next_token)."""
+    tenant = params.get("tenant")
+    if tenant is not None and not is_tenant(tenant):
+        raise MalformedRequestError(f"tenant must be a tenant name; got {tenant[:80]!r}")
+    return tenant, _limit(params.get("limit")), params.get("next_token")
+
+
+def _filter_text(name: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or not _is_text(value) or len(value) > 200:
+        raise MalformedRequestError(f"{name} must be text of 1 to 200 characters")
+    return value
+
+
+def _moment(name: str, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise MalformedRequestError(
+            f"{name} must be an ISO 8601 time, e.g. 2026-12-04T12:00:00Z; got {value[:40]!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def cancel_job(job_id: str, body: str | None) -> CancelJob:

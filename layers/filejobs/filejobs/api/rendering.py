@@ -9,8 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from filejobs.domain.job import ProcessingJob
+from filejobs.domain.operations import Operation
 from filejobs.domain.quotas import UNLIMITED
 from filejobs.services.api import (
+    FileListing,
     FileVersions,
     FileWithJobs,
     JobListing,
@@ -27,6 +29,7 @@ from filejobs.services.errors import (
     RequestRefusedError,
     UnidentifiedCallerError,
 )
+from filejobs.services.operations import Preview, Started
 from filejobs.services.quotas import QuotaReport
 from filejobs.views import file_view, job_view
 
@@ -79,6 +82,55 @@ def job_listing(found: JobListing) -> dict[str, Any]:
         "order": found.order,
         "next_token": found.next_token,
     }
+
+
+def file_listing(found: FileListing) -> dict[str, Any]:
+    return {
+        "tenant": found.tenant,
+        "files": [file_view(f) for f in found.files],
+        "next_token": found.next_token,
+    }
+
+
+def preview(found: Preview) -> dict[str, Any]:
+    """A dry run: what the action would touch, and changes nothing."""
+    return {
+        "dry_run": True,
+        "action": found.action.value,
+        "filter": found.filter.to_dict(),
+        "matched": found.matched,
+        "exact": found.exact,
+        "sample": [job_view(j) for j in found.sample],
+    }
+
+
+def operation(found: Operation) -> dict[str, Any]:
+    return {
+        "id": found.id,
+        "action": found.action.value,
+        "filter": found.filter.to_dict(),
+        "reason": found.reason,
+        "tenant": found.tenant,
+        "created_by": found.created_by,
+        "created_at": _iso(found.created_at),
+        "updated_at": _iso(found.updated_at),
+        "status": found.status.value,
+        "matched": found.matched,
+        "processed": found.progress.processed,
+        "changed": found.progress.changed,
+        "skipped": found.progress.skipped,
+        "errors": found.progress.errors,
+        "finished_at": _iso(found.finished_at),
+        "error": found.error,
+    }
+
+
+def started(found: Started) -> dict[str, Any]:
+    return {**operation(found.operation), "dry_run": False}
+
+
+def operations(found: list[Operation], next_token: str | None) -> dict[str, Any]:
+    return {"operations": [operation(o) for o in found], "next_token": next_token}
 
 
 def rescanned_page(found: RescannedPage) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from filejobs.domain import content, scanning, transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType, ProcessingJob
+from filejobs.domain.operations import JobFilter
 from filejobs.domain.quotas import API_JOBS_PER_FILE
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
@@ -33,7 +34,6 @@ from filejobs.ports import (
     Dispatcher,
     FileStore,
     InvalidCursorError,
-    JobPage,
     JobStore,
     OutputLinks,
     PageCursor,
@@ -44,6 +44,7 @@ from filejobs.services.errors import (
     MalformedRequestError,
     NotFoundError,
 )
+from filejobs.services.job_search import FilterTooWideError, JobSearch
 from filejobs.services.page_tokens import PageTokens
 from filejobs.services.rescans import Rescan, Rescans, Skipped
 from filejobs.views import Output, output_keys
@@ -105,9 +106,19 @@ class RescanFiles:
 
 @dataclass(frozen=True)
 class ListJobs:
+    """A search: the filter (a tenant's is its own), a page size, where the last page ended."""
+
     limit: int
-    status: JobStatus | None = None
-    job_type: JobType | None = None
+    filter: JobFilter = field(default_factory=JobFilter)
+    next_token: str | None = None
+
+
+@dataclass(frozen=True)
+class ListFiles:
+    """A tenant's files under a key prefix, in key order."""
+
+    prefix: str
+    limit: int
     tenant: str | None = None
     next_token: str | None = None
 
@@ -164,6 +175,13 @@ class RescannedPage:
     skipped: list[Skipped]
     next_token: str | None
     idempotency_key: str
+
+
+@dataclass(frozen=True)
+class FileListing:
+    tenant: str
+    files: list[StoredFile]
+    next_token: str | None
 
 
 @dataclass(frozen=True)
@@ -344,41 +362,59 @@ class StatusApi:
         return self._with_outputs(self._visible_job(caller, job_id))
 
     def list_jobs(self, caller: Caller, query: ListJobs) -> JobListing:
-        tenant, status, job_type = query.tenant, query.status, query.job_type
+        """A page of the jobs a filter matches (services/job_search.py): a tenant's newest
+        first, or every tenant's in queue order, one status after another."""
+        wanted = query.filter
         if not caller.operator:
-            if tenant is not None and tenant != caller.tenant:
-                raise NotFoundError(f"no tenant {tenant!r}")
-            tenant = caller.tenant
+            if wanted.tenant not in (None, caller.tenant) or caller.tenant is None:
+                raise NotFoundError(f"no tenant {wanted.tenant!r}")
+            wanted = wanted.scoped_to(caller.tenant)
+        named = wanted.to_dict()
         scope = {
             "caller": "operator" if caller.operator else f"tenant:{caller.tenant}",
-            "tenant": tenant,
-            "status": None if status is None else status.value,
-            "job_type": None if job_type is None else job_type.value,
+            **{field: named.pop(field, None) for field in ("tenant", "status", "job_type")},
+            **named,
         }
-        if tenant is None and status is None:
-            raise MalformedRequestError(
-                "an operator lists the jobs of one tenant (tenant=) or in one status (status=)"
-            )
         token = query.next_token
         after = None if token is None else self.tokens.decode(token, scope)
         try:
-            if tenant is not None:
-                page: JobPage = self.jobs.tenant_page(
-                    tenant, status=status, job_type=job_type, after=after, limit=query.limit
-                )
-                order = "newest_first"
-            else:
-                assert status is not None
-                page = self.jobs.status_page(
-                    status, job_type=job_type, after=after, limit=query.limit
-                )
-                order = "queue"
+            page = JobSearch(self.jobs).page(wanted, after=after, limit=query.limit)
+        except FilterTooWideError:
+            raise MalformedRequestError(
+                "an operator lists the jobs of one tenant (tenant=), in one status (status=) or "
+                "of one failure group (group=)"
+            ) from None
         except InvalidCursorError:
             raise MalformedRequestError("next_token is not valid") from None
         # The partitions read were the caller's own; checked again all the same.
-        jobs = [j for j in page.jobs if caller.may_see(j.tenant) and j.metadata.deleted_at is None]
+        jobs = [j for j in page.jobs if caller.may_see(j.tenant)]
         next_token = None if page.next is None else self.tokens.encode(page.next, scope)
+        order = "newest_first" if wanted.tenant is not None else "queue"
         return JobListing(jobs, order, next_token)
+
+    def list_files(self, caller: Caller, query: ListFiles) -> FileListing:
+        """A page of a tenant's files whose key starts with the prefix, in key order."""
+        tenant = query.tenant
+        if not caller.operator:
+            if tenant not in (None, caller.tenant):
+                raise NotFoundError(f"no tenant {tenant!r}")
+            tenant = caller.tenant
+        if tenant is None:
+            raise MalformedRequestError("an operator lists the files of one tenant (tenant=)")
+        scope = {"listing": "files", "tenant": tenant, "prefix": query.prefix}
+        after = None
+        if query.next_token is not None:
+            cursor = self.tokens.decode(query.next_token, scope)
+            after = (cursor.range_value, cursor.id)
+        page = self.files.files_of_tenant(
+            tenant, prefix=query.prefix, after=after, limit=query.limit
+        )
+        found = [self.files.get(ref.id, consistent=False) for ref in page.files]
+        visible = [f for f in found if f is not None and _visible(caller, f)]
+        next_token = None
+        if page.next is not None:
+            next_token = self.tokens.encode(PageCursor(page.next[0], page.next[1]), scope)
+        return FileListing(tenant, visible, next_token)
 
     def cancel(self, caller: Caller, command: CancelJob) -> ProcessingJob:
         job = self._visible_job(caller, command.job_id)

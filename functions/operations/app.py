@@ -1,0 +1,57 @@
+"""Operations function: advances bulk operations (services/operations.py), one page a message.
+
+Each message names an operation; the page it changes and the message that continues it are the
+service's. A message that names no operation is logged and acknowledged: it can never become
+valid. A page that fails on an AWS error is reported as failed, and SQS delivers it again (the
+operation's cursor makes a repeated page change nothing twice).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+
+from filejobs import runtime
+from filejobs.adapters.operations_queue import operation_of
+from filejobs.observability import SERVICE, TRACED_MODULES
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+logger = Logger(service=SERVICE)
+tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def record_handler(record: SQSRecord) -> None:
+    operation_id = operation_of(record.body)
+    if operation_id is None:
+        logger.warning("message names no operation; dropped", message_id=record.message_id)
+        return
+    logger.append_keys(operation_id=operation_id)
+    advanced = runtime.bulk_operations().advance(operation_id)
+    if advanced is None:
+        logger.warning("no such operation; message dropped")
+        return
+    logger.info(
+        "operation advanced",
+        status=advanced.status.value,
+        processed=advanced.progress.processed,
+        matched=advanced.matched,
+    )
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

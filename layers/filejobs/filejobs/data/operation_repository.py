@@ -1,0 +1,252 @@
+"""Bulk operations (domain/operations.py) in OpsTable, through the plain DynamoDB client.
+
+Items:
+- `pk="operations"`, `sk=<operation id>`: the operation, its filter, progress and cursor. Ids
+  begin with their creation time (`op-YYYYMMDDTHHMMSSZ-<hex>`), so one Query reads the audit
+  list newest first. Operations are few (people start them): one partition serves them.
+- `pk="operation-key"`, `sk="<caller>#<Idempotency-Key>"`: the operation a caller's key made.
+  Put with the operation in one transaction, both conditional on not existing, so the same key
+  can never start two operations.
+
+Recording a page's progress is one UpdateItem conditioned on the cursor it started from: two
+runs of the same page cannot both record it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from filejobs.domain.job import JobStatus, JobType
+from filejobs.domain.operations import (
+    Action,
+    JobFilter,
+    Operation,
+    OperationStatus,
+    Progress,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_OPERATIONS = "operations"
+_KEYS = "operation-key"
+_REFUSED = "ConditionalCheckFailedException"
+
+
+class OperationRepository:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._client, self._table = client, table
+
+    def create(self, operation: Operation, *, caller: str, key: str) -> Operation:
+        """Records `operation` under the caller's key; when the key was used already, the
+        operation it made (whatever its request: the caller compares)."""
+        try:
+            self._client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": _key_item(caller, key, operation.id),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": _to_item(operation),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "TransactionCanceledException":
+                raise
+            existing = self._by_key(caller, key)
+            if existing is None:
+                raise
+            return existing
+        return operation
+
+    def get(self, operation_id: str) -> Operation | None:
+        found = self._client.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": _OPERATIONS}, "sk": {"S": operation_id}},
+            ConsistentRead=True,
+        )
+        item = found.get("Item")
+        return None if item is None else _from_item(item)
+
+    def recent(
+        self, *, tenant: str | None, after: str | None, limit: int
+    ) -> tuple[list[Operation], str | None]:
+        """Operations newest first (a tenant's own when `tenant`); the id to continue after."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": _OPERATIONS}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if tenant is not None:
+            request["FilterExpression"] = "tenant = :tenant"
+            request["ExpressionAttributeValues"][":tenant"] = {"S": tenant}
+        if after is not None:
+            request["ExclusiveStartKey"] = {"pk": {"S": _OPERATIONS}, "sk": {"S": after}}
+        answer = self._client.query(**request)
+        operations = [_from_item(i) for i in answer.get("Items", [])]
+        last = answer.get("LastEvaluatedKey")
+        return operations, None if last is None else last["sk"]["S"]
+
+    def record_page(self, before: Operation, after: Operation) -> bool:
+        """Records `after` (the progress of one more page) if the operation is still as `before`
+        left it (same cursor, running); False when another run recorded that page first."""
+        condition = "#status = :running AND " + (
+            "attribute_not_exists(#cursor)" if before.cursor is None else "#cursor = :before"
+        )
+        values: dict[str, Any] = {
+            ":running": {"S": OperationStatus.RUNNING.value},
+            ":status": {"S": after.status.value},
+            ":processed": {"N": str(after.progress.processed)},
+            ":changed": {"N": str(after.progress.changed)},
+            ":skipped": {"N": str(after.progress.skipped)},
+            ":errors": {"N": str(after.progress.errors)},
+            ":updated": {"S": _iso(after.updated_at)},
+        }
+        # Every name through a placeholder: "processed", "errors" and others are reserved words.
+        names = {"#status": "status", "#cursor": "cursor"}
+        sets = ["#status = :status"]
+        for name in ("processed", "changed", "skipped", "errors"):
+            names[f"#{name}"] = name
+            sets.append(f"#{name} = :{name}")
+        names["#updated_at"] = "updated_at"
+        sets.append("#updated_at = :updated")
+        removes = []
+        if before.cursor is not None:
+            values[":before"] = {"S": before.cursor}
+        if after.cursor is None:
+            removes.append("#cursor")
+        else:
+            values[":cursor"] = {"S": after.cursor}
+            sets.append("#cursor = :cursor")
+        for name, value in (("finished_at", after.finished_at), ("error", after.error)):
+            if value is not None:
+                values[f":{name}"] = {"S": value if isinstance(value, str) else _iso(value)}
+                names[f"#{name}"] = name
+                sets.append(f"#{name} = :{name}")
+        expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _OPERATIONS}, "sk": {"S": before.id}},
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == _REFUSED:
+                return False
+            raise
+        return True
+
+    def _by_key(self, caller: str, key: str) -> Operation | None:
+        found = self._client.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": _KEYS}, "sk": {"S": f"{caller}#{key}"}},
+            ConsistentRead=True,
+        )
+        item = found.get("Item")
+        return None if item is None else self.get(item["operation_id"]["S"])
+
+
+def _key_item(caller: str, key: str, operation_id: str) -> dict[str, Any]:
+    return {
+        "pk": {"S": _KEYS},
+        "sk": {"S": f"{caller}#{key}"},
+        "operation_id": {"S": operation_id},
+    }
+
+
+def _to_item(operation: Operation) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "pk": {"S": _OPERATIONS},
+        "sk": {"S": operation.id},
+        "action": {"S": operation.action.value},
+        "filter": {"S": json.dumps(operation.filter.to_dict(), sort_keys=True)},
+        "reason": {"S": operation.reason},
+        "created_by": {"S": operation.created_by},
+        "created_at": {"S": _iso(operation.created_at)},
+        "updated_at": {"S": _iso(operation.updated_at)},
+        "matched": {"N": str(operation.matched)},
+        "status": {"S": operation.status.value},
+        "processed": {"N": str(operation.progress.processed)},
+        "changed": {"N": str(operation.progress.changed)},
+        "skipped": {"N": str(operation.progress.skipped)},
+        "errors": {"N": str(operation.progress.errors)},
+        "request_hash": {"S": operation.request_hash},
+    }
+    if operation.tenant is not None:
+        item["tenant"] = {"S": operation.tenant}
+    if operation.cursor is not None:
+        item["cursor"] = {"S": operation.cursor}
+    return item
+
+
+def _from_item(item: dict[str, Any]) -> Operation:
+    def text(name: str) -> str | None:
+        value = item.get(name)
+        return None if value is None else str(value["S"])
+
+    def number(name: str) -> int:
+        value = item.get(name)
+        return 0 if value is None else int(value["N"])
+
+    return Operation(
+        id=item["sk"]["S"],
+        action=Action(item["action"]["S"]),
+        filter=filter_from_dict(json.loads(item["filter"]["S"])),
+        reason=item["reason"]["S"],
+        created_by=item["created_by"]["S"],
+        created_at=_parse(item["created_at"]["S"]),
+        updated_at=_parse(item["updated_at"]["S"]),
+        matched=number("matched"),
+        status=OperationStatus(item["status"]["S"]),
+        progress=Progress(
+            number("processed"), number("changed"), number("skipped"), number("errors")
+        ),
+        cursor=text("cursor"),
+        finished_at=None if (done := text("finished_at")) is None else _parse(done),
+        error=text("error"),
+        request_hash=text("request_hash") or "",
+    )
+
+
+def filter_from_dict(raw: dict[str, Any]) -> JobFilter:
+    """A filter as to_dict() wrote it."""
+
+    def moment(name: str) -> datetime | None:
+        value = raw.get(name)
+        return None if value is None else _parse(value)
+
+    return JobFilter(
+        tenant=raw.get("tenant"),
+        job_type=None if raw.get("job_type") is None else JobType(raw["job_type"]),
+        status=None if raw.get("status") is None else JobStatus(raw["status"]),
+        group=raw.get("group"),
+        error=raw.get("error"),
+        since=moment("since"),
+        until=moment("until"),
+    )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat()
+
+
+def _parse(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)

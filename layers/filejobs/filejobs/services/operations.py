@@ -1,0 +1,317 @@
+"""Bulk actions by filter or failure group, as tracked operations (domain/operations.py).
+
+`preview` counts what an action would touch and changes nothing (the dry run). `start` records
+the operation (the audit record: who, when, why, what filter) and sends it to the operations
+queue; `advance`, run by OperationsFunction for each message, changes one page of jobs and
+records the page, then sends the operation on, delayed so that it changes at most `rate` jobs a
+second: an operation over 40,000 jobs cannot flood the queues the jobs go back to.
+
+Each job is changed through the status API's own use case (one conditional write each, the
+caller's visibility checked again), as the operation's creator: a job whose status no longer
+allows the action is skipped, so running an operation again, or a page twice, changes nothing
+more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from filejobs.access import Caller
+from filejobs.domain.job import ProcessingJob
+from filejobs.domain.operations import (
+    PAGE_SIZE,
+    Action,
+    JobFilter,
+    Operation,
+    OperationStatus,
+    Progress,
+)
+from filejobs.domain.time import utcnow
+from filejobs.ports import InvalidCursorError, PageCursor
+from filejobs.services.api import CancelJob, RescanFile, StatusApi
+from filejobs.services.errors import (
+    ConflictError,
+    MalformedRequestError,
+    NotFoundError,
+    RequestRefusedError,
+)
+from filejobs.services.job_search import FilterTooWideError, JobSearch, SearchPage
+
+logger = logging.getLogger(__name__)
+
+# The dry run's count reads at most this many listing pages; past them it says "at least".
+COUNT_READS = 40
+COUNT_PAGE = 100
+SAMPLE_SIZE = 10
+# SQS delays a message 15 minutes at most.
+MAX_DELAY = timedelta(minutes=15)
+SCOPE_ALL = "*"
+
+
+class OperationStore(Protocol):
+    def create(self, operation: Operation, *, caller: str, key: str) -> Operation: ...
+    def get(self, operation_id: str) -> Operation | None: ...
+    def recent(
+        self, *, tenant: str | None, after: str | None, limit: int
+    ) -> tuple[list[Operation], str | None]: ...
+    def record_page(self, before: Operation, after: Operation) -> bool: ...
+
+
+class OperationQueue(Protocol):
+    def send(self, operation_id: str, delay: timedelta) -> None: ...
+
+
+@dataclass(frozen=True)
+class StartOperation:
+    action: Action
+    filter: JobFilter
+    reason: str
+    dry_run: bool
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True)
+class Preview:
+    action: Action
+    filter: JobFilter
+    matched: int
+    exact: bool  # False: at least `matched` (the count stopped at its read budget)
+    sample: list[ProcessingJob]
+
+
+@dataclass(frozen=True)
+class Started:
+    operation: Operation
+    replayed: bool
+
+
+class BulkOperations:
+    def __init__(
+        self,
+        *,
+        store: OperationStore,
+        queue: Callable[[], OperationQueue],
+        status_api: StatusApi,
+        failed_in_group: Callable[[str, str], int | None] | None = None,
+        rate: int = 50,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._store, self._queue, self._api = store, queue, status_api
+        self._failed_in_group, self._rate, self._clock = failed_in_group, max(rate, 1), clock
+        self._search = JobSearch(status_api.jobs)
+
+    # --- the API's ------------------------------------------------------------------------------
+
+    def preview(self, caller: Caller, action: Action, wanted: JobFilter) -> Preview:
+        wanted = _scoped(caller, wanted)
+        sample = self._page(wanted, action, None, SAMPLE_SIZE, what="preview").jobs
+        counted = self._group_count(wanted, action)
+        if counted is not None:
+            return Preview(action, wanted, counted, True, sample)
+        matched, exact = self._count(wanted, action)
+        return Preview(action, wanted, matched, exact, sample)
+
+    def start(self, caller: Caller, command: StartOperation) -> Started:
+        wanted = _scoped(caller, command.filter)
+        request_hash = _request_hash(command.action, wanted, command.reason)
+        preview = self.preview(caller, command.action, wanted)
+        now = self._clock()
+        operation = Operation(
+            id=f"op-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}",
+            action=command.action,
+            filter=wanted,
+            reason=command.reason,
+            created_by=caller.name,
+            created_at=now,
+            updated_at=now,
+            matched=preview.matched,
+            request_hash=request_hash,
+        )
+        key = command.idempotency_key or operation.id
+        stored = self._store.create(operation, caller=caller.name, key=key)
+        if stored.id != operation.id:
+            if stored.request_hash != request_hash:
+                raise ConflictError(
+                    f"Idempotency-Key {key!r} started operation {stored.id} with another request",
+                    log="idempotency key reused with another operation",
+                )
+            return Started(stored, replayed=True)
+        self._queue().send(stored.id, timedelta(0))
+        return Started(stored, replayed=False)
+
+    def get(self, caller: Caller, operation_id: str) -> Operation:
+        found = self._store.get(operation_id)
+        if found is None or not _may_see(caller, found):
+            raise NotFoundError(f"no operation {operation_id[:80]!r}")
+        return found
+
+    def recent(
+        self, caller: Caller, *, tenant: str | None, after: str | None, limit: int
+    ) -> tuple[list[Operation], str | None]:
+        """The audit list, newest first: a tenant's own; an operator's, all or one tenant's."""
+        if not caller.operator:
+            if tenant not in (None, caller.tenant):
+                raise NotFoundError(f"no tenant {tenant!r}")
+            tenant = caller.tenant
+        return self._store.recent(tenant=tenant, after=after, limit=limit)
+
+    # --- the operations function's --------------------------------------------------------------
+
+    def advance(self, operation_id: str) -> Operation | None:
+        """One more page of the operation; None when there is no such operation."""
+        operation = self._store.get(operation_id)
+        if operation is None or operation.finished:
+            return operation
+        try:
+            page = self._search.page(
+                operation.filter,
+                action=operation.action,
+                after=_cursor_from(operation.cursor),
+                limit=PAGE_SIZE,
+            )
+        except (InvalidCursorError, FilterTooWideError) as error:
+            return self._finish(operation, Progress(), error=f"cannot go on: {error}")
+        progress = self._act_on(operation, page.jobs)
+        if page.next is None:
+            return self._finish(operation, progress)
+        now = self._clock()
+        moved = replace(
+            operation,
+            progress=operation.progress + progress,
+            cursor=_cursor_to(page.next),
+            updated_at=now,
+        )
+        if not self._store.record_page(operation, moved):
+            logger.info("operation %s: page recorded by another run", operation.id)
+            return self._store.get(operation.id)
+        pause = timedelta(seconds=math.ceil(progress.processed / self._rate))
+        self._queue().send(operation.id, min(pause, MAX_DELAY))
+        return moved
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _finish(
+        self, operation: Operation, progress: Progress, *, error: str | None = None
+    ) -> Operation | None:
+        now = self._clock()
+        done = replace(
+            operation,
+            progress=operation.progress + progress,
+            cursor=None,
+            updated_at=now,
+            finished_at=now,
+            status=OperationStatus.FAILED if error else OperationStatus.SUCCEEDED,
+            error=error,
+        )
+        if not self._store.record_page(operation, done):
+            return self._store.get(operation.id)
+        logger.info("operation %s %s: %s", operation.id, done.status.value, done.progress)
+        return done
+
+    def _act_on(self, operation: Operation, jobs: list[ProcessingJob]) -> Progress:
+        caller = _caller_of(operation)
+        progress = Progress()
+        for job in jobs:
+            progress += self._act(operation, caller, job)
+        return progress
+
+    def _act(self, operation: Operation, caller: Caller, job: ProcessingJob) -> Progress:
+        try:
+            if operation.action is Action.RETRY:
+                self._api.retry(caller, job.id)
+            elif operation.action is Action.CANCEL:
+                self._api.cancel(caller, CancelJob(job.id, operation.reason))
+            elif operation.action is Action.DELETE:
+                self._api.delete(caller, job.id)
+            else:
+                rescan = RescanFile(job.file_id, operation.id, operation.reason)
+                if self._api.rescan_file(caller, rescan).replayed:
+                    return Progress(processed=1, skipped=1)
+        except RequestRefusedError as refusal:
+            # Its status changed since it was listed (another run, a worker, a person).
+            logger.info("operation %s skipped job %s: %s", operation.id, job.id, refusal)
+            return Progress(processed=1, skipped=1)
+        except Exception:
+            logger.exception(
+                "operation %s could not %s job %s", operation.id, operation.action, job.id
+            )
+            return Progress(processed=1, errors=1)
+        return Progress(processed=1, changed=1)
+
+    def _page(
+        self, wanted: JobFilter, action: Action, after: PageCursor | None, limit: int, *, what: str
+    ) -> SearchPage:
+        try:
+            return self._search.page(wanted, action=action, after=after, limit=limit)
+        except FilterTooWideError as error:
+            raise MalformedRequestError(f"{what}: {error}") from None
+
+    def _group_count(self, wanted: JobFilter, action: Action) -> int | None:
+        """The exact count of a whole failure group, from the aggregates (no job read)."""
+        only_group = wanted.group is not None and (
+            wanted.error,
+            wanted.since,
+            wanted.until,
+        ) == (None, None, None)
+        if not only_group or self._failed_in_group is None or wanted.group is None:
+            return None
+        if not wanted.statuses(action):
+            return 0
+        return self._failed_in_group(wanted.tenant or SCOPE_ALL, wanted.group)
+
+    def _count(self, wanted: JobFilter, action: Action) -> tuple[int, bool]:
+        matched, after, reads = 0, None, 0
+        while reads < COUNT_READS:
+            page = self._page(wanted, action, after, COUNT_PAGE, what="count")
+            matched, reads = matched + len(page.jobs), reads + page.reads
+            if page.next is None:
+                return matched, True
+            after = page.next
+        return matched, False
+
+
+def _scoped(caller: Caller, wanted: JobFilter) -> JobFilter:
+    """A tenant's filter is its own tenant's, whatever it named."""
+    if caller.operator:
+        return wanted
+    if caller.tenant is None or wanted.tenant not in (None, caller.tenant):
+        raise NotFoundError(f"no tenant {wanted.tenant!r}")
+    return wanted.scoped_to(caller.tenant)
+
+
+def _may_see(caller: Caller, operation: Operation) -> bool:
+    if caller.operator:
+        return True
+    return operation.tenant is not None and operation.tenant == caller.tenant
+
+
+def _caller_of(operation: Operation) -> Caller:
+    operator = operation.created_by.startswith("api:operator")
+    return Caller(tenant=None if operator else operation.tenant, operator=operator)
+
+
+def _request_hash(action: Action, wanted: JobFilter, reason: str) -> str:
+    request = {"action": action.value, "filter": wanted.to_dict(), "reason": reason}
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+
+def _cursor_to(cursor: PageCursor) -> str:
+    return json.dumps([cursor.range_value, cursor.id])
+
+
+def _cursor_from(stored: str | None) -> PageCursor | None:
+    if stored is None:
+        return None
+    try:
+        range_value, item_id = json.loads(stored)
+    except (ValueError, TypeError) as error:
+        raise InvalidCursorError("not an operation cursor") from error
+    return PageCursor(str(range_value), str(item_id))
