@@ -9,6 +9,7 @@ and time.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -54,12 +55,11 @@ def thumbnails_failed(tenant: str, count: int, error: str) -> list[ProcessingJob
     return made
 
 
-def drain(api: Api) -> list[dict[str, Any]]:
-    """Runs the operations function on every message of its queue until none is left; the
-    messages' DelaySeconds, in order."""
+def drain(api: Api) -> None:
+    """Runs the operations function on every message of its queue, delayed ones included, until
+    none is left."""
     sqs = boto3.client("sqs")
     url = api.queue_urls["OperationsQueue"]
-    delays = []
     for _ in range(100):
         got = sqs.receive_message(
             QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=0
@@ -70,23 +70,15 @@ def drain(api: Api) -> list[dict[str, Any]]:
                 QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
             )["Attributes"]
             if attributes["ApproximateNumberOfMessagesDelayed"] == "0":
-                return delays
-            _promote_delayed(url)
+                return
+            time.sleep(1.05)  # moto holds a delayed message back its delay in real time
             continue
         for message in messages:
-            delays.append(json.loads(message["Body"]))
             event = {"Records": [sqs_record(message["Body"], message_id=message["MessageId"])]}
             answer = operations_function.handler(event, _context())
             assert answer["batchItemFailures"] == []
             sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     raise AssertionError("the operation never finished")
-
-
-def _promote_delayed(url: str) -> None:
-    """moto keeps a delayed message hidden for its delay in real time: wait it out briefly."""
-    import time  # noqa: PLC0415
-
-    time.sleep(1.05)
 
 
 def sqs_record(body: str, message_id: str | None = None) -> dict[str, Any]:
