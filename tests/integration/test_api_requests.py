@@ -22,6 +22,7 @@ from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.keys import TENANT_PATTERN, job_id_for
 from filejobs.domain.messages import UUID_PATTERN
+from filejobs.domain.operations import OPERATION_ID_PATTERN
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
 from filejobs_dev.infra.template import function_definitions, load_template
@@ -406,7 +407,10 @@ def test_the_committed_openapi_document_matches_the_routes() -> None:
             # database call
             for parameter in operation.get("parameters", []):
                 if parameter["in"] == "path":
-                    pattern = TENANT_PATTERN if parameter["name"] == "tenant" else UUID_PATTERN
+                    pattern = {
+                        "tenant": TENANT_PATTERN,
+                        "operation_id": OPERATION_ID_PATTERN,
+                    }.get(parameter["name"], UUID_PATTERN)
                     assert parameter["schema"]["pattern"] == pattern, (method, path)
 
 

@@ -18,6 +18,7 @@ import boto3
 import pytest
 
 from filejobs import runtime
+from filejobs.data.index_keys import STATUS_SHARDS, TENANT_SHARDS
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
 from filejobs.domain.failures import group_of
@@ -25,7 +26,9 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.operations import PAGE_SIZE
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
+from filejobs.services.job_search import MAX_READS
 from functions.operations import app as operations_function
+from tests.aws_requests import counting_requests
 from tests.integration.test_api import ACME, GLOBEX, OPERATOR, Api, ingested, stack  # noqa: F401
 
 BROKEN = "cannot identify image file '/tmp/{n}/in.png'"
@@ -377,3 +380,34 @@ def test_files_are_listed_by_key_prefix(api: Api) -> None:
     # an operator names the tenant; a tenant naming another is 404
     assert api.call("GET", "/files", who=OPERATOR, query={"prefix": "uploads/"})[0] == 400
     assert api.call("GET", "/files", who=ACME, query={"prefix": "x", "tenant": "globex"})[0] == 404
+
+
+def search_requests(api: Api, who: dict[str, str], query: dict[str, str]) -> int:
+    with counting_requests() as counter:
+        status, _ = api.call("GET", "/jobs", who=who, query=query)
+    assert status == 200
+    return counter.count("dynamodb")
+
+
+def test_a_search_reads_a_bounded_number_of_pages_however_many_jobs_are_stored(api: Api) -> None:
+    # given acme's files, their jobs pending, and 3 thumbnails failed
+    thumbnails_failed("acme", 3, BROKEN)
+    # each listing page: one Query per index shard and one BatchGetItem for the whole items
+    tenant_bound = MAX_READS * (TENANT_SHARDS + 1)
+    type_bound = MAX_READS * (STATUS_SHARDS + 1)
+    searches = [
+        (ACME, {"status": "failed"}, tenant_bound),
+        (ACME, {"error": "cannot identify"}, tenant_bound),
+        (OPERATOR, {"status": "failed", "job_type": "thumbnail_generation"}, type_bound),
+    ]
+    counts = []
+    for files in (15, 150):
+        while len(JobRepository().recent_jobs("acme", limit=1000)) < files * 4:
+            ingested("acme", f"{uuid.uuid4().hex}.png")
+        # when each search runs
+        counts.append([search_requests(api, who, query) for who, query, _ in searches])
+    # then none reads more than its bound, with 60 jobs stored or ten times as many
+    for count in counts:
+        assert all(n <= bound for n, (_, _, bound) in zip(count, searches, strict=True)), counts
+    # and the operators' search by status and type (its own index) reads the same
+    assert counts[0][2] == counts[1][2], counts

@@ -29,6 +29,7 @@ GROUPS_OF_FUNCTIONS = {
     "IngestFunction": "ingest",
     "EventsFunction": "events",
     "ApiFunction": "api",
+    "OperationsFunction": "operations",
     "SweepFunction": "sweep",
     "DefinitionsUpdater": "definitions",
     "RescanPolicy": "rescan_policy",

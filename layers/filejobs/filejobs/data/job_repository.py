@@ -14,6 +14,7 @@ import itertools
 import random
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +33,16 @@ from filejobs.domain.transitions import Changes, Conflict, Guard, Transition
 from filejobs.ports import InvalidCursorError, JobPage, PageCursor
 
 _J = JobModel
+
+
+@dataclass(frozen=True)
+class _ShardRead:
+    """One shard's entries past the cursor, and the point it was read to (None: to its end)."""
+
+    models: list[JobModel]
+    read_to: tuple[Any, str] | None
+
+
 # Parallel shard queries: enough to hide per-request latency, few enough for a small Lambda.
 _FAN_OUT = 16
 # DynamoDB's limit on a sort key value.
@@ -206,7 +217,7 @@ class JobRepository:
             position = (getattr(model, name), model.id)
             return position < (start, after.id) if descending else position > (start, after.id)
 
-        def shard(partition: str) -> list[JobModel]:
+        def shard(partition: str) -> _ShardRead:
             condition = None
             if after is not None:
                 condition = range_attribute <= start if descending else range_attribute >= start
@@ -217,21 +228,47 @@ class JobRepository:
                 scan_index_forward=not descending,
                 page_size=limit + 1,
             )
-            # Lazy: pages are read only until limit + 1 entries past the cursor are found.
-            return list(itertools.islice(filter(beyond_cursor, query), limit + 1))
+            # One request per shard: with a filter, DynamoDB evaluates `limit + 1` entries and
+            # may return none of them. Reading on until enough matched would read as much of
+            # the shard as it takes (a tenant's every job, to find its 3 failed ones).
+            pages = query.page_iter
+            raw: dict[str, Any] = next(pages, {})
+            models = [_J.from_raw_data(item) for item in raw.get("Items", [])]
+            read_to = None
+            if pages.last_evaluated_key is not None:
+                last = pages.last_evaluated_key
+                read_to = (range_attribute.deserialize(last[name]["S"]), last["id"]["S"])
+            return _ShardRead([m for m in models if beyond_cursor(m)], read_to)
 
-        streams: list[list[JobModel]] = _parallel(shard, partitions)
-        merged = list(
-            itertools.islice(
-                heapq.merge(*streams, key=lambda m: (getattr(m, name), m.id), reverse=descending),
-                limit + 1,
-            )
+        reads: list[_ShardRead] = _parallel(shard, partitions)
+        merged = heapq.merge(
+            *(r.models for r in reads),
+            key=lambda m: (getattr(m, name), m.id),
+            reverse=descending,
         )
-        entries = merged[:limit]
+        # Nothing past the nearest point a shard was read to: that shard may hold entries before
+        # anything beyond it. The next page starts there, even when this one is short.
+        frontiers = [r.read_to for r in reads if r.read_to is not None]
+        frontier = None
+        if frontiers:
+            frontier = max(frontiers) if descending else min(frontiers)
+        known = [
+            m
+            for m in merged
+            if frontier is None
+            or (
+                (getattr(m, name), m.id) >= frontier
+                if descending
+                else (getattr(m, name), m.id) <= frontier
+            )
+        ]
+        entries = known[:limit]
         cursor = None
-        if len(merged) > limit:
+        if len(known) > limit:
             last = entries[-1]
             cursor = PageCursor(range_attribute.serialize(getattr(last, name)), last.id)
+        elif frontier is not None:
+            cursor = PageCursor(range_attribute.serialize(frontier[0]), frontier[1])
         return JobPage(self._full(entries), cursor)
 
     def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
