@@ -21,6 +21,7 @@ from filejobs.domain.definitions import DefinitionsManifest, Engine
 from filejobs.domain.file import ScanRecord, StoredFile
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.operations import Operation
 from filejobs.domain.outcome_events import OutcomeEvent
 from filejobs.domain.quotas import DayUsage, QuotaChange, QuotaOverrides, UsageCharge
 from filejobs.domain.transition_result import TransitionResult
@@ -360,3 +361,28 @@ class CuratedFile:
     name: str
     engine: Engine
     size: int
+
+
+# --- bulk operations -----------------------------------------------------------------------------
+
+
+class OperationStore(Protocol):
+    """Bulk operations and their progress (data/operation_repository.py)."""
+
+    def create(self, operation: Operation, *, caller: str, key: str) -> Operation:
+        """Records the operation under the caller's key; the key's earlier one when it has one."""
+        ...
+
+    def get(self, operation_id: str) -> Operation | None: ...
+
+    def recent(
+        self, *, tenant: str | None, after: str | None, limit: int
+    ) -> tuple[list[Operation], str | None]: ...
+
+    def record_page(self, before: Operation, after: Operation) -> bool:
+        """Records `after` if the operation is still as `before` left it; False otherwise."""
+        ...
+
+
+class OperationQueue(Protocol):
+    def send(self, operation_id: str, delay: timedelta) -> None: ...

@@ -141,6 +141,23 @@ class SqsDeadLetters:
             for m in messages
         ]
 
+    def depths(self) -> dict[str, int]:
+        """Messages in each job type's dead-letter queue (visible and in flight), by job type:
+        one GetQueueAttributes per queue."""
+        found = {}
+        for job_type, url in sorted(self._queue_urls.items()):
+            attributes = self._client.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )["Attributes"]
+            found[job_type.value] = int(attributes.get("ApproximateNumberOfMessages", 0)) + int(
+                attributes.get("ApproximateNumberOfMessagesNotVisible", 0)
+            )
+        return found
+
     def settle(self, letter: DeadLetter) -> None:
         """The letter's job carries the outcome now: the letter is deleted."""
         self._client.delete_message(

@@ -22,7 +22,6 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
 
 from filejobs.access import Caller
 from filejobs.domain.job import ProcessingJob
@@ -35,7 +34,7 @@ from filejobs.domain.operations import (
     Progress,
 )
 from filejobs.domain.time import utcnow
-from filejobs.ports import InvalidCursorError, PageCursor
+from filejobs.ports import InvalidCursorError, OperationQueue, OperationStore, PageCursor
 from filejobs.services.api import CancelJob, RescanFile, StatusApi
 from filejobs.services.errors import (
     ConflictError,
@@ -54,19 +53,6 @@ SAMPLE_SIZE = 10
 # SQS delays a message 15 minutes at most.
 MAX_DELAY = timedelta(minutes=15)
 SCOPE_ALL = "*"
-
-
-class OperationStore(Protocol):
-    def create(self, operation: Operation, *, caller: str, key: str) -> Operation: ...
-    def get(self, operation_id: str) -> Operation | None: ...
-    def recent(
-        self, *, tenant: str | None, after: str | None, limit: int
-    ) -> tuple[list[Operation], str | None]: ...
-    def record_page(self, before: Operation, after: Operation) -> bool: ...
-
-
-class OperationQueue(Protocol):
-    def send(self, operation_id: str, delay: timedelta) -> None: ...
 
 
 @dataclass(frozen=True)
