@@ -146,7 +146,7 @@ def health() -> dict[str, str]:
 def find_files() -> dict[str, Any]:
     """One file's versions by its key (key=), or a tenant's files under a prefix (prefix=)."""
     who = caller()
-    if "key" not in params() and "prefix" in params():
+    if "key" not in params() and params().keys() & {"prefix", "tenant", "limit", "next_token"}:
         return rendering.file_listing(service().list_files(who, parsing.list_files(params())))
     query = parsing.find_file(params(), os.environ.get("UPLOADS_BUCKET"))
     return rendering.file_versions(service().file_by_key(who, query))

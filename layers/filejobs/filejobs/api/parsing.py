@@ -58,6 +58,11 @@ LOCATION_FIELDS = frozenset({"bucket", "key", "version_id", "size", "content_typ
 
 def find_file(params: Mapping[str, str], uploads_bucket: str | None) -> FindFile:
     """GET /files?key=&bucket= (the bucket is the stack's uploads bucket when omitted)."""
+    listing = sorted({"prefix", "tenant", "limit", "next_token"} & set(params))
+    if "key" in params and listing:
+        raise MalformedRequestError(
+            f"key= finds one key's versions; {listing[0]}= lists files under a prefix (without key)"
+        )
     key = params.get("key")
     if not key:
         raise MalformedRequestError("query parameter key is required")
@@ -130,15 +135,17 @@ def rescan_files(body: str | None, idempotency_key: str | None) -> RescanFiles:
 
 
 def list_jobs(params: Mapping[str, str]) -> ListJobs:
-    """GET /jobs?tenant=&status=&job_type=&group=&error=&since=&until=&limit=&next_token=."""
-    return ListJobs(_limit(params.get("limit")), job_filter(params), params.get("next_token"))
+    """GET /jobs?tenant=&status=&job_type=&group=&error=&since=&until=&limit=&next_token=
+    (other query parameters are ignored, as on every route)."""
+    wanted = job_filter({k: v for k, v in params.items() if k in FILTER_FIELDS})
+    return ListJobs(_limit(params.get("limit")), wanted, params.get("next_token"))
 
 
 def job_filter(fields: Mapping[str, object]) -> JobFilter:
     """A filter of jobs, from a query string or from an operation's `filter` object."""
-    unknown = sorted(set(fields) - FILTER_FIELDS - {"limit", "next_token"})
+    unknown = sorted(set(fields) - FILTER_FIELDS)
     if unknown:
-        raise InvalidRequestError(f"unknown filter field: {unknown[0][:40]!r}")
+        raise MalformedRequestError(f"unknown filter field: {unknown[0][:40]!r}")
     texts = {name: _filter_text(name, fields.get(name)) for name in FILTER_FIELDS}
     tenant = texts["tenant"]
     if tenant is not None and not is_tenant(tenant):

@@ -63,7 +63,7 @@ def group_of(job_type: JobType, message: str | None) -> FailureGroup:
     return FailureGroup(job_type, fingerprint(message))
 
 
-FAILURE_GROUP_PATTERN = r"^[a-z_]+\.[0-9a-f]{16}$"
+FAILURE_GROUP_PATTERN = "^(" + "|".join(t.value for t in JobType) + r")\.[0-9a-f]{16}$"
 _GROUP_ID = re.compile(r"^(?P<type>[a-z_]+)\.(?P<digest>[0-9a-f]{16})$")
 
 
