@@ -324,6 +324,7 @@ def test_a_message_that_names_no_operation_is_dropped_without_failing_the_batch(
     [
         {"filter": {}, "reason": "r"},
         {"action": "explode", "filter": {}, "reason": "r"},
+        {"action": {}, "filter": {}, "reason": "r"},
         {"action": "retry", "reason": "r"},
         {"action": "retry", "filter": {}},
         {"action": "retry", "filter": {"group": "not-a-group"}, "reason": "r"},

@@ -179,7 +179,7 @@ def start_operation(body: str | None, idempotency_key: str | None) -> StartOpera
     """POST /operations: {"action", "filter", "reason", "dry_run"?}."""
     data = _optional_object(body, {"action", "filter", "reason", "dry_run"})
     action = data.get("action")
-    if action not in {a.value for a in Action}:
+    if not isinstance(action, str) or action not in {a.value for a in Action}:
         choices = ", ".join(a.value for a in Action)
         raise InvalidRequestError(f"action must be one of: {choices}")
     wanted = data.get("filter")
