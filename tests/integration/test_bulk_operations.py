@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -31,6 +32,7 @@ from functions.operations import app as operations_function
 from tests.aws_requests import counting_requests
 from tests.integration.test_api import ACME, GLOBEX, OPERATOR, Api, ingested, stack  # noqa: F401
 
+ROOT = Path(__file__).resolve().parents[2]
 BROKEN = "cannot identify image file '/tmp/{n}/in.png'"
 OTHER = "decoder sandbox: out of memory after {n} MiB"
 
@@ -412,3 +414,8 @@ def test_a_search_reads_a_bounded_number_of_pages_however_many_jobs_are_stored(a
         assert all(n <= bound for n, (_, _, bound) in zip(count, searches, strict=True)), counts
     # and the operators' search by status and type (its own index) reads the same
     assert counts[0][2] == counts[1][2], counts
+
+
+def test_the_sample_page_event_for_an_unknown_operation_is_acknowledged(api: Api) -> None:
+    event = json.loads((ROOT / "events" / "operations_page.json").read_text())
+    assert operations_function.handler(event, _context()) == {"batchItemFailures": []}
