@@ -485,6 +485,18 @@ class InMemoryFileStore:
         found.sort(key=lambda f: f.metadata.created_at, reverse=True)
         return [_copy(f) for f in found]
 
+    def same_content(self, stored: StoredFile, *, limit: int = 20) -> list[StoredFile]:
+        if stored.sha256 is None:
+            return []
+        with self._lock:
+            found = [
+                f
+                for f in self._files.values()
+                if (f.tenant, f.sha256) == (stored.tenant, stored.sha256) and f.id != stored.id
+            ]
+        found.sort(key=lambda f: (f.metadata.created_at, f.id))
+        return [_copy(f) for f in found[:limit]]
+
 
 # --- queues, bus, bucket, scratch ------------------------------------------------------------
 

@@ -170,7 +170,19 @@ SCHEMAS: dict[str, Any] = {
             {
                 "type": "object",
                 "properties": {
-                    "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}}
+                    "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+                    "duplicates": {
+                        "description": "The tenant's other files with the same content",
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": {"type": "string", "format": "uuid"},
+                                "key": _STR,
+                                "created_at": _OPT_TIME,
+                            },
+                        },
+                    },
                 },
             },
         ]

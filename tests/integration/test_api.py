@@ -640,3 +640,19 @@ def test_the_sample_api_events_are_answered(stack: Api) -> None:
     response = api.handler(cancel, CONTEXT)
     assert response["statusCode"] == 404
     assert error_code(json.loads(response["body"])) == "not_found"
+
+
+def test_a_file_lists_its_tenants_other_files_of_the_same_content(stack: Api) -> None:
+    # given two files of acme and one of globex with the same content hashed, and another of acme
+    files = FileRepository()
+    same = "ab" * 32
+    first, second = ingested("acme", "a.png", minutes_ago=2), ingested("acme", "b.png")
+    foreign, other = ingested("globex", "a.png"), ingested("acme", "c.png")
+    for plan, sha256 in ((first, same), (second, same), (foreign, same), (other, "cd" * 32)):
+        files.record_content(plan.file.id, sha256=sha256, duplicate_of=None, at=utcnow(), by="t")
+    # when acme reads the first file
+    status, view = stack.call("GET", f"/files/{first.file.id}", who=ACME)
+    # then its duplicates are acme's other file of that content, and nothing else
+    assert status == 200
+    assert [d["id"] for d in view["duplicates"]] == [second.file.id]
+    assert view["duplicates"][0]["key"] == second.file.key

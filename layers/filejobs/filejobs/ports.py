@@ -214,6 +214,10 @@ class FileStore(Protocol):
         """Clean files whose verdict is older than `cutoff` (or its definitions than a version)."""
         ...
 
+    def same_content(self, stored: StoredFile, *, limit: int = 20) -> list[StoredFile]:
+        """The tenant's other files with the same content (by its recorded hash), oldest first."""
+        ...
+
     def versions_of(self, bucket: str, key: str) -> list[StoredFile]:
         """Every recorded version of an object key, newest first."""
         ...

@@ -65,7 +65,14 @@ def job(found: ProcessingJob) -> dict[str, Any]:
 
 
 def file_with_jobs(found: FileWithJobs) -> dict[str, Any]:
-    return {**file_view(found.file), "jobs": [job_with_outputs(j) for j in found.jobs]}
+    return {
+        **file_view(found.file),
+        "jobs": [job_with_outputs(j) for j in found.jobs],
+        "duplicates": [
+            {"id": f.id, "key": f.key, "created_at": _iso(f.metadata.created_at)}
+            for f in found.duplicates
+        ],
+    }
 
 
 def file_versions(found: FileVersions) -> dict[str, Any]:

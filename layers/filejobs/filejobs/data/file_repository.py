@@ -137,6 +137,21 @@ class FileRepository:
             return self.get(file_id)
         return file_from_model(model)
 
+    def same_content(self, stored: StoredFile, *, limit: int = 20) -> list[StoredFile]:
+        """The tenant's other files with the same content as `stored` (none before its hash is
+        recorded), oldest first: one Query of `by_content`, then the files."""
+        if stored.sha256 is None:
+            return []
+        entries = FileModel.by_content.query(
+            stored.sha256,
+            range_key_condition=FileModel.tenant_shard.startswith(f"{stored.tenant}#"),
+            limit=limit + 1,
+            page_size=limit + 1,
+        )
+        ids = [e.id for e in entries if e.id != stored.id][:limit]
+        found = [f for f in (self.get(i, consistent=False) for i in ids) if f is not None]
+        return sorted(found, key=lambda f: (f.metadata.created_at, f.id))
+
     def files_of_tenant(
         self,
         tenant: str,

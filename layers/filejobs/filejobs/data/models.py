@@ -153,6 +153,17 @@ class FilesByScanAge(GlobalSecondaryIndex["FileModel"]):
     scanned_at = UTCDateTimeAttribute(range_key=True)
 
 
+class FilesByContent(GlobalSecondaryIndex["FileModel"]):
+    """Sparse: only files whose content is hashed (a `sha256`) are in it."""
+
+    class Meta:
+        index_name = "by_content"
+        projection = KeysOnlyProjection()
+
+    sha256 = UnicodeAttribute(hash_key=True)
+    tenant_shard = UnicodeAttribute(range_key=True)
+
+
 class FileModel(_Audited):
     class Meta:
         table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
@@ -190,6 +201,7 @@ class FileModel(_Audited):
     by_object = FilesByObject()
     by_tenant_key = FilesByTenantKey()
     by_scan_age = FilesByScanAge()
+    by_content = FilesByContent()
 
 
 class ContentIndexModel(Model):

@@ -144,6 +144,7 @@ class JobWithOutputs:
 class FileWithJobs:
     file: StoredFile
     jobs: list[JobWithOutputs]
+    duplicates: list[StoredFile] = field(default_factory=list)  # same content, same tenant
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,8 @@ class StatusApi:
     def file(self, caller: Caller, file_id: str) -> FileWithJobs:
         stored = self._visible_file(caller, file_id)
         jobs = self._jobs_of(caller, stored)
-        return FileWithJobs(stored, [self._with_outputs(j, stored) for j in jobs])
+        duplicates = [f for f in self.files.same_content(stored) if _visible(caller, f)]
+        return FileWithJobs(stored, [self._with_outputs(j, stored) for j in jobs], duplicates)
 
     def file_by_key(self, caller: Caller, query: FindFile) -> FileVersions:
         if len(query.key.encode()) > MAX_KEY_BYTES:
