@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from filejobs_cli import commands as commands_
-from filejobs_cli import quotas, scanning
+from filejobs_cli import console, quotas, scanning
 from filejobs_cli.client import CliError
 
 # The commands that need the dev tools (moto, the template's parser), in the package that has them.
@@ -114,6 +114,7 @@ def parser() -> argparse.ArgumentParser:
     commands_.register(commands, project_root)
     scanning.register(commands, project_root, local.invoker(project_root))
     quotas.register(commands, project_root)
+    console.register(commands, project_root)
     return root
 
 
