@@ -15,6 +15,12 @@ filejobs definitions status|update|rollback
 filejobs quotas show TENANT [--json]
 filejobs quotas set TENANT [--files-per-day N] [--bytes-per-day N] [--max-file-bytes N]
                     [--max-in-flight-jobs N] [--default QUOTA]...   (0: unlimited)
+filejobs search [--tenant T] [--status S] [--type JOB_TYPE] [--group G] [--error TEXT]
+                [--since ISO] [--until ISO] [--prefix KEY_PREFIX] [--limit N | --all] [--json]
+filejobs failures [--tenant T] [--type JOB_TYPE] [--json]
+filejobs bulk retry|cancel|rescan|delete --reason TEXT [filters as search] [--dry-run] [--yes]
+                [--no-wait] [--json]
+filejobs bulk status OP_ID [--json]  |  filejobs bulk list [--tenant T] [--limit N] [--json]
 
 Commands on files and jobs go to the local stack (`.filejobs/local.json`) unless given
 --stack-name NAME or --api-url URL (deployed: SigV4-signed with the caller's AWS credentials).
