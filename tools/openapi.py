@@ -58,6 +58,102 @@ _OPT_STR = {"type": ["string", "null"]}
 _REASON = {"type": "string", "minLength": 1, "maxLength": 500, "pattern": REASON_PATTERN}
 _OPT_TIME = {"type": ["string", "null"], "format": "date-time"}
 
+_PERCENTILES = {
+    "type": ["object", "null"],
+    "properties": {"p50": {"type": "number"}, "p95": {"type": "number"}, "p99": {"type": "number"}},
+}
+_COUNT = {"type": "integer", "minimum": 0}
+CONSOLE_SCHEMAS: dict[str, Any] = {
+    "Overview": {
+        "type": "object",
+        "required": ["scope", "generated_at", "queues", "dead_letters", "series", "virus_scan"],
+        "properties": {
+            "scope": _STR,
+            "generated_at": {"type": "string", "format": "date-time"},
+            "queues": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "job_type": _STR,
+                        "lane": {"type": "string", "enum": ["normal", "high"]},
+                        "pending": _COUNT,
+                        "scheduled": _COUNT,
+                        "running": _COUNT,
+                        "completed_last_hour": _COUNT,
+                        "failed_last_hour": _COUNT,
+                        "failed_last_day": _COUNT,
+                    },
+                },
+            },
+            "dead_letters": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"queue": _STR, "depth": _COUNT}},
+            },
+            "series": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "minute": {"type": "string", "format": "date-time"},
+                        "completed": _COUNT,
+                        "failed": _COUNT,
+                        "cancelled": _COUNT,
+                        "latency_seconds": _PERCENTILES,
+                    },
+                },
+            },
+            "latency_seconds": _PERCENTILES,
+            "latency_by_type": {"type": "object", "additionalProperties": _PERCENTILES},
+            "virus_scan": {
+                "type": "object",
+                "properties": {
+                    "definitions": {
+                        "type": ["object", "null"],
+                        "properties": {
+                            "version": _STR,
+                            "published_at": {"type": "string", "format": "date-time"},
+                            "age_seconds": _COUNT,
+                        },
+                    },
+                    "verdicts_last_hour": {"type": "object", "additionalProperties": _COUNT},
+                    "verdicts_last_day": {"type": "object", "additionalProperties": _COUNT},
+                },
+            },
+        },
+    },
+    "FailureGroups": {
+        "type": "object",
+        "required": ["groups"],
+        "properties": {
+            "groups": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "pattern": FAILURE_GROUP_PATTERN},
+                        "job_type": _STR,
+                        "fingerprint": _STR,
+                        "count": _COUNT,
+                        "total": _COUNT,
+                        "first_seen": _OPT_TIME,
+                        "last_seen": _OPT_TIME,
+                        "sample": {
+                            "type": ["object", "null"],
+                            "properties": {
+                                "job_id": {"type": "string", "format": "uuid"},
+                                "tenant": _STR,
+                                "error_message": _STR,
+                            },
+                        },
+                    },
+                },
+            }
+        },
+    },
+}
+
+
 SCHEMAS: dict[str, Any] = {
     "Error": {
         "type": "object",
@@ -536,6 +632,7 @@ def build_document() -> dict[str, Any]:
     for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         schemas.pop(unused, None)
     schemas.update(SCHEMAS)
+    schemas.update(CONSOLE_SCHEMAS)
     schemas["JobRequest"] = _job_request_schema()
     schemas["InputValue"] = _input_value_schema()
     schemas.update(_quota_schemas())

@@ -231,6 +231,20 @@ def retry_job(job_id: str) -> dict[str, Any]:
     return rendering.job(service().retry(who, job_id))
 
 
+@app.get("/overview", **openapi.OVERVIEW)
+def overview() -> dict[str, Any]:
+    who = caller()
+    tenant = parsing.optional_tenant(params())
+    return rendering.console_overview(runtime.console_views().overview(who, tenant))
+
+
+@app.get("/failures", **openapi.FAILURES)
+def failures() -> dict[str, Any]:
+    who = caller()
+    tenant, job_type = parsing.failures_query(params())
+    return rendering.failure_groups(runtime.console_views().failures(who, tenant, job_type))
+
+
 @app.post("/operations", **openapi.START_OPERATION)
 def start_operation() -> Response[str]:
     """A bulk action by filter: with dry_run, its count and a sample; else the operation."""

@@ -287,6 +287,13 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
         Access.TENANT,
         lambda o: Request("/rescans", body=json.dumps({"tenant": o.tenant, "prefix": "uploads/"})),
     ),
+    # Aggregates, not listings of items: scoped by the tenant they name (test_bulk_operations).
+    ("GET", "/overview"): RouteCase(
+        Access.TENANT, lambda o: Request("/overview", {"tenant": o.tenant})
+    ),
+    ("GET", "/failures"): RouteCase(
+        Access.TENANT, lambda o: Request("/failures", {"tenant": o.tenant})
+    ),
     ("POST", "/operations"): RouteCase(
         Access.TENANT,
         lambda o: Request(

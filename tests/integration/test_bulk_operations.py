@@ -9,6 +9,7 @@ and time.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from datetime import timedelta
@@ -29,6 +30,7 @@ from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
 from filejobs.services.job_search import MAX_READS
 from functions.operations import app as operations_function
+from functions.stats import app as stats_function
 from tests.aws_requests import counting_requests
 from tests.integration.test_api import ACME, GLOBEX, OPERATOR, Api, ingested, stack  # noqa: F401
 
@@ -419,3 +421,65 @@ def test_a_search_reads_a_bounded_number_of_pages_however_many_jobs_are_stored(a
 def test_the_sample_page_event_for_an_unknown_operation_is_acknowledged(api: Api) -> None:
     event = json.loads((ROOT / "events" / "operations_page.json").read_text())
     assert operations_function.handler(event, _context()) == {"batchItemFailures": []}
+
+
+# --- the overview and the failure groups ---------------------------------------------------------
+
+
+def test_the_overview_lists_every_queue_and_shows_dead_letters_to_operators_only(
+    api: Api,
+) -> None:
+    # given an empty stack with one message in the thumbnails' dead-letter queue
+    boto3.client("sqs").send_message(
+        QueueUrl=api.queue_urls["ThumbnailGenerationDeadLetterQueue"], MessageBody="{}"
+    )
+    # when a tenant and an operator read the overview
+    status, mine = api.call("GET", "/overview", who=ACME)
+    _, everyone = api.call("GET", "/overview", who=OPERATOR)
+    # then each job type's two lanes are rows, with nothing counted
+    assert status == 200 and mine["scope"] == "acme" and everyone["scope"] == "all"
+    assert {(q["job_type"], q["lane"]) for q in mine["queues"]} == {
+        (t.value, lane) for t in JobType for lane in ("normal", "high")
+    }
+    assert all(q["pending"] == q["failed_last_day"] == 0 for q in mine["queues"])
+    assert len(mine["series"]) == 60 and mine["latency_seconds"] is None
+    # and only the operator sees the dead-letter queues, the message counted
+    assert mine["dead_letters"] == []
+    depths = {d["queue"]: d["depth"] for d in everyone["dead_letters"]}
+    assert depths["thumbnail_generation"] == 1 and len(depths) == len(JobType)
+    # and no definitions are published in this stack
+    assert everyone["virus_scan"]["definitions"] is None
+    # and a tenant naming another is told it does not exist
+    assert api.call("GET", "/overview", who=ACME, query={"tenant": "globex"})[0] == 404
+
+
+def test_the_failure_groups_come_from_the_jobs_stream(api: Api) -> None:
+    # given failed thumbnails, their table's stream records fed to the stats function
+    from tests.streams import StreamTap  # noqa: PLC0415
+
+    tap = StreamTap.of_table(boto3.client("dynamodb"), os.environ["JOBS_TABLE_NAME"])
+    broken = thumbnails_failed("acme", 3, BROKEN)
+    event = {
+        "Records": tap.read(),
+        "shardId": "shard-1",
+        "eventSourceARN": tap.stream_arn,
+        "window": {"start": "2026-12-04T12:00:00Z", "end": "2026-12-04T12:15:00Z"},
+        "state": {},
+        "isFinalInvokeForWindow": False,
+        "isWindowTerminatedEarly": False,
+    }
+    stats_function.handler(event, _context())
+    group = group_of(JobType.THUMBNAIL_GENERATION, broken[0].error_message)
+    # when acme reads its failure groups
+    status, answer = api.call("GET", "/failures", who=ACME)
+    # then the three are one group, with a sample
+    assert status == 200
+    [found] = answer["groups"]
+    assert (found["id"], found["count"], found["fingerprint"]) == (group.id, 3, group.fingerprint)
+    assert found["sample"]["job_id"] in {j.id for j in broken}
+    # and a dry run of the group's retry counts them from the aggregate
+    _, preview = call(
+        api, "POST", "/operations", ACME,
+        {"action": "retry", "filter": {"group": group.id}, "reason": "r", "dry_run": True},
+    )  # fmt: skip
+    assert (preview["matched"], preview["exact"]) == (3, True)

@@ -66,6 +66,7 @@ FUNCTIONS = {
     "ApiFunction",
     "EventsFunction",
     "OperationsFunction",
+    "StatsFunction",
     "DefinitionsUpdater",
     "RescanPolicy",
     *(f"{t}Worker" for t in JOB_TYPES),

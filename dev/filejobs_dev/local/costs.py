@@ -30,6 +30,7 @@ GROUPS_OF_FUNCTIONS = {
     "EventsFunction": "events",
     "ApiFunction": "api",
     "OperationsFunction": "operations",
+    "StatsFunction": "stats",
     "SweepFunction": "sweep",
     "DefinitionsUpdater": "definitions",
     "RescanPolicy": "rescan_policy",

@@ -39,6 +39,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,12 @@ from filejobs_dev.local.faults import (
     throttle_dynamodb,
     with_processor_faults,
 )
-from filejobs_dev.local.payloads import dynamodb_event, scheduled_event, sqs_event
+from filejobs_dev.local.payloads import (
+    TumblingWindow,
+    dynamodb_event,
+    scheduled_event,
+    sqs_event,
+)
 from filejobs_dev.local.resources import ACCOUNT, Resources
 
 log = logging.getLogger("filejobs_dev.local")
@@ -426,6 +432,11 @@ class StreamSource:
         self._patterns = filter_patterns(properties)
         self._retries = int(properties.get("MaximumRetryAttempts", 0))
         self._start = str(properties.get("StartingPosition", "LATEST"))
+        # A tumbling window: each batch names its shard and window, and carries the state the
+        # function answered last in that window; an answer without `state` is a failure, as on
+        # Lambda. (The window's final invocation, with no records, is not emulated.)
+        self._window_seconds = int(properties.get("TumblingWindowInSeconds", 0))
+        self._states: dict[str, tuple[datetime, dict[str, Any]]] = {}
         destination = properties.get("DestinationConfig", {}).get("OnFailure", {})
         target = destination.get("Destination")
         self._on_failure = None if target is None else host.resources.resolve(target)
@@ -456,7 +467,7 @@ class StreamSource:
             records = [r for r in page.get("Records", []) if passes(self._patterns, r)]
             for start in range(0, len(records), self._batch):
                 busy = True
-                self._deliver(records[start : start + self._batch])
+                self._deliver(records[start : start + self._batch], shard_id)
             # Moved on only once the page was delivered (or given up on by _deliver).
             if page.get("NextShardIterator"):
                 iterators[shard_id] = page["NextShardIterator"]
@@ -464,15 +475,21 @@ class StreamSource:
                 del iterators[shard_id]  # a closed shard: read to its end
         return busy
 
-    def _deliver(self, records: list[dict[str, Any]]) -> None:
+    def _deliver(self, records: list[dict[str, Any]], shard_id: str) -> None:
         pending = records
         for _ in range(self._retries + 1):
-            event = dynamodb_event(pending, self._arn, self._host.resources.region)
+            window = self._window(shard_id)
+            event = dynamodb_event(pending, self._arn, self._host.resources.region, window=window)
             try:
                 response = self._host.invoke(event) or {}
             except Exception:
                 log.exception("%s failed a stream batch", self._host.name)
                 continue
+            if window is not None:
+                if not isinstance(response.get("state"), dict):
+                    log.error("%s answered a windowed stream batch without state", self._host.name)
+                    continue
+                self._states[shard_id] = (window.start, response["state"])
             failures = [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
             if not failures:
                 return
@@ -494,6 +511,18 @@ class StreamSource:
                 },
             }
             self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+
+    def _window(self, shard_id: str) -> TumblingWindow | None:
+        """The tumbling window now (windows start on multiples of their length, UTC), with
+        the shard's state in it; None without a window."""
+        if not self._window_seconds:
+            return None
+        now = time.time()
+        start = datetime.fromtimestamp(now - now % self._window_seconds, UTC)
+        started, state = self._states.get(shard_id, (None, {}))
+        return TumblingWindow(
+            shard_id, start, self._window_seconds, state if started == start else {}
+        )
 
 
 def ready_folder(config: Path) -> Path:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -91,8 +92,16 @@ def custom_resource_event(
     return event
 
 
-def dynamodb_event(records: list[dict[str, Any]], stream_arn: str, region: str) -> dict[str, Any]:
-    """A DynamoDB Streams batch from GetRecords results (dates as Lambda sends them: epoch)."""
+def dynamodb_event(
+    records: list[dict[str, Any]],
+    stream_arn: str,
+    region: str,
+    *,
+    window: TumblingWindow | None = None,
+) -> dict[str, Any]:
+    """A DynamoDB Streams batch from GetRecords results (dates as Lambda sends them: epoch);
+    with a tumbling window (`TumblingWindowInSeconds`), the window's fields too, the shard's id
+    among them."""
     batch = []
     for record in records:
         item = dict(record)
@@ -104,7 +113,36 @@ def dynamodb_event(records: list[dict[str, Any]], stream_arn: str, region: str) 
         item["eventSourceARN"] = stream_arn
         item["awsRegion"] = region
         batch.append(item)
-    return {"Records": batch}
+    event: dict[str, Any] = {"Records": batch}
+    if window is not None:
+        event.update(window.fields(stream_arn))
+    return event
+
+
+@dataclass(frozen=True)
+class TumblingWindow:
+    """The fields Lambda adds to a stream batch when its event source has a tumbling window:
+    the window, the state the function answered last in it, and the shard the batch is from."""
+
+    shard_id: str
+    start: datetime
+    seconds: int
+    state: dict[str, Any]
+
+    def fields(self, stream_arn: str) -> dict[str, Any]:
+        end = self.start + timedelta(seconds=self.seconds)
+        return {
+            "window": {"start": _zulu(self.start), "end": _zulu(end)},
+            "state": self.state,
+            "shardId": self.shard_id,
+            "eventSourceARN": stream_arn,
+            "isFinalInvokeForWindow": False,
+            "isWindowTerminatedEarly": False,
+        }
+
+
+def _zulu(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def api_event(

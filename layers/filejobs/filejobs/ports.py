@@ -24,6 +24,7 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.operations import Operation
 from filejobs.domain.outcome_events import OutcomeEvent
 from filejobs.domain.quotas import DayUsage, QuotaChange, QuotaOverrides, UsageCharge
+from filejobs.domain.stats import FailureGroupSummary, Overview
 from filejobs.domain.transition_result import TransitionResult
 from filejobs.domain.transitions import Transition
 from filejobs.processors.source import ObjectLocation
@@ -390,3 +391,18 @@ class OperationStore(Protocol):
 
 class OperationQueue(Protocol):
     def send(self, operation_id: str, delay: timedelta) -> None: ...
+
+
+# --- the console's aggregates -------------------------------------------------------------------
+
+
+class StatsReader(Protocol):
+    """The aggregates kept from the jobs' stream (data/stats_repository.py)."""
+
+    def overview(self, scope: str, now: datetime) -> Overview: ...
+
+    def failure_groups(
+        self, scope: str, job_type: JobType | None = None, limit: int = 100
+    ) -> list[FailureGroupSummary]: ...
+
+    def failure_group(self, scope: str, group_id: str) -> FailureGroupSummary | None: ...

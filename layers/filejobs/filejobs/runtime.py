@@ -30,9 +30,12 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from filejobs.data.file_repository import FileRepository
+    from filejobs.data.stats_repository import StatsRepository
     from filejobs.data.tenant_slots import DynamoTenantSlots
+    from filejobs.domain.definitions import DefinitionsManifest
     from filejobs.ports import OutputLinks
     from filejobs.services.api import StatusApi
+    from filejobs.services.console import ConsoleViews
     from filejobs.services.operations import BulkOperations
     from filejobs.services.page_tokens import PageTokens
     from filejobs.services.quotas import TenantLimits
@@ -137,6 +140,14 @@ def tenant_slots() -> DynamoTenantSlots | None:
     return DynamoTenantSlots(dynamodb(), loaded.tenant_slots_table)
 
 
+def stats_table() -> StatsRepository:
+    """The console's aggregates in OpsTable (data/stats_repository.py): the stats function keeps
+    them from the jobs' stream, the API reads them."""
+    from filejobs.data.stats_repository import StatsRepository  # noqa: PLC0415 (two handlers)
+
+    return StatsRepository(dynamodb(), settings().require_ops_table())
+
+
 def in_flight_caps() -> Callable[[str], int | None]:
     """Each tenant's own running cap (its max_in_flight_jobs quota), read through a cache kept
     for this container's life (services/quotas.InFlightCaps)."""
@@ -182,6 +193,29 @@ def status_api(*, tokens: PageTokens | None = None, links: OutputLinks | None = 
     )
 
 
+def console_views() -> ConsoleViews:
+    """The console's overview and failure groups (services/console.py): the aggregates, the
+    dead-letter queues' depths, the definitions' manifest (when the environment names them)."""
+    from filejobs.adapters.definitions import DefinitionsStore  # noqa: PLC0415 (the API's)
+    from filejobs.services.console import ConsoleViews  # noqa: PLC0415
+
+    loaded = settings()
+
+    def manifest() -> DefinitionsManifest | None:
+        assert loaded.signatures_bucket is not None
+        return (
+            DefinitionsStore(s3(), loaded.signatures_bucket, loaded.signatures_prefix)
+            .current()
+            .manifest
+        )
+
+    return ConsoleViews(
+        stats_table(),
+        dead_letters=dead_letters().depths if loaded.dead_letter_urls else None,
+        definitions=manifest if loaded.signatures_bucket else None,
+    )
+
+
 def bulk_operations(api: StatusApi | None = None) -> BulkOperations:
     """Bulk actions by filter (services/operations.py): OpsTable, the operations queue."""
     from filejobs.adapters.operations_queue import SqsOperationQueue  # noqa: PLC0415
@@ -194,10 +228,15 @@ def bulk_operations(api: StatusApi | None = None) -> BulkOperations:
     def queue() -> SqsOperationQueue:
         return SqsOperationQueue(sqs(), loaded.require_operations_queue())
 
+    def failed_in_group(scope: str, group_id: str) -> int | None:
+        found = stats_table().failure_group(scope, group_id)
+        return None if found is None else max(found.count, 0)
+
     return BulkOperations(
         store=OperationRepository(dynamodb(), table),
         queue=queue,
         status_api=api or status_api(),
+        failed_in_group=failed_in_group,
         rate=loaded.operation_rate,
     )
 

@@ -365,6 +365,42 @@ GET_OPERATION = _doc(
     ok=(200, "The operation", "Operation"),
 )
 
+# GET /overview
+OVERVIEW = _doc(
+    "The overview: queues, dead letters, the last hour's throughput and latency, the virus scan",
+    "From aggregates kept as jobs move (never a table scan): per job type and lane, the jobs "
+    "pending, scheduled and running, completed and failed in the last hour and failed in the "
+    "last day; per minute of the last hour, the jobs finished and their upload-to-finish "
+    "latency (p50, p95, p99, each within 10%); the virus scan's definitions age and verdicts. A "
+    "tenant sees its own; an operator every tenant's, or one's with tenant=, and alone the "
+    "dead-letter queues' depths.",
+    ok=(200, "The overview", "Overview"),
+    parameters=[
+        _query(
+            "tenant",
+            "One tenant's (operators; a tenant may name only its own)",
+            pattern=TENANT_PATTERN,
+        ),
+    ],
+)
+
+# GET /failures
+FAILURES = _doc(
+    "Failure groups: the jobs failed now, grouped by job type and error fingerprint",
+    "The fingerprint is the error message with numbers, ids, hashes, paths, URLs and quoted "
+    "names replaced by placeholders. Largest group first; a group's id is a filter of GET /jobs "
+    "and POST /operations (group=).",
+    ok=(200, "The failure groups", "FailureGroups"),
+    parameters=[
+        _query(
+            "tenant",
+            "One tenant's (operators; a tenant may name only its own)",
+            pattern=TENANT_PATTERN,
+        ),
+        _query("job_type", "Only groups of this job type", enum=[t.value for t in JobType]),
+    ],
+)
+
 # GET /tenants/<tenant>/quotas
 GET_QUOTAS = _doc(
     "A tenant's upload quotas and today's usage",

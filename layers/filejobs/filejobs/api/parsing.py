@@ -203,6 +203,19 @@ def start_operation(body: str | None, idempotency_key: str | None) -> StartOpera
     )
 
 
+def optional_tenant(params: Mapping[str, str]) -> str | None:
+    """?tenant= (an operator's choice of one tenant; a tenant may name only its own)."""
+    tenant = params.get("tenant")
+    if tenant is not None and not is_tenant(tenant):
+        raise MalformedRequestError(f"tenant must be a tenant name; got {tenant[:80]!r}")
+    return tenant
+
+
+def failures_query(params: Mapping[str, str]) -> tuple[str | None, JobType | None]:
+    """GET /failures?tenant=&job_type=."""
+    return optional_tenant(params), _enum(JobType, "job_type", params.get("job_type"))
+
+
 def operation_id(value: str) -> str:
     if not is_operation_id(value):
         raise NotFoundError(f"no operation {value[:80]!r}")

@@ -11,6 +11,7 @@ from typing import Any
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.operations import Operation
 from filejobs.domain.quotas import UNLIMITED
+from filejobs.domain.stats import FailureGroupSummary, Percentiles
 from filejobs.services.api import (
     FileListing,
     FileVersions,
@@ -20,6 +21,7 @@ from filejobs.services.api import (
     JobWithOutputs,
     RescannedPage,
 )
+from filejobs.services.console import SCOPE_ALL, ConsoleOverview
 from filejobs.services.errors import (
     ConflictError,
     ForbiddenError,
@@ -175,3 +177,82 @@ def quota_report(report: QuotaReport) -> dict[str, Any]:
 
 def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
+
+
+def console_overview(found: ConsoleOverview) -> dict[str, Any]:
+    """The overview (docs/CONSOLE.md): queues, dead letters, the last hour's series, the scan."""
+    stats = found.stats
+    definitions = found.definitions
+    return {
+        "scope": "all" if stats.scope == SCOPE_ALL else stats.scope,
+        "generated_at": _iso(stats.generated_at),
+        "queues": [
+            {
+                "job_type": row.job_type.value,
+                "lane": row.lane.value,
+                "pending": row.pending,
+                "scheduled": row.scheduled,
+                "running": row.running,
+                "completed_last_hour": row.completed_last_hour,
+                "failed_last_hour": row.failed_last_hour,
+                "failed_last_day": row.failed_last_day,
+            }
+            for row in stats.queues
+        ],
+        "dead_letters": [
+            {"queue": queue, "depth": depth} for queue, depth in sorted(found.dead_letters.items())
+        ],
+        "series": [
+            {
+                "minute": _iso(point.minute),
+                "completed": point.completed,
+                "failed": point.failed,
+                "cancelled": point.cancelled,
+                "latency_seconds": _percentiles(point.latency),
+            }
+            for point in stats.series
+        ],
+        "latency_seconds": _percentiles(stats.latency),
+        "latency_by_type": {
+            job_type.value: _percentiles(value) for job_type, value in stats.latency_by_type.items()
+        },
+        "virus_scan": {
+            "definitions": None
+            if definitions is None
+            else {
+                "version": definitions.version,
+                "published_at": _iso(definitions.published_at),
+                "age_seconds": round(definitions.age_seconds),
+            },
+            "verdicts_last_hour": dict(stats.verdicts_last_hour),
+            "verdicts_last_day": dict(stats.verdicts_last_day),
+        },
+    }
+
+
+def failure_groups(groups: list[FailureGroupSummary]) -> dict[str, Any]:
+    return {
+        "groups": [
+            {
+                "id": group.id,
+                "job_type": group.job_type.value,
+                "fingerprint": group.fingerprint,
+                "count": group.count,
+                "total": group.total,
+                "first_seen": _iso(group.first_seen),
+                "last_seen": _iso(group.last_seen),
+                "sample": None
+                if group.sample is None
+                else {
+                    "job_id": group.sample.job_id,
+                    "tenant": group.sample.tenant,
+                    "error_message": group.sample.error_message,
+                },
+            }
+            for group in groups
+        ]
+    }
+
+
+def _percentiles(value: Percentiles | None) -> dict[str, float] | None:
+    return None if value is None else value.to_json()
