@@ -732,7 +732,6 @@ async function overviewView(ctx) {
   };
   setLive(load);
   await load();
-  markUpdated();
 }
 
 // --- search: jobs and files -------------------------------------------------------------------
@@ -855,7 +854,7 @@ async function fileSearchView(ctx) {
     },
   },
   h("div", { className: "fields" },
-    field("files-prefix", "Key prefix", prefix, "The start of the upload's name, e.g. contracts/2026-"),
+    field("files-prefix", "Key prefix", prefix, "The start of the object key, e.g. uploads/acme/contracts/"),
     field("files-tenant", "Tenant (operators)", tenant)),
   h("div", { className: "form-actions" }, h("button", { type: "submit", className: "primary" }, "Search files")));
   const results = h("section", { id: "results", "aria-labelledby": "results-title" });
@@ -980,12 +979,11 @@ async function jobView(ctx) {
     if (!unchanged(region, { ...job, outputs: (job.outputs || []).map((o) => o.key) })) {
       replaceKeepingFocus(region, ...jobContent(job));
     }
-    markUpdated();
     if (TERMINAL.has(job.status)) stopLive();
+    markUpdated();
   };
   setLive(load);
   await load();
-  markUpdated();
 }
 
 async function fileView(ctx) {
@@ -1076,7 +1074,6 @@ async function failuresView(ctx) {
   };
   setLive(load);
   await load();
-  markUpdated();
 }
 
 // --- the bulk action dialog -------------------------------------------------------------------
@@ -1160,7 +1157,12 @@ bulk.dryRun.addEventListener("click", async () => {
     const count = `${found.exact === false ? "at least " : ""}${fmtNum(matched)}`;
     fill(bulk.preview, 
       h("p", { className: "matched", id: "bulk-matched" }, `${count} job${matched === 1 ? "" : "s"} would be touched by ${found.action}.`),
-      (found.sample || []).length ? jobsTable(found.sample, `A sample of the matching jobs (${found.sample.length})`, "bulk-sample") : null);
+      (found.sample || []).length ? table({
+        caption: `A sample of the matching jobs (${found.sample.length})`,
+        id: "bulk-sample",
+        columns: [{ label: "Job" }, { label: "Tenant" }, { label: "Type" }, { label: "Status" }, { label: "Error", cls: "wrap" }],
+        rows: found.sample.map((job) => [jobLink(job), job.tenant, job.job_type, badge(job.status), clip(job.error_message || "", 90)]),
+      }) : null);
     bulk.run.disabled = matched === 0;
     bulk.run.textContent = matched === 0 ? "Nothing to run" : `Run ${found.action} on ${count} job${matched === 1 ? "" : "s"}`;
   } catch (error) {
@@ -1253,12 +1255,11 @@ async function operationView(ctx) {
     const op = await api(`operations/${encodeURIComponent(ctx.arg)}`);
     if (ctx.stale()) return;
     if (!unchanged(region, op)) replaceKeepingFocus(region, ...operationContent(op));
-    markUpdated();
     if (op.status !== "running") stopLive();
+    markUpdated();
   };
   setLive(load);
   await load();
-  markUpdated();
 }
 
 async function operationsView(ctx) {
