@@ -42,6 +42,11 @@ from tests.localstack import RunningStack
 TENANT = "acme"
 SEEDED_TENANT = "bulkseed"
 SEEDED_JOBS = 10_000
+# The page's visibility as a browser reports it when the tab is hidden or shown again.
+HIDDEN = """hidden => {
+  Object.defineProperty(document, 'hidden', {configurable: true, get: () => hidden});
+  document.dispatchEvent(new Event('visibilitychange'));
+}"""
 LIVE_SECONDS = 90  # the overview polls every 3 s; the aggregates follow the jobs' stream
 
 
@@ -315,6 +320,18 @@ def test_the_overview_follows_a_new_upload_without_a_reload(
     expect(completed).not_to_have_text(before, timeout=LIVE_SECONDS * 1000)
     assert page.evaluate("() => window.notReloaded === true")
     expect(page.locator("#updated")).to_have_text(re.compile(r"Live · updated \d\d:\d\d:\d\d"))
+    # and while the tab is hidden it asks the API nothing, and at once when it shows again
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/overview" in r.url else None)
+    page.evaluate(HIDDEN, True)
+    page.wait_for_timeout(1_000)  # one may be on its way
+    asked.clear()
+    page.wait_for_timeout(7_000)
+    assert asked == []
+    expect(page.locator("#updated")).to_contain_text("Paused")
+    page.evaluate(HIDDEN, False)
+    expect(page.locator("#updated")).to_contain_text("Live", timeout=5_000)
+    assert asked
 
 
 def test_every_view_is_reachable_by_keyboard(console: Console, uploaded: Uploaded) -> None:
