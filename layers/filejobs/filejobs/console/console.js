@@ -910,6 +910,21 @@ function outputsList(job) {
         h("br"), h("span", { className: "hint" }, "Link valid until ", fmtTime(output.expires_at)))))));
 }
 
+// Every image a file's jobs wrote (thumbnails, posters, previews), shown inline.
+function previews(jobs) {
+  const images = jobs.flatMap((job) => (job.outputs || [])
+    .filter((output) => IMAGE_NAME.test(output.name || output.key))
+    .map((output) => ({ job, output })));
+  if (!images.length) return null;
+  return [
+    h("h2", {}, "Outputs"),
+    h("ul", { className: "outputs" }, images.map(({ job, output }) => h("li", {},
+      h("figure", {},
+        h("img", { src: output.url, alt: `${output.name}, written by ${job.job_type}`, loading: "lazy", decoding: "async", className: "output-image" }),
+        h("figcaption", {}, h("a", { href: `#/job/${encodeURIComponent(job.id)}` }, `${job.job_type}: ${output.name}`)))))),
+  ];
+}
+
 async function jobAction(job, action) {
   try {
     const body = action === "cancel" ? { reason: "cancelled from the console" } : undefined;
@@ -1008,6 +1023,19 @@ async function fileView(ctx) {
     ]),
     h("h2", {}, "Jobs"),
     jobsTable(file.jobs || [], "Jobs of this file", "file-jobs"),
+    previews(file.jobs || []),
+    "duplicates" in file ? [
+      h("h2", {}, "Files of the same content"),
+      table({
+        caption: "The tenant's other files of the same content",
+        id: "file-duplicates",
+        columns: [{ label: "Key" }, { label: "Created", cls: "nowrap" }],
+        rows: (file.duplicates || []).map((other) => [
+          h("a", { href: `#/file/${encodeURIComponent(other.id)}` }, other.key), fmtTime(other.created_at),
+        ]),
+        empty: "None: no other file of this tenant has the same bytes.",
+      }),
+    ] : null,
     h("h2", {}, "Virus scan"),
     scan ? facts([
       ["Verdict", badge(scan.verdict)],
