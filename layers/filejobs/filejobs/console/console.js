@@ -340,6 +340,14 @@ function currentRoute() {
   return { path: path || "/", params: new URLSearchParams(search || "") };
 }
 
+function decoded(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part; // malformed escapes: the API answers 400 or 404 for it
+  }
+}
+
 function navigate(hash) {
   if (window.location.hash === hash) route({ focus: true });
   else window.location.hash = hash;
@@ -365,7 +373,7 @@ async function route({ focus = false } = {}) {
   signOut.hidden = false;
   const ctx = {
     params,
-    arg: match && match[1] ? decodeURIComponent(match[1]) : null,
+    arg: match && match[1] ? decoded(match[1]) : null,
     stale: () => mine !== generation,
   };
   try {
@@ -1002,6 +1010,7 @@ async function jobView(ctx) {
 }
 
 async function fileView(ctx) {
+  page(`File ${shortId(ctx.arg)}`, h("p", { className: "loading" }, "Loading…"));
   const file = await api(`files/${encodeURIComponent(ctx.arg)}`);
   if (ctx.stale()) return;
   const scan = file.scan;
