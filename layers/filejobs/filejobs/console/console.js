@@ -303,11 +303,24 @@ document.addEventListener("visibilitychange", () => {
   if (!document.hidden && live.refresh) runLive();
 });
 
-// Replace a live region's content, keeping the keyboard focus on the element of the same id.
+// Replace a live region's content as the reader left it: the keyboard focus on the element of
+// the same id, the same data tables open, the same tables scrolled sideways.
 function replaceKeepingFocus(region, ...content) {
   const focused = document.activeElement;
   const focusedId = focused && region.contains(focused) ? focused.id : null;
+  const open = [...region.querySelectorAll("details[id][open]")].map((d) => d.id);
+  const scrolled = [...region.querySelectorAll(".table-wrap[id]")]
+    .filter((w) => w.scrollLeft || w.scrollTop)
+    .map((w) => [w.id, w.scrollLeft, w.scrollTop]);
   fill(region, content);
+  for (const id of open) {
+    const again = document.getElementById(id);
+    if (again) again.open = true;
+  }
+  for (const [id, left, top] of scrolled) {
+    const again = document.getElementById(id);
+    if (again) again.scrollTo(left, top);
+  }
   if (focusedId) {
     const again = document.getElementById(focusedId);
     if (again) again.focus({ preventScroll: true });
@@ -469,8 +482,8 @@ function facts(pairs) {
     pairs.filter(Boolean).flatMap(([term, value, id]) => [h("dt", {}, term), h("dd", { id }, value ?? "–")]));
 }
 
-function jobLink(job) {
-  return h("a", { href: `#/job/${encodeURIComponent(job.id || job.job_id)}`, className: "mono" }, shortId(job.id || job.job_id));
+function jobLink(job, id) {
+  return h("a", { id, href: `#/job/${encodeURIComponent(job.id || job.job_id)}`, className: "mono" }, shortId(job.id || job.job_id));
 }
 
 function jobsTable(jobs, caption, id) {
@@ -562,6 +575,7 @@ function lineChart({ title, summary, minutes, series, format }) {
       s("line", { className: `series ${line.cls}`, x1: 1, x2: 27, y1: 5, y2: 5 })),
     line.label)));
   const data = table({
+    id: `chart-${chartCount}-table`,
     caption: `${title}, minute by minute`,
     columns: [{ label: "Minute (UTC)" }, ...series.map((line) => ({ label: line.label, num: true }))],
     rows: minutes.map((minute, i) => [hhmm(minute), ...series.map((line) => (line.values[i] === null || line.values[i] === undefined ? "–" : format(line.values[i])))]),
@@ -572,7 +586,7 @@ function lineChart({ title, summary, minutes, series, format }) {
     svg,
     legend,
     h("p", { className: "hint" }, summary),
-    h("details", {}, h("summary", {}, "Show the data as a table"), data));
+    h("details", { id: `chart-${chartCount}-data` }, h("summary", { id: `chart-${chartCount}-summary` }, "Show the data as a table"), data));
 }
 
 // --- overview ---------------------------------------------------------------------------------
@@ -611,7 +625,7 @@ function overviewContent(data) {
   const failedLink = (row, field) => {
     const value = row[field] || 0;
     if (!value) return fmtNum(value);
-    return h("a", { href: `#/jobs${query({ status: "failed", job_type: row.job_type, tenant: data.scope !== "all" ? data.scope : "" })}`, "aria-label": `${fmtNum(value)} failed ${row.job_type} jobs: search them` }, fmtNum(value));
+    return h("a", { id: `${field}-${row.job_type}-${row.lane}`, href: `#/jobs${query({ status: "failed", job_type: row.job_type, tenant: data.scope !== "all" ? data.scope : "" })}`, "aria-label": `${fmtNum(value)} failed ${row.job_type} jobs: search them` }, fmtNum(value));
   };
   const queueRows = queues.map((row) => [
     row.job_type, row.lane, fmtNum(row.pending), fmtNum(row.scheduled), fmtNum(row.running),
@@ -1076,9 +1090,9 @@ function failureRows(groups) {
       fmtNum(group.count),
       fmtTime(group.first_seen),
       fmtTime(group.last_seen),
-      sample.job_id ? [jobLink(sample), sample.tenant ? ` (${sample.tenant})` : "", h("br"), h("span", { className: "hint" }, clip(sample.error_message, 120))] : "–",
+      sample.job_id ? [jobLink(sample, `sample-${slug}`), sample.tenant ? ` (${sample.tenant})` : "", h("br"), h("span", { className: "hint" }, clip(sample.error_message, 120))] : "–",
       h("div", { className: "actions" },
-        h("a", { href: `#/jobs${query({ group: group.id })}`, className: "button small", "aria-label": `List the jobs of ${what}` }, "Jobs"),
+        h("a", { id: `jobs-${slug}`, href: `#/jobs${query({ group: group.id })}`, className: "button small", "aria-label": `List the jobs of ${what}` }, "Jobs"),
         act("retry", "Retry group"), act("cancel", "Cancel"), act("delete", "Delete")),
     ];
   });
