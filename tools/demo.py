@@ -15,8 +15,8 @@ Exits 0 only when every job reached the terminal state its sample expects, and t
 quarantined the file it should.
 
 It prints the operator console's URL (the operator's token in its fragment) when the stack is up
-and again at its end; with a display, it opens it in a browser at the end and, on a terminal,
-keeps the stack running until Enter. Without a display it never tries.
+and again at its end; run from a terminal with a display, it opens it in a browser at the end
+and keeps the stack running until Enter. Without a display (or a terminal) it never tries.
 
     .venv/bin/python tools/demo.py [--out out] [--workers 1]
 """
@@ -103,16 +103,17 @@ def has_display() -> bool:
 
 
 def show_console(url: str) -> None:
-    """The console in a browser, when there is a display to show it on; a terminal's Enter
-    then stops the stack (the page needs it running). Never fails the demo."""
-    print(f"\noperator console: {url}")
-    if not has_display():
+    """The console in a browser, when someone is there to see it (a display, and the demo run
+    from a terminal: not from a test or a pipe); the terminal's Enter then stops the stack,
+    which the page needs running. Never fails the demo."""
+    print(f"\noperator console: {url}", flush=True)
+    if not (has_display() and sys.stdin.isatty()):
         return
     try:
         opened = webbrowser.open(url)
     except webbrowser.Error:
         opened = False
-    if opened and sys.stdin.isatty():
+    if opened:
         with contextlib.suppress(EOFError, KeyboardInterrupt):
             input("opened in your browser; press Enter to stop the local stack ")
 
