@@ -18,7 +18,12 @@ CHECKOV := $(CHECKOV_VENV)/bin/checkov
 ST_VENV := .tools/schemathesis
 ST := $(ST_VENV)/bin/st
 
-.PHONY: install system-deps bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full end-to-end soak bench demo dev clean locks
+# axe-core (npm): the accessibility rules the console's browser tests run in the page
+# (tests/browser), pinned; injected from here, never fetched by a page.
+AXE_VERSION := 4.10.3
+AXE := .tools/axe/node_modules/axe-core/axe.min.js
+
+.PHONY: install system-deps axe console-screenshots bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full end-to-end soak bench demo dev clean locks
 
 # The venv keeps pip (sam build runs this python's pip for the layers' requirements).
 $(BIN)/python:
@@ -61,25 +66,41 @@ typecheck: install
 # Debian's packages only through a Release that gpgv finds signed by a key of the
 # debian-archive-keyring package's keyring (exported: debs.py reads DEBIAN_ARCHIVE_KEYRING);
 # its tests sign an archive of their own with gpg and serve it over TLS with openssl's
-# certificate.
+# certificate. The console's browser tests drive Debian's chromium (Playwright's own browser
+# download is never used) and take axe-core from npm.
 export DEBIAN_ARCHIVE_KEYRING ?= /usr/share/keyrings/debian-archive-keyring.gpg
 system-deps:
 	@command -v clamscan >/dev/null && test -x /usr/sbin/clamd && command -v freshclam >/dev/null \
 	  && command -v sigtool >/dev/null && test -d /usr/share/clamav-testfiles \
 	  && command -v qemu-aarch64-static >/dev/null \
 	  && command -v gpgv >/dev/null && test -f "$(DEBIAN_ARCHIVE_KEYRING)" \
-	  && command -v gpg >/dev/null && command -v openssl >/dev/null || { \
+	  && command -v gpg >/dev/null && command -v openssl >/dev/null \
+	  && test -x /usr/bin/chromium && test -d /usr/share/fonts/truetype/dejavu \
+	  && command -v npm >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
 	    clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static \
-	    gpgv debian-archive-keyring gpg openssl >/dev/null; }
+	    gpgv debian-archive-keyring gpg openssl chromium fonts-dejavu-core npm >/dev/null; }
+
+# The pinned axe-core, from npm (npm itself: system-deps).
+$(AXE): | system-deps
+	npm install --prefix .tools/axe --no-save --no-package-lock --no-audit --no-fund \
+	  --ignore-scripts --loglevel=error axe-core@$(AXE_VERSION)
+	@test -f $@
+
+axe: $(AXE)
 
 # The whole pytest suite, on every core (pytest-xdist): each test builds its own moto tables,
 # servers and scratch folders, so none shares state with a test running beside it. A file's tests
 # stay on one worker (--dist loadfile), so a file's module-scoped local stack starts once.
-unit: install system-deps
+unit: install system-deps $(AXE)
 	$(BIN)/pytest -n auto --dist loadfile
+
+# The console's browser tests alone, saving their screenshots to docs/console/ (README.md shows
+# them): run after a change to the console's look.
+console-screenshots: install system-deps $(AXE)
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(BIN)/pytest -p no:cacheprovider tests/browser
 
 # The quick loop for a change to the code: lint, types and the unit tests (the domain, the
 # processors' pure rules and the tooling's, on fakes: no moto server, no ClamAV, no local stack).

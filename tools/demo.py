@@ -14,15 +14,22 @@ Ctrl-C's path (SIGINT: running batches finish).
 Exits 0 only when every job reached the terminal state its sample expects, and the rescan
 quarantined the file it should.
 
+It prints the operator console's URL (the operator's token in its fragment) when the stack is up
+and again at its end; run from a terminal with a display, it opens it in a browser at the end
+and keeps the stack running until Enter. Without a display (or a terminal) it never tries.
+
     .venv/bin/python tools/demo.py [--out out] [--workers 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import sys
 import tempfile
+import webbrowser
 from pathlib import Path
 from typing import IO, Any
 
@@ -83,6 +90,34 @@ def final_table(samples: list[Sample], files: dict[str, dict[str, Any]]) -> None
             head = " " * len(head)
 
 
+def console_url(config: dict[str, Any]) -> str:
+    """The operator console on the stack, signed in by the token in the fragment (which the
+    browser never sends; the page moves it to the tab's session storage)."""
+    return f"{config['api_url']}/console#token={config['api_token']}"
+
+
+def has_display() -> bool:
+    if sys.platform in {"darwin", "win32"}:
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def show_console(url: str) -> None:
+    """The console in a browser, when someone is there to see it (a display, and the demo run
+    from a terminal: not from a test or a pipe); the terminal's Enter then stops the stack,
+    which the page needs running. Never fails the demo."""
+    print(f"\noperator console: {url}", flush=True)
+    if not (has_display() and sys.stdin.isatty()):
+        return
+    try:
+        opened = webbrowser.open(url)
+    except webbrowser.Error:
+        opened = False
+    if opened:
+        with contextlib.suppress(EOFError, KeyboardInterrupt):
+            input("opened in your browser; press Enter to stop the local stack ")
+
+
 def run(out: Path, workers: int) -> int:
     with tempfile.TemporaryDirectory(prefix="filejobs-demo-") as scratch:
         root = project_copy(ROOT, Path(scratch))
@@ -97,6 +132,7 @@ def run(out: Path, workers: int) -> int:
         ):
             config = stack.config
             print(f"local stack up: emulator {config['endpoint_url']}, API {config['api_url']}")
+            print(f"watch it in the operator console: {console_url(config)}", flush=True)
             target = local_target(root)
             upload = argparse.Namespace(
                 paths=[str(path) for _, path in written],
@@ -128,6 +164,7 @@ def run(out: Path, workers: int) -> int:
                 if sample.quarantined
                 for p in _quarantined_for_good(target, sample, files[sample.name])
             ]
+            show_console(console_url(config))
             stack.process.send_signal(signal.SIGINT)
             stopped = stack.process.wait(timeout=60)
             print(f"local stack stopped (exit {stopped})")

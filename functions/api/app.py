@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from datetime import timedelta
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 
-from filejobs import runtime
+from filejobs import console, runtime
 from filejobs.access import Caller, caller_from
 from filejobs.adapters.s3 import S3OutputLinks
 from filejobs.api import openapi, parsing, rendering
@@ -310,6 +311,42 @@ def docs_page() -> Response[str]:
         body=openapi.DOCS_PAGE,
         headers={"Cache-Control": "no-store", "Content-Security-Policy": openapi.DOCS_POLICY},
     )
+
+
+# --- the operator console: its shell holds no data (docs/CONSOLE.md), so no caller is read -----
+
+
+@cache
+def _image_origin() -> str | None:
+    """Where the presigned output URLs point (S3, or the local stack's emulator): the page's
+    policy lets images load from there. Signed locally: no request is made."""
+    bucket = runtime.settings().outputs_bucket
+    if not bucket:
+        return None
+    link = S3OutputLinks(runtime.s3, bucket).link("derived/", timedelta(minutes=1))
+    return console.origin_of(link)
+
+
+def _console_file(name: str) -> Response[str]:
+    try:
+        content_type, body = console.asset(name)
+    except console.UnknownAssetError:
+        return _json(404, rendering.error_body("not_found", "no such console file"))
+    headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+    if name == console.PAGE:
+        headers["Content-Security-Policy"] = console.console_policy(_image_origin())
+        headers["Referrer-Policy"] = "no-referrer"
+    return Response(status_code=200, content_type=content_type, body=body.decode(), headers=headers)
+
+
+@app.get("/console", include_in_schema=False)
+def console_page() -> Response[str]:
+    return _console_file(console.PAGE)
+
+
+@app.get("/console/<asset>", include_in_schema=False)
+def console_asset(asset: str) -> Response[str]:
+    return _console_file(asset)
 
 
 @logger.inject_lambda_context(clear_state=True)
