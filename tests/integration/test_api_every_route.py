@@ -7,9 +7,10 @@ routes them): a route added to the template without a row in ROUTES fails
 `test_every_route_of_the_template_has_a_row_here`, so none goes untested.
 
 Who authenticates what, as designed (template.yaml, access.py, docs/API_AUTH.md):
-- No route is public. API Gateway (FileJobsApi's DefaultAuthorizer AWS_IAM, which no event opts
-  out of; locally, the router's bearer tokens) refuses an unsigned request on every route,
-  /health, /openapi.json and /docs included, before the function runs.
+- No route holding data is public. API Gateway (FileJobsApi's DefaultAuthorizer AWS_IAM, which
+  only the operator console's shell, /console and /console/{asset}, opts out of; locally, the
+  router's bearer tokens) refuses an unsigned request on every other route, /health,
+  /openapi.json and /docs included, before the function runs.
 - The function identifies the caller (access.py) on every route but /health, which answers
   liveness and nothing else, reading neither the caller nor a table (as test_api.py's
   test_health_answers_without_reading_the_caller_or_the_table shows).
@@ -221,6 +222,8 @@ class Sent:
 
 
 class Access(Enum):
+    # The operator console's shell (HTML, CSS, JavaScript: no data); test_api_console.py.
+    PUBLIC = "no authorizer at the gateway; the function serves the same files to anyone"
     GATEWAY = "API Gateway authenticates it; the function tells whoever it reaches it is alive"
     CALLER = "the function refuses an unidentified caller; the answer holds no tenant's data"
     TENANT = "the function refuses an unidentified caller and scopes the answer to its tenant"
@@ -239,6 +242,8 @@ THUMBNAIL = json.dumps({"job_type": JobType.THUMBNAIL_GENERATION.value})
 # One row per route of template.yaml, keyed as API Gateway routes: (method, resource).
 ROUTES: dict[tuple[str, str], RouteCase] = {
     ("GET", "/health"): RouteCase(Access.GATEWAY, lambda _: Request("/health")),
+    ("GET", "/console"): RouteCase(Access.PUBLIC, lambda _: Request("/console")),
+    ("GET", "/console/{asset}"): RouteCase(Access.PUBLIC, lambda _: Request("/console/console.js")),
     ("GET", "/openapi.json"): RouteCase(Access.CALLER, lambda _: Request("/openapi.json")),
     ("GET", "/docs"): RouteCase(Access.CALLER, lambda _: Request("/docs")),
     ("GET", "/files"): RouteCase(
@@ -583,8 +588,11 @@ def pages_of(api: Api, method: str, base: Request, filters: dict[str, str]) -> l
 
 # --- the deployed API: API Gateway authenticates every route --------------------------------------
 
-# Routes API Gateway serves without an authorizer: none (docs/API_AUTH.md).
-PUBLIC_AT_THE_GATEWAY: frozenset[tuple[str, str]] = frozenset()
+# Routes API Gateway serves without an authorizer: the console's shell alone, which holds no
+# data (docs/CONSOLE.md); every route it reads has one.
+PUBLIC_AT_THE_GATEWAY: frozenset[tuple[str, str]] = frozenset(
+    {("GET", "/console"), ("GET", "/console/{asset}")}
+)
 
 
 def test_every_route_is_behind_the_apis_authorizer() -> None:
