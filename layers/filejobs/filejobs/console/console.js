@@ -683,6 +683,13 @@ function overviewContent(data) {
       { label: "p99", cls: "p99", values: percentile("p99") },
     ],
   });
+  const byType = Object.entries(data.latency_by_type || {}).filter(([, value]) => value);
+  const latencyTable = byType.length ? table({
+    caption: "Latency by job type, last hour",
+    id: "latency-by-type",
+    columns: [{ label: "Job type" }, { label: "p50", num: true }, { label: "p95", num: true }, { label: "p99", num: true }],
+    rows: byType.map(([type, value]) => [type, fmtSeconds(value.p50), fmtSeconds(value.p95), fmtSeconds(value.p99)]),
+  }) : null;
   const scan = data.virus_scan || {};
   const definitions = scan.definitions;
   const stale = definitions && definitions.age_seconds > 86400;
@@ -691,6 +698,7 @@ function overviewContent(data) {
     h("h2", { id: "scan-title" }, "Virus scan"),
     facts([
       ["Definitions", definitions ? h("span", { className: "mono" }, definitions.version) : h("span", { className: "badge failed" }, "none current")],
+      definitions && definitions.published_at ? ["Published", fmtTime(definitions.published_at)] : null,
       ["Definitions age", definitions ? [fmtAge(definitions.age_seconds), stale ? " " : null, stale ? h("span", { className: "badge failed" }, "stale") : null] : "–", "definitions-age"],
     ]),
     table({
@@ -705,7 +713,8 @@ function overviewContent(data) {
     h("section", { "aria-labelledby": "queues-title" }, h("h2", { id: "queues-title" }, "Queues"), queueTable),
     h("section", { "aria-labelledby": "charts-title" },
       h("h2", { id: "charts-title" }, "The last 60 minutes"),
-      h("div", { className: "grid-2" }, throughput, latencyChart)),
+      h("div", { className: "grid-2" }, throughput, latencyChart),
+      latencyTable),
     h("div", { className: "grid-2" },
       h("section", { "aria-labelledby": "dead-title" }, h("h2", { id: "dead-title" }, "Dead-letter queues"), deadTable),
       scanSection),
@@ -1088,12 +1097,13 @@ function failureRows(groups) {
       group.job_type,
       h("code", {}, group.fingerprint),
       fmtNum(group.count),
-      fmtTime(group.first_seen),
-      fmtTime(group.last_seen),
-      sample.job_id ? [jobLink(sample, `sample-${slug}`), sample.tenant ? ` (${sample.tenant})` : "", h("br"), h("span", { className: "hint" }, clip(sample.error_message, 120))] : "–",
-      h("div", { className: "actions" },
+      group.total === undefined ? "–" : fmtNum(group.total),
+      h("div", { className: "actions row-actions" },
         h("a", { id: `jobs-${slug}`, href: `#/jobs${query({ group: group.id })}`, className: "button small", "aria-label": `List the jobs of ${what}` }, "Jobs"),
         act("retry", "Retry group"), act("cancel", "Cancel"), act("delete", "Delete")),
+      fmtTime(group.last_seen),
+      fmtTime(group.first_seen),
+      sample.job_id ? [jobLink(sample, `sample-${slug}`), sample.tenant ? ` (${sample.tenant})` : "", h("br"), h("span", { className: "hint" }, clip(sample.error_message, 120))] : "–",
     ];
   });
 }
@@ -1114,8 +1124,9 @@ async function failuresView(ctx) {
         caption: "Failure groups",
         id: "groups",
         columns: [
-          { label: "Job type" }, { label: "Error (fingerprint)", cls: "wrap" }, { label: "Jobs", num: true },
-          { label: "First seen", cls: "nowrap" }, { label: "Last seen", cls: "nowrap" }, { label: "Sample", cls: "wrap" }, { label: "Actions" },
+          { label: "Job type" }, { label: "Error (fingerprint)", cls: "wrap" }, { label: "Failed now", num: true },
+          { label: "Ever failed so", num: true }, { label: "Actions" },
+          { label: "Last seen", cls: "nowrap" }, { label: "First seen", cls: "nowrap" }, { label: "Sample", cls: "wrap" },
         ],
         rows: failureRows(groups),
         empty: "No failed job: nothing to group.",
