@@ -109,6 +109,14 @@ def _context() -> Any:
     return CONTEXT
 
 
+def retry_group(api: Api, group: str) -> tuple[int, Any]:
+    """acme starts the retry of a failure group (naming no tenant: its own)."""
+    return call(
+        api, "POST", "/operations", ACME,
+        {"action": "retry", "filter": {"group": group}, "reason": "r"},
+    )  # fmt: skip
+
+
 @pytest.fixture
 def api(stack: Api, monkeypatch: pytest.MonkeyPatch) -> Api:  # noqa: F811 (test_api's fixture)
     # the operations function's environment is the API's for what both read (the same stack)
@@ -199,13 +207,7 @@ def test_a_tenants_operation_touches_only_its_own_jobs(api: Api) -> None:
     theirs = thumbnails_failed("globex", 2, BROKEN)
     group = group_of(JobType.THUMBNAIL_GENERATION, mine[0].error_message).id
     # when acme retries the group naming no tenant, and names globex in another request
-    status, operation = call(
-        api,
-        "POST",
-        "/operations",
-        ACME,
-        {"action": "retry", "filter": {"group": group}, "reason": "r"},
-    )
+    status, operation = retry_group(api, group)
     foreign = call(
         api,
         "POST",
@@ -268,13 +270,7 @@ def test_a_page_run_twice_is_recorded_once(api: Api) -> None:
     # given a started operation over 3 failed jobs
     broken = thumbnails_failed("acme", 3, BROKEN)
     group = group_of(JobType.THUMBNAIL_GENERATION, broken[0].error_message).id
-    _, operation = call(
-        api,
-        "POST",
-        "/operations",
-        ACME,
-        {"action": "retry", "filter": {"group": group}, "reason": "r"},
-    )
+    _, operation = retry_group(api, group)
     # when its message is handled twice (a duplicate delivery), the second after the first
     bulk = runtime.bulk_operations()
     first = bulk.advance(operation["id"])
@@ -292,13 +288,7 @@ def test_pages_are_paced_to_the_operation_rate(api: Api, monkeypatch: pytest.Mon
     runtime.tables()
     broken = thumbnails_failed("acme", PAGE_SIZE + 1, BROKEN)
     group = group_of(JobType.THUMBNAIL_GENERATION, broken[0].error_message).id
-    _, operation = call(
-        api,
-        "POST",
-        "/operations",
-        ACME,
-        {"action": "retry", "filter": {"group": group}, "reason": "r"},
-    )
+    _, operation = retry_group(api, group)
     sqs = boto3.client("sqs")
     url = api.queue_urls["OperationsQueue"]
     sqs.purge_queue(QueueUrl=url)
