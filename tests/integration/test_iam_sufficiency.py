@@ -55,6 +55,7 @@ from functions.events import app as events
 from functions.ingest import app as ingest
 from functions.ingest_router import app as ingest_router
 from functions.rescan import app as rescan_policy
+from functions.stats import app as stats
 from functions.sweep import app as sweep
 from functions.worker import app as worker
 from tests.definitions import EICAR, publish_set
@@ -496,6 +497,52 @@ def test_the_events_function_may_do_everything_it_does(stack: Stack) -> None:
     assert response["batchItemFailures"] == []
     assert [c.operation for c in recorder.calls] == ["PutEvents"]
     assert stack.refused("EventsFunction", recorder.calls) == []
+
+
+def test_the_stats_function_may_do_everything_it_does(stack: Stack) -> None:
+    # given jobs that ran and failed, as their table's stream carries them
+    stack.become("StatsFunction")
+    runtime.tables()
+    plan = ingest_plan(utcnow(), "image/png")
+    FileRepository().record_ingest(plan)
+    jobs = JobRepository()
+    job = plan.jobs[0]
+    claim = transitions.claim(now=utcnow(), lease=timedelta(minutes=5), worker="w")
+    claimed = jobs.apply(job.id, job.job_type, claim)
+    assert isinstance(claimed, Applied)
+    give_up = transitions.fail(
+        claimed.job, error="boom", now=utcnow(), retry_at=None, retention=timedelta(days=1)
+    )
+    jobs.apply(job.id, job.job_type, give_up)
+    tap = StreamTap.of_table(boto3.client("dynamodb"), stack.refs["JobsTable"])
+    records = tap.read()
+    event = {"Records": records, "shardId": "shardId-1", "eventSourceARN": tap.stream_arn}
+    # and then a record that changes no aggregate (as a heartbeat's)
+    last = records[-1]["dynamodb"]
+    same = {
+        **last,
+        "OldImage": last["NewImage"],
+        "SequenceNumber": str(int(last["SequenceNumber"]) + 1),
+    }
+    quiet = {**event, "Records": [{**records[-1], "dynamodb": same}]}
+    # when the stats function applies the batch, then the other
+    with recording_calls() as recorder:
+        assert stats.handler(event, CONTEXT) == {"state": {}}
+        assert stats.handler(quiet, CONTEXT) == {"state": {}}
+    # then it read its cursor and wrote one transaction, then advanced its cursor alone, and
+    # every call it made is granted
+    ops = [c.operation for c in recorder.calls]
+    assert ops == ["GetItem", "TransactWriteItems", "GetItem", "UpdateItem"]
+    assert stack.refused("StatsFunction", recorder.calls) == []
+    # and the API may read what it wrote (GET /overview, GET /failures)
+    stack.become("ApiFunction")
+    with recording_calls() as recorder:
+        aggregates = runtime.stats_table()
+        [group] = aggregates.failure_groups("*")
+        aggregates.failure_group("*", group.id)
+        aggregates.overview("*", utcnow())
+    assert {c.operation for c in recorder.calls} == {"GetItem", "Query"}
+    assert stack.refused("ApiFunction", recorder.calls) == []
 
 
 @pytest.mark.skipif(
