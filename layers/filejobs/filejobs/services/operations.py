@@ -129,6 +129,11 @@ class BulkOperations:
                     f"Idempotency-Key {key!r} started operation {stored.id} with another request",
                     log="idempotency key reused with another operation",
                 )
+            if not stored.finished:
+                # Its first message may never have been sent (the request failed after the
+                # record). A second chain of pages dies at its first page: a page is recorded by
+                # one run only, and only that run sends the next.
+                self._queue().send(stored.id, timedelta(0))
             return Started(stored, replayed=True)
         self._queue().send(stored.id, timedelta(0))
         return Started(stored, replayed=False)
