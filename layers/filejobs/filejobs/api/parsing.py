@@ -169,9 +169,7 @@ def list_files(params: Mapping[str, str]) -> ListFiles:
     prefix = params.get("prefix", "")
     if len(prefix.encode("utf-8", errors="replace")) > MAX_KEY_BYTES or not _is_text(prefix):
         raise MalformedRequestError(f"prefix must be text of at most {MAX_KEY_BYTES} bytes")
-    tenant = params.get("tenant")
-    if tenant is not None and not is_tenant(tenant):
-        raise MalformedRequestError(f"tenant must be a tenant name; got {tenant[:80]!r}")
+    tenant = optional_tenant(params)
     return ListFiles(prefix, _limit(params.get("limit")), tenant, params.get("next_token"))
 
 
@@ -224,10 +222,7 @@ def operation_id(value: str) -> str:
 
 def operations_page(params: Mapping[str, str]) -> tuple[str | None, int, str | None]:
     """GET /operations?tenant=&limit=&next_token=: (tenant, limit, next_token)."""
-    tenant = params.get("tenant")
-    if tenant is not None and not is_tenant(tenant):
-        raise MalformedRequestError(f"tenant must be a tenant name; got {tenant[:80]!r}")
-    return tenant, _limit(params.get("limit")), params.get("next_token")
+    return optional_tenant(params), _limit(params.get("limit")), params.get("next_token")
 
 
 def _filter_text(name: str, value: object) -> str | None:
