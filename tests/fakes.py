@@ -401,7 +401,9 @@ class InMemoryFileStore:
         stored = self._files[job.file_id]
         stored.job_ids = stored.job_ids | {job.id}
 
-    def record_completion(self, file_id: str, completion: FileCompletion) -> bool:
+    def record_completion(
+        self, file_id: str, completion: FileCompletion, *, gone: frozenset[str] = frozenset()
+    ) -> bool:
         with self._lock:
             stored = self._files.get(file_id)
             if stored is None:
@@ -409,6 +411,7 @@ class InMemoryFileStore:
             if stored.processed is not None and stored.processed.version >= completion.version:
                 return False
             stored.processed = completion
+            stored.job_ids = stored.job_ids - gone
             return True
 
     def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:

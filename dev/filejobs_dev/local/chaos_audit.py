@@ -116,6 +116,10 @@ def audit(evidence: Evidence) -> Report:
         "files not announced processed exactly once",
         not_processed_once(evidence.files, jobs_by_file, evidence.processed_events),
     )
+    report.figures["File Processed events received"] = len(evidence.processed_events)
+    report.figures["File Processed events distinct"] = len(
+        {event.event_id for event in evidence.processed_events}
+    )
     left = evidence.dead_letters_left
     report.check("dead letters unaccounted", [f"{q}: {n} left" for q, n in left.items() if n])
     report.figures.update(_outcome_figures(evidence))

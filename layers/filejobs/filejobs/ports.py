@@ -199,9 +199,11 @@ class FileStore(Protocol):
         write; False (nothing written) when the job exists already."""
         ...
 
-    def record_completion(self, file_id: str, completion: FileCompletion) -> bool:
+    def record_completion(
+        self, file_id: str, completion: FileCompletion, *, gone: frozenset[str] = frozenset()
+    ) -> bool:
         """The file's completion, only if newer (by version) than the one recorded: False when
-        it is not (or there is no such file)."""
+        it is not (or there is no such file). `gone` leave the file's job_ids in the same write."""
         ...
 
     def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:

@@ -297,9 +297,13 @@ class FileRepository:
                 condition=FileModel.id.exists(),
             )
 
-    def record_completion(self, file_id: str, completion: FileCompletion) -> bool:
+    def record_completion(
+        self, file_id: str, completion: FileCompletion, *, gone: frozenset[str] = frozenset()
+    ) -> bool:
         """The file's completion, in one UpdateItem conditioned on it being newer than the one
         recorded (domain/file_completion.py): False when it is not, or there is no such file.
+        `gone` (jobs expired or removed since) leave the file's job_ids in the same write, so
+        the set holds the file's living jobs, not every job it ever had.
 
         The file's audit fields are left alone: a completion is the jobs' doing, not a change
         anyone made to the file.
@@ -307,12 +311,14 @@ class FileRepository:
         newer = FileModel.processed_version.does_not_exist() | (
             FileModel.processed_version < completion.version
         )
+        forget = [FileModel.job_ids.delete(set(gone))] if gone else []
         try:
             FileModel(id=file_id).update(
                 actions=[
                     FileModel.processed_fingerprint.set(completion.fingerprint),
                     FileModel.processed_version.set(completion.version),
                     FileModel.processed.set(completion_to_map(completion)),
+                    *forget,
                 ],
                 condition=FileModel.id.exists() & newer,
             )

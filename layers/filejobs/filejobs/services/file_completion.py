@@ -31,8 +31,11 @@ class FileCompletions:
         stored = self._files.get(job.file_id, consistent=True)
         if stored is None:
             return None
+        gone: frozenset[str] = frozenset()
         if stored.job_ids:
             jobs = self._jobs.get_many(stored.job_ids | {job.id}, consistent=True)
+            # Put in the same write as their id, so missing now means expired or removed.
+            gone = stored.job_ids - {found.id for found in jobs}
         else:
             # A file recorded before files kept their job ids: its jobs by the file index, which
             # is eventually consistent (a completion may be missed, never invented).
@@ -42,4 +45,5 @@ class FileCompletions:
             return None
         if stored.processed is not None and stored.processed.fingerprint == completion.fingerprint:
             return None  # recorded already: no write
-        return completion if self._files.record_completion(stored.id, completion) else None
+        recorded = self._files.record_completion(stored.id, completion, gone=gone)
+        return completion if recorded else None
