@@ -39,12 +39,15 @@ from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.messages import UUID_PATTERN
 from filejobs.domain.operations import (
+    BULK_ACTIONS,
     MAX_ERROR_TEXT_CHARS,
     OPERATION_ID_PATTERN,
     Action,
     OperationStatus,
 )
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, UNLIMITED
+from filejobs.domain.schedules import MAX_NAME_CHARS, SCHEDULE_ID_PATTERN, ScheduleAction
+from filejobs.services.schedules import MAX_PREFIX_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"
@@ -445,7 +448,7 @@ SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
         "required": ["action", "filter", "reason"],
         "properties": {
-            "action": {"type": "string", "enum": [a.value for a in Action]},
+            "action": {"type": "string", "enum": [a.value for a in BULK_ACTIONS]},
             "filter": {"$ref": "#/components/schemas/JobFilter"},
             "reason": _REASON,
             "dry_run": {"type": "boolean"},
@@ -471,6 +474,11 @@ SCHEMAS: dict[str, Any] = {
             "errors": {"type": "integer", "minimum": 0},
             "finished_at": _OPT_TIME,
             "error": _OPT_STR,
+            "files": {
+                "description": "A schedule's run: the files it acts on instead of jobs",
+                "type": ["object", "null"],
+            },
+            "schedule_id": _OPT_STR,
             "dry_run": {"const": False},
         },
     },
@@ -479,7 +487,7 @@ SCHEMAS: dict[str, Any] = {
         "required": ["dry_run", "action", "filter", "matched", "exact", "sample"],
         "properties": {
             "dry_run": {"const": True},
-            "action": {"type": "string", "enum": [a.value for a in Action]},
+            "action": {"type": "string", "enum": [a.value for a in BULK_ACTIONS]},
             "filter": {"type": "object"},
             "matched": {"type": "integer", "minimum": 0},
             "exact": {"type": "boolean", "description": "false: at least `matched`"},
@@ -498,6 +506,69 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "operations": {"type": "array", "items": {"$ref": "#/components/schemas/Operation"}},
             "next_token": _OPT_STR,
+        },
+    },
+    "ScheduleRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "expression", "action", "prefix"],
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS},
+            "expression": {
+                "type": "string",
+                "description": "cron(minutes hours day-of-month month day-of-week year)",
+                "examples": ["cron(0 3 * * ? *)", "cron(0 2 1 * ? *)"],
+            },
+            "timezone": {"type": "string", "description": "IANA time zone (default UTC)"},
+            "action": {"type": "string", "enum": [a.value for a in ScheduleAction]},
+            "prefix": {
+                "type": "string",
+                "description": "An object key prefix inside uploads/{tenant}/",
+                "maxLength": MAX_PREFIX_BYTES,
+            },
+            "tenant": {"type": "string", "pattern": TENANT_PATTERN},
+            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
+            "input_data": {"type": "object", "description": "The run's jobs' options (run)"},
+        },
+    },
+    "ScheduleChange": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["enabled"],
+        "properties": {"enabled": {"type": "boolean"}},
+    },
+    "Schedule": {
+        "type": "object",
+        "required": ["id", "tenant", "name", "expression", "action", "prefix", "enabled"],
+        "properties": {
+            "id": {"type": "string", "pattern": SCHEDULE_ID_PATTERN},
+            "tenant": _STR,
+            "name": _STR,
+            "expression": _STR,
+            "timezone": _STR,
+            "action": {"type": "string", "enum": [a.value for a in ScheduleAction]},
+            "prefix": _STR,
+            "job_type": _OPT_STR,
+            "input_data": {"type": ["object", "null"]},
+            "enabled": {"type": "boolean"},
+            "next_runs": {
+                "description": "The next three runs (none while paused)",
+                "type": "array",
+                "items": {"type": "string", "format": "date-time"},
+            },
+            "runs": {"type": "integer", "minimum": 0},
+            "last_run_at": _OPT_TIME,
+            "last_operation_id": _OPT_STR,
+            "created_by": _STR,
+            "created_at": {"type": "string", "format": "date-time"},
+            "updated_at": {"type": "string", "format": "date-time"},
+        },
+    },
+    "ScheduleList": {
+        "type": "object",
+        "required": ["schedules"],
+        "properties": {
+            "schedules": {"type": "array", "items": {"$ref": "#/components/schemas/Schedule"}}
         },
     },
 }

@@ -39,9 +39,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.operation_repository import OperationRepository
+from filejobs.data.schedule_repository import ScheduleRepository
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.operations import Action, JobFilter, Operation
+from filejobs.domain.schedules import Schedule, ScheduleAction
 from filejobs.domain.time import utcnow
 from filejobs_dev.infra.template import function_definitions, resources_of_type
 from filejobs_dev.local.stack import routes_of
@@ -153,6 +155,7 @@ class Owned:
     plan: IngestPlan
     stopped: ProcessingJob
     operation: str  # the id of a bulk operation the tenant started
+    schedule: str  # the id of a recurring schedule of the tenant's
 
     @property
     def pending(self) -> ProcessingJob:
@@ -166,6 +169,7 @@ class Owned:
             ("<file>", self.plan.file.id),
             *((f"<job{n}>", job.id) for n, job in enumerate(self.plan.jobs)),
             ("<operation>", self.operation),
+            ("<schedule>", self.schedule),
             ("<tenant>", self.tenant),
         ]
 
@@ -178,7 +182,8 @@ class Owned:
 def owned(tenant: str, name: str = "a.png") -> Owned:
     """A file of `tenant`, recorded with its jobs, the second of them cancelled."""
     plan = ingested(tenant, name)
-    return Owned(tenant, plan, cancelled(plan.jobs[1]), started_operation(tenant))
+    stopped = cancelled(plan.jobs[1])
+    return Owned(tenant, plan, stopped, started_operation(tenant), recorded_schedule(tenant))
 
 
 def started_operation(tenant: str) -> str:
@@ -198,10 +203,32 @@ def started_operation(tenant: str) -> str:
     return store.create(operation, caller=operation.created_by, key=operation.id).id
 
 
+def recorded_schedule(tenant: str) -> str:
+    """A nightly rescan schedule of `tenant`'s, as POST /schedules records it (not armed)."""
+    now = utcnow()
+    schedule = Schedule(
+        id=f"sch-{uuid.uuid4().hex[:16]}",
+        tenant=tenant,
+        name="nightly",
+        expression="cron(0 3 * * ? *)",
+        timezone="UTC",
+        action=ScheduleAction.RESCAN,
+        prefix=f"uploads/{tenant}/",
+        created_by=f"api:tenant:{tenant}",
+        created_at=now,
+        updated_at=now,
+    )
+    assert ScheduleRepository(boto3.client("dynamodb"), os.environ["OPS_TABLE_NAME"]).create(
+        schedule
+    )
+    return schedule.id
+
+
 def never_recorded(tenant: str) -> Owned:
     """Ids and a key of the same shapes as `owned`'s, that no table holds."""
     plan = ingest_plan(utcnow(), "image/png", tenant=tenant, name="a.png")
-    return Owned(tenant, plan, plan.jobs[1], f"op-{utcnow():%Y%m%dT%H%M%SZ}-0123abcd")
+    operation = f"op-{utcnow():%Y%m%dT%H%M%SZ}-0123abcd"
+    return Owned(tenant, plan, plan.jobs[1], operation, "sch-0123456789abcdef")
 
 
 @dataclass(frozen=True)
@@ -318,6 +345,33 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ),
     ("GET", "/operations/{operation_id}"): RouteCase(
         Access.TENANT, lambda o: Request(f"/operations/{o.operation}")
+    ),
+    ("POST", "/schedules"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(
+            "/schedules",
+            body=json.dumps(
+                {
+                    "name": "weekly rescan",
+                    "expression": "cron(0 4 ? * SUN *)",
+                    "action": "rescan",
+                    "prefix": f"uploads/{o.tenant}/",
+                    "tenant": o.tenant,
+                }
+            ),
+        ),
+    ),
+    ("GET", "/schedules"): RouteCase(
+        Access.TENANT, lambda o: Request("/schedules", {"tenant": o.tenant}), lists=({},)
+    ),
+    ("GET", "/schedules/{schedule_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/schedules/{o.schedule}")
+    ),
+    ("PATCH", "/schedules/{schedule_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/schedules/{o.schedule}", body='{"enabled": false}')
+    ),
+    ("DELETE", "/schedules/{schedule_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/schedules/{o.schedule}")
     ),
     ("GET", "/tenants/{tenant}/quotas"): RouteCase(
         Access.TENANT, lambda o: Request(f"/tenants/{o.tenant}/quotas")

@@ -68,6 +68,12 @@ class Settings:
     # Where a bulk operation's next page is sent, and how many jobs a second it changes.
     operations_queue_url: str | None = None
     operation_rate: int = 50
+    # Where schedules are armed (EventBridge Scheduler): their group, the queue their runs go
+    # to (its ARN), the role the scheduler sends with, and where a run it cannot send goes.
+    schedule_group: str | None = None
+    operations_queue_arn: str | None = None
+    scheduler_role_arn: str | None = None
+    schedule_dead_letter_arn: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -108,6 +114,10 @@ class Settings:
             ops_table=env.get("OPS_TABLE_NAME") or None,
             operations_queue_url=env.get("OPERATIONS_QUEUE_URL") or None,
             operation_rate=_count(env, "OPERATION_RATE", 50) or 50,
+            schedule_group=env.get("SCHEDULE_GROUP_NAME") or None,
+            operations_queue_arn=env.get("OPERATIONS_QUEUE_ARN") or None,
+            scheduler_role_arn=env.get("SCHEDULER_ROLE_ARN") or None,
+            schedule_dead_letter_arn=env.get("SCHEDULE_DEAD_LETTER_ARN") or None,
         )
 
     @property
@@ -123,6 +133,14 @@ class Settings:
         if not self.operations_queue_url:
             raise ConfigurationError("OPERATIONS_QUEUE_URL is not set")
         return self.operations_queue_url
+
+    def require_scheduler(self) -> tuple[str, str, str]:
+        """The schedule group, the operations queue's ARN and the scheduler's role."""
+        if not (self.schedule_group and self.operations_queue_arn and self.scheduler_role_arn):
+            raise ConfigurationError(
+                "SCHEDULE_GROUP_NAME, OPERATIONS_QUEUE_ARN and SCHEDULER_ROLE_ARN must be set"
+            )
+        return self.schedule_group, self.operations_queue_arn, self.scheduler_role_arn
 
     def require_outputs_bucket(self) -> str:
         if not self.outputs_bucket:

@@ -18,6 +18,7 @@ from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.operations import MAX_ERROR_TEXT_CHARS
 from filejobs.domain.quotas import API_JOBS_PER_FILE
+from filejobs.domain.schedules import MAX_SCHEDULES_PER_TENANT
 from filejobs.services.page_tokens import MAX_TOKEN_LENGTH
 
 if TYPE_CHECKING:
@@ -363,6 +364,67 @@ GET_OPERATION = _doc(
     "Progress counts jobs processed, changed, skipped (their status no longer allowed the "
     "action) and errors, against the count matched when it started.",
     ok=(200, "The operation", "Operation"),
+)
+
+# POST /schedules
+CREATE_SCHEDULE = _doc(
+    "Create a recurring schedule: an action on every file under a key prefix, on a cron",
+    "action rescan scans every file under prefix again; action run gives each of them a new job "
+    "of job_type (with input_data as its options). expression is an EventBridge Scheduler cron "
+    "expression, cron(minutes hours day-of-month month day-of-week year), in timezone (an IANA "
+    "name, default UTC); L, W and # are not supported, and runs closer together than 23 hours "
+    f"are refused. A tenant has at most {MAX_SCHEDULES_PER_TENANT}. Each run is a tracked "
+    "operation (GET /operations/{id}), started once per scheduled time; prefix must lie in the "
+    "tenant's uploads/{tenant}/. An operator names the tenant.",
+    ok=(201, "The schedule, armed", "Schedule"),
+    errors=(400, 401, 404, 409, 422),
+    body={
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ScheduleRequest"}}
+        },
+    },
+)
+
+# GET /schedules
+LIST_SCHEDULES = _doc(
+    "The recurring schedules",
+    "A tenant sees its own; an operator every tenant's, or one's with tenant=.",
+    ok=(200, "The schedules, oldest first", "ScheduleList"),
+    parameters=[
+        _query(
+            "tenant", "Only this tenant's (a tenant may name only its own)", pattern=TENANT_PATTERN
+        )
+    ],
+)
+
+# GET /schedules/<schedule_id>
+GET_SCHEDULE = _doc(
+    "A recurring schedule: its next runs and its last run's operation",
+    "",
+    ok=(200, "The schedule", "Schedule"),
+)
+
+# PATCH /schedules/<schedule_id>
+CHANGE_SCHEDULE = _doc(
+    "Pause or resume a recurring schedule",
+    "A paused schedule starts no run; resumed, it runs at its next time (missed runs are not "
+    "made up).",
+    ok=(200, "The schedule", "Schedule"),
+    errors=(400, 401, 404, 422),
+    body={
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ScheduleChange"}}
+        },
+    },
+)
+
+# DELETE /schedules/<schedule_id>
+DELETE_SCHEDULE = _doc(
+    "Remove a recurring schedule",
+    "Its runs stop; the operations it started stay in the audit list.",
+    ok=(204, "Removed", ""),
 )
 
 # GET /overview

@@ -19,8 +19,15 @@ from typing import Any
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
 from filejobs.domain.keys import is_tenant
 from filejobs.domain.messages import is_uuid
-from filejobs.domain.operations import Action, FilterError, JobFilter, is_operation_id
+from filejobs.domain.operations import (
+    BULK_ACTIONS,
+    Action,
+    FilterError,
+    JobFilter,
+    is_operation_id,
+)
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, QuotaChange
+from filejobs.domain.schedules import SCHEDULE_ID_PATTERN, ScheduleAction
 from filejobs.services.api import (
     DEFAULT_CANCEL_REASON,
     DEFAULT_RESCAN_REASON,
@@ -36,6 +43,7 @@ from filejobs.services.api import (
 )
 from filejobs.services.errors import InvalidRequestError, MalformedRequestError, NotFoundError
 from filejobs.services.operations import StartOperation
+from filejobs.services.schedules import NewSchedule
 
 FILTER_FIELDS = frozenset({"tenant", "job_type", "status", "group", "error", "since", "until"})
 DEFAULT_LIMIT = 25
@@ -177,8 +185,8 @@ def start_operation(body: str | None, idempotency_key: str | None) -> StartOpera
     """POST /operations: {"action", "filter", "reason", "dry_run"?}."""
     data = _optional_object(body, {"action", "filter", "reason", "dry_run"})
     action = data.get("action")
-    if not isinstance(action, str) or action not in {a.value for a in Action}:
-        choices = ", ".join(a.value for a in Action)
+    if not isinstance(action, str) or action not in {a.value for a in BULK_ACTIONS}:
+        choices = ", ".join(a.value for a in BULK_ACTIONS)
         raise InvalidRequestError(f"action must be one of: {choices}")
     wanted = data.get("filter")
     if not isinstance(wanted, dict):
@@ -471,3 +479,57 @@ def _is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+# --- schedules -----------------------------------------------------------------------------------
+
+_SCHEDULE_FIELDS = {"name", "expression", "timezone", "action", "prefix", "tenant", "job_type"}
+
+
+def new_schedule(body: str | None) -> NewSchedule:
+    """POST /schedules: {"name", "expression", "action", "prefix", "timezone"?, "tenant"?,
+    "job_type"? and "input_data"? (the job's options, action "run" only)}."""
+    data = _optional_object(body, _SCHEDULE_FIELDS | {"input_data"})
+    missing = sorted({"name", "expression", "action", "prefix"} - set(data))
+    if missing:
+        raise InvalidRequestError(f"{', '.join(missing)}: required")
+    texts = {name: data.get(name) for name in _SCHEDULE_FIELDS}
+    for name, value in texts.items():
+        if value is not None and (not isinstance(value, str) or not _is_text(value)):
+            raise InvalidRequestError(f"{name}: must be text")
+    action = data["action"]
+    if action not in {a.value for a in ScheduleAction}:
+        choices = ", ".join(a.value for a in ScheduleAction)
+        raise InvalidRequestError(f"action: must be one of {choices}")
+    tenant = data.get("tenant")
+    if tenant is not None and not is_tenant(tenant):
+        raise InvalidRequestError(f"tenant: must be a tenant name; got {tenant[:80]!r}")
+    job_type = data.get("job_type")
+    if job_type is not None and job_type not in JobType:
+        known = ", ".join(member.value for member in JobType)
+        raise InvalidRequestError(f"job_type: must be one of {known}; got {job_type[:80]!r}")
+    return NewSchedule(
+        name=data["name"],
+        expression=data["expression"],
+        action=ScheduleAction(action),
+        prefix=data["prefix"],
+        timezone=data.get("timezone") or "UTC",
+        tenant=tenant,
+        job_type=None if job_type is None else JobType(job_type),
+        options=_input_data(data.get("input_data")) or {},
+    )
+
+
+def schedule_change(body: str | None) -> bool:
+    """PATCH /schedules/{id}: {"enabled": true|false} (pause or resume)."""
+    data = _optional_object(body, {"enabled"})
+    enabled = data.get("enabled")
+    if not isinstance(enabled, bool):
+        raise InvalidRequestError("enabled: required, true or false")
+    return enabled
+
+
+def schedule_id(value: str) -> str:
+    if not re.match(SCHEDULE_ID_PATTERN, value):
+        raise NotFoundError(f"no schedule {value[:80]!r}")
+    return value
