@@ -142,6 +142,10 @@ class WorkerService:
         # The worker's own type, not the message's, derives the index keys it writes.
         claimed = self._jobs.apply(message.job_id, self._job_type, claim)
         if isinstance(claimed, Lost):
+            if claimed.conflict is transitions.Conflict.NOT_DUE and claimed.current is not None:
+                # A copy that came before the job's time (a delayed job's, a retry's): sent
+                # again for the time, never run early; a time beyond SQS's delay is the sweep's.
+                dispatch_retry_if_soon(self._dispatcher, claimed.current, self._clock())
             return WorkResult(Disposition.SKIPPED, claimed.current, str(claimed.conflict))
         job = claimed.job
         if decided is not None and job.file_id != decided.id:
