@@ -213,7 +213,7 @@ def test_a_short_delay_is_held_by_the_queue_and_the_job_runs_when_it_is_due(api:
     # then no worker can receive its message before then
     assert api.messages("VirusScanQueue") == []
     # when the delay has passed
-    deadline, received = time.monotonic() + 10, []
+    deadline, received = time.monotonic() + 10, list[dict[str, Any]]()
     while not received and time.monotonic() < deadline:
         time.sleep(0.25)
         received = api.messages("VirusScanQueue")

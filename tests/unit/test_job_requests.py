@@ -21,6 +21,7 @@ from filejobs.domain.job_options import OPTIONS, OptionError, options_of
 from filejobs.domain.messages import MAX_MESSAGE_DELAY
 from filejobs.domain.retry import DispatchPolicy, PermanentError
 from filejobs.processors import compression, thumbnail
+from filejobs.services.api import RequestJob
 from filejobs.services.errors import InvalidRequestError
 from filejobs.views import job_view
 from tests.factories import ingest_plan
@@ -37,7 +38,7 @@ def refused(body: dict[str, Any] | str) -> str:
     return error.value.message
 
 
-def accepted(body: dict[str, Any]) -> parsing.RequestJob:
+def accepted(body: dict[str, Any]) -> RequestJob:
     return parsing.request_job(FILE_ID, json.dumps(body), None)
 
 
@@ -107,7 +108,8 @@ def test_a_job_type_without_options_refuses_any(job_type: JobType) -> None:
             message == f"input_data.{name}: unknown option: a {job_type.value} job takes no options"
         )
     # and none, an empty object or null is every default
-    for empty in ({}, None):
+    empties: tuple[dict[str, Any] | None, ...] = ({}, None)
+    for empty in empties:
         assert accepted({"job_type": job_type.value, "input_data": empty}).input_data is None
 
 
