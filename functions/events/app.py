@@ -4,6 +4,10 @@ Subscribed to the jobs and files tables' streams with a filter that only passes 
 be outcomes; the domain decides for sure (domain/outcome_events.py). A record that fails is reported
 alone; Lambda retries the stream from it, so an event can be published twice (consumers dedupe
 by detail.event_id) and is never skipped.
+
+A job that ended also has its file checked (services/file_completion.py): when all of the file's
+jobs are terminal its completion is recorded, and that write comes back on the files' stream as
+`File Processed`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from filejobs import runtime
 from filejobs.adapters.eventbridge import EventBridgePublisher
 from filejobs.data.stream import file_from_image, job_from_image
+from filejobs.domain.job import ProcessingJob
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.services.file_completion import FileCompletions
 from filejobs.services.outcomes import Change, FileChange, JobChange, OutcomeService
 
 logger = Logger(service=SERVICE)
@@ -76,6 +82,22 @@ def record_handler(record: DynamoDBRecord) -> None:
         file_id=detail["file_id"] if isinstance(change, JobChange) else detail["id"],
     )
     metrics.add_metric(name="OutcomesPublished", unit=MetricUnit.Count, value=1)
+    if isinstance(change, JobChange) and change.after is not None:
+        check_file(change.after)
+
+
+def check_file(job: ProcessingJob) -> None:
+    """Records the job's file as processed when this was the last of its jobs to end."""
+    completions = FileCompletions(runtime.jobs(), runtime.files())
+    completion = completions.job_ended(job)
+    if completion is not None:
+        logger.info(
+            "file processed",
+            file_id=job.file_id,
+            fingerprint=completion.fingerprint,
+            jobs=completion.counts(),
+        )
+        metrics.add_metric(name="FilesProcessed", unit=MetricUnit.Count, value=1)
 
 
 @logger.inject_lambda_context

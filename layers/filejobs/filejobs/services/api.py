@@ -24,6 +24,7 @@ from filejobs.domain import content, delays, scanning, transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType, ProcessingJob
+from filejobs.domain.job_options import OptionError, options_of
 from filejobs.domain.operations import JobFilter
 from filejobs.domain.quotas import API_JOBS_PER_FILE
 from filejobs.domain.retry import DispatchPolicy
@@ -239,9 +240,12 @@ class StatusApi:
         stored = self._visible_file(caller, query.file_id)
         return JobsOfFile(stored.id, self._jobs_of(caller, stored, query.status))
 
-    def request_job(self, caller: Caller, command: RequestJob) -> Requested:
+    def request_job(
+        self, caller: Caller, command: RequestJob, *, counted: bool = True
+    ) -> Requested:
         """A new job of a type on a file, once per idempotency key, at most `jobs_per_file`
-        per file (a conflict beyond).
+        per file (a conflict beyond). A schedule's runs are not `counted`: a schedule is bounded
+        by its own interval (domain/schedules.py), not by the file's API jobs.
 
         The same key again answers the job it made (`replayed`), whatever became of it; the same
         key with another request is a conflict. A parsing job on a file not yet scanned clean is
@@ -258,6 +262,12 @@ class StatusApi:
                 "priority 0 or below",
                 log="tenant asked for a raised priority",
             )
+        try:
+            # Checked again here, whoever built the command (the API's parser has; a schedule's
+            # run may not have): the job type's one definition of its options.
+            options_of(command.job_type).check(command.input_data or {})
+        except OptionError as error:
+            raise InvalidRequestError(str(error), log="job options refused") from None
         now = self.clock()
         try:
             run_at = delays.run_time(now, run_at=command.run_at, delay=command.delay)
@@ -275,7 +285,8 @@ class StatusApi:
             input_data=command.input_data,
             run_at=run_at,
         )
-        if self._counted_on_file(job):
+        store = self._counted_on_file if counted else self.files.add_job
+        if store(job):
             if job.scheduled_at is None:
                 self._send(job, "requested job")
             elif (wait := delays.message_delay(now, job.scheduled_at)) is not None:
@@ -305,9 +316,12 @@ class StatusApi:
             )
         return Requested(self._with_outputs(existing), replayed=True, idempotency_key=key)
 
-    def rescan_file(self, caller: Caller, command: RescanFile) -> Requested:
+    def rescan_file(
+        self, caller: Caller, command: RescanFile, *, counted: bool = True
+    ) -> Requested:
         """A new virus scan of the file with the current definitions, once per idempotency key.
-        A quarantined or deleted file has nothing to rescan."""
+        A quarantined or deleted file has nothing to rescan. Not `counted` (a schedule's run),
+        it is not one of the file's API jobs."""
         stored = self._visible_file(caller, command.file_id)
         rescans = self._rescans()
         refusal = rescans.why_not(stored)
@@ -319,7 +333,7 @@ class StatusApi:
             key=f"api:{key}",
             by=caller.name,
             reason=command.reason,
-            store=self._counted_on_file,
+            store=self._counted_on_file if counted else self.files.add_job,
         )
         job = JobWithOutputs(done.job, []) if done.created else self._with_outputs(done.job)
         return Requested(job, replayed=not done.created, idempotency_key=key)
