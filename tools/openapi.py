@@ -26,16 +26,18 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from filejobs.api.parsing import (
-    INPUT_INTEGER_BOUND,
-    INPUT_MAX_MAGNITUDE,
-    INPUT_MIN_MAGNITUDE,
-    LOCATION_FIELDS,
-    MAX_INPUT_DATA_BYTES,
-    REASON_PATTERN,
-)
+from filejobs.api.parsing import REASON_PATTERN
+from filejobs.domain.delays import MAX_DELAY_SECONDS, PAST_SKEW
 from filejobs.domain.failures import FAILURE_GROUP_PATTERN
-from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
+from filejobs.domain.job import (
+    DEFAULT_MAX_RETRIES,
+    MAX_RETRIES_LIMIT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    JobStatus,
+    JobType,
+)
+from filejobs.domain.job_options import options_of
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.messages import UUID_PATTERN
 from filejobs.domain.operations import (
@@ -213,7 +215,15 @@ SCHEMAS: dict[str, Any] = {
             "attempt": {"type": "integer"},
             "retry_count": {"type": "integer"},
             "max_retries": {"type": "integer"},
-            "next_retry_at": _OPT_TIME,
+            "scheduled_at": {
+                **_OPT_TIME,
+                "description": "When a scheduled job is due: its requested time, or its retry",
+            },
+            "next_retry_at": {**_OPT_TIME, "description": "The same as scheduled_at"},
+            "options": {
+                "type": "object",
+                "description": "The options the job was requested with (input_data)",
+            },
             "started_at": _OPT_TIME,
             "completed_at": _OPT_TIME,
             "duration_seconds": {"type": ["number", "null"]},
@@ -647,39 +657,15 @@ def _add_links(paths: dict[str, Any]) -> None:
             }
 
 
-def _input_value_schema() -> dict[str, Any]:
-    """Any JSON value DynamoDB can store in a map (services/api.py checks the same)."""
-    ref = {"$ref": "#/components/schemas/InputValue"}
-    return {
-        "description": "A JSON value DynamoDB can store (at most 16 levels deep)",
-        "anyOf": [
-            {"type": ["string", "boolean", "null"]},
-            {
-                "type": "integer",
-                "minimum": -INPUT_INTEGER_BOUND + 1,
-                "maximum": INPUT_INTEGER_BOUND - 1,
-            },
-            {
-                "type": "number",
-                "anyOf": [
-                    {"const": 0},
-                    {"minimum": INPUT_MIN_MAGNITUDE, "exclusiveMaximum": INPUT_MAX_MAGNITUDE},
-                    {"maximum": -INPUT_MIN_MAGNITUDE, "exclusiveMinimum": -INPUT_MAX_MAGNITUDE},
-                ],
-            },
-            {"type": "array", "items": ref},
-            {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": ref},
-        ],
-    }
-
-
-def _job_request_schema() -> dict[str, Any]:
+def _request_schema(job_type: JobType) -> dict[str, Any]:
+    """The body of POST /files/{file_id}/jobs for one job type: its options are its own."""
+    options_ref = f"#/components/schemas/{_schema_name(job_type)}Options"
     return {
         "type": "object",
         "required": ["job_type"],
         "additionalProperties": False,
         "properties": {
-            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
+            "job_type": {"type": "string", "const": job_type.value},
             "priority": {
                 "type": "integer",
                 "minimum": PRIORITY_MIN,
@@ -690,16 +676,66 @@ def _job_request_schema() -> dict[str, Any]:
                 ),
             },
             "input_data": {
-                "type": ["object", "null"],
                 "description": (
-                    f"At most {MAX_INPUT_DATA_BYTES} bytes as JSON; may not set bucket, key, "
-                    "version_id, size or content_type. null: none"
+                    f"The {job_type.value} job's options (README: Job options); an unknown "
+                    "name or a value out of bounds answers 422 naming the field. null or "
+                    "absent: every default"
                 ),
-                "propertyNames": {"minLength": 1, "not": {"enum": sorted(LOCATION_FIELDS)}},
-                "additionalProperties": {"$ref": "#/components/schemas/InputValue"},
+                "anyOf": [{"$ref": options_ref}, {"type": "null"}],
+            },
+            "run_at": {
+                "type": "string",
+                "format": "date-time",
+                "description": (
+                    "Start the job at this time (RFC 3339 with its UTC offset), at most 30 days "
+                    f"ahead; up to {int(PAST_SKEW.total_seconds())} s in the past runs now, "
+                    "earlier answers 422. The job waits in `scheduled` until then. Not with "
+                    "delay_seconds"
+                ),
+            },
+            "delay_seconds": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_DELAY_SECONDS,
+                "description": (
+                    "Start the job this many seconds after the request (0: now). Not with run_at"
+                ),
+            },
+            "max_retries": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_RETRIES_LIMIT,
+                "default": DEFAULT_MAX_RETRIES,
+                "description": (
+                    "Retries after a transient failure (the job runs at most max_retries + 1 "
+                    "attempts before it fails for good; a permanent error fails it at once)"
+                ),
             },
         },
+        "not": {"required": ["run_at", "delay_seconds"]},
     }
+
+
+def _schema_name(job_type: JobType) -> str:
+    """thumbnail_generation -> ThumbnailGeneration."""
+    return "".join(part.capitalize() for part in job_type.value.split("_"))
+
+
+def _job_request_schemas() -> dict[str, Any]:
+    """JobRequest: one body per job type (oneOf, told apart by job_type), each with the options
+    of its type (domain/job_options.py, the definition the API and the processors read)."""
+    schemas: dict[str, Any] = {}
+    mapping = {}
+    for job_type in JobType:
+        name = _schema_name(job_type)
+        schemas[f"{name}Options"] = options_of(job_type).schema()
+        schemas[f"{name}JobRequest"] = _request_schema(job_type)
+        mapping[job_type.value] = f"#/components/schemas/{name}JobRequest"
+    schemas["JobRequest"] = {
+        "oneOf": [{"$ref": ref} for ref in mapping.values()],
+        "discriminator": {"propertyName": "job_type", "mapping": mapping},
+    }
+    return schemas
 
 
 def _complete(operation: dict[str, Any]) -> None:
@@ -756,8 +792,7 @@ def build_document() -> dict[str, Any]:
         schemas.pop(unused, None)
     schemas.update(SCHEMAS)
     schemas.update(CONSOLE_SCHEMAS)
-    schemas["JobRequest"] = _job_request_schema()
-    schemas["InputValue"] = _input_value_schema()
+    schemas.update(_job_request_schemas())
     schemas.update(_quota_schemas())
     _add_links(document["paths"])
     components["securitySchemes"] = {

@@ -396,16 +396,21 @@ def job_summary(job: dict[str, Any]) -> list[str]:
     for label, key in (
         ("started", "started_at"),
         ("finished", "completed_at"),
-        ("next try", "next_retry_at"),
     ):
         if job.get(key):
             lines.append(f"  {label + ':':<9} {job[key]}")
+    due = job.get("scheduled_at") or job.get("next_retry_at")
+    if due:
+        # a delayed job that has not run yet starts then; one that ran tries again then
+        lines.append(f"  {'next try:' if job.get('attempt') else 'starts:':<9} {due}")
     if job.get("duration_seconds") is not None:
         lines.append(f"  took:     {job['duration_seconds']:.2f} s")
     if job.get("error_message"):
         lines.append(f"  error:    {job['error_message']}")
     if job.get("cancel_reason"):
         lines.append(f"  cancelled by {job.get('cancelled_by')}: {job['cancel_reason']}")
+    if job.get("options"):
+        lines.append(f"  options:  {json.dumps(job['options'], sort_keys=True)}")
     if job.get("result"):
         lines.append(f"  result:   {json.dumps(job['result'], sort_keys=True)}")
     return lines

@@ -7,6 +7,8 @@ filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
 filejobs upload PATH... [--tenant T] [--no-follow | --wait] [--timeout S]
 filejobs status FILE_ID|JOB_ID [--json]
 filejobs jobs [--status S] [--type T] [--tenant T] [--limit N] [--json]
+filejobs request FILE_ID JOB_TYPE [--option NAME=VALUE]... [--options JSON]
+                 [--delay 10m | --at TIME] [--max-retries N] [--priority N] [--json]
 filejobs cancel JOB_ID [--reason R]  |  filejobs retry JOB_ID
 filejobs get FILE_ID [--out DIR]
 filejobs rescan FILE_ID... | --tenant T [--prefix P] [--dry-run]
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from filejobs_cli import commands as commands_
-from filejobs_cli import console, quotas, scanning
+from filejobs_cli import console, quotas, requests, scanning
 from filejobs_cli.client import CliError
 
 # The commands that need the dev tools (moto, the template's parser), in the package that has them.
@@ -118,6 +120,7 @@ def parser() -> argparse.ArgumentParser:
     local = local_commands()
     local.register(commands, project_root)
     commands_.register(commands, project_root)
+    requests.register(commands, project_root)
     scanning.register(commands, project_root, local.invoker(project_root))
     quotas.register(commands, project_root)
     console.register(commands, project_root)

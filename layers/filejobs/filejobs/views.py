@@ -10,6 +10,7 @@ from typing import Any
 from filejobs.domain.file import ScanRecord, StoredFile
 from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.job_options import OPTIONS
 from filejobs.domain.keys import DERIVED_PREFIX
 
 
@@ -77,7 +78,10 @@ def _job_fields(job: ProcessingJob) -> dict[str, Any]:
         "attempt": job.attempt,
         "retry_count": job.retry_count,
         "max_retries": job.max_retries,
+        # When a scheduled job is due: a delayed job's requested time, or its next retry.
+        "scheduled_at": _iso(job.scheduled_at),
         "next_retry_at": _iso(job.scheduled_at),
+        "options": job_options(job),
         "started_at": _iso(job.started_at),
         "completed_at": _iso(job.completed_at),
         "duration_seconds": None if duration is None else duration.total_seconds(),
@@ -98,6 +102,14 @@ def _job_fields(job: ProcessingJob) -> dict[str, Any]:
         "created_at": _iso(job.metadata.created_at),
         "updated_at": _iso(job.metadata.updated_at),
     }
+
+
+def job_options(job: ProcessingJob) -> dict[str, Any]:
+    """The options the job was requested with (its input_data's option names, as given; the
+    object's location and what the system adds are not options)."""
+    names = OPTIONS[job.job_type].names
+    data = job.input_data or {}
+    return {name: data[name] for name in names if name in data}
 
 
 def _iso(moment: datetime | None) -> str | None:

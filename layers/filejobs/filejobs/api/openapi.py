@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from filejobs.api.parsing import BUCKET_NAME_PATTERN, DEFAULT_LIMIT, MAX_LIMIT
 from filejobs.domain.failures import FAILURE_GROUP_PATTERN
-from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType
+from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, MAX_RETRIES_LIMIT, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.operations import MAX_ERROR_TEXT_CHARS
 from filejobs.domain.quotas import API_JOBS_PER_FILE
@@ -193,7 +193,15 @@ REQUEST_JOB = _doc(
     "One conditional write, then the job is sent to its worker (the sweep sends it if that "
     "send fails). A parsing job on a file not yet scanned waits for a clean verdict. A job "
     "that decodes content only fits the types it decodes (thumbnail_generation: images; "
-    "video_thumbnail: videos; document_preview: PDF and text): another answers 422. A file "
+    "video_thumbnail: videos; document_preview: PDF and text): another answers 422. "
+    "`input_data` holds the job type's options (thumbnail_generation: sizes, format; "
+    "compression: algorithm, level; the others none), checked now: an unknown option or a bad "
+    "value answers 422, its message opening with the field (`input_data.sizes[0]: ...`), and "
+    "makes no job. With `run_at` or `delay_seconds` the job is `scheduled` until its time "
+    f"(at most 30 days ahead); it starts then: within seconds for a delay of up to 15 minutes "
+    "(a delayed message), within the sweep's period (1 minute) beyond. `max_retries` bounds "
+    f"its retries (1 to {MAX_RETRIES_LIMIT}). A repeated Idempotency-Key answers the first "
+    "request's job, its time included. A file "
     f"is given at most {API_JOBS_PER_FILE} jobs this way over its life (a repeated "
     "Idempotency-Key counts none; without one, every request is a new job): beyond, 409.",
     ok=(201, "The new job", "Job"),

@@ -994,7 +994,8 @@ function jobContent(job) {
       ["Started", fmtTime(job.started_at)],
       ["Completed", fmtTime(job.completed_at)],
       ["Duration", fmtSeconds(job.duration_seconds)],
-      job.next_retry_at ? ["Next retry", fmtTime(job.next_retry_at)] : null,
+      // A scheduled job that never ran is a delayed one: it starts then; one that ran retries then.
+      job.next_retry_at ? [job.attempt ? "Next retry" : "Starts", fmtTime(job.next_retry_at)] : null,
       job.cancelled_by ? ["Cancelled by", `${job.cancelled_by}${job.cancel_reason ? `: ${job.cancel_reason}` : ""}`] : null,
       ["Updated", fmtTime(job.updated_at)],
     ]),

@@ -28,6 +28,15 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from filejobs.config import ConfigurationError
+from filejobs.domain.job_options import (
+    OPTIONS,
+    THUMBNAIL_MAX_SIZE,
+    THUMBNAIL_MAX_SIZES,
+    THUMBNAIL_MIN_SIZE,
+    THUMBNAIL_SIZES,
+    OptionError,
+)
+from filejobs.domain.job_values import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
@@ -46,9 +55,9 @@ else:
     register_heif_opener()
 
 DEFAULT_SIZES: Final = (128, 256, 512)
-MIN_SIZE: Final = 16
-MAX_SIZE: Final = 4096
-MAX_SIZE_COUNT: Final = 8
+MIN_SIZE: Final = THUMBNAIL_MIN_SIZE
+MAX_SIZE: Final = THUMBNAIL_MAX_SIZE
+MAX_SIZE_COUNT: Final = THUMBNAIL_MAX_SIZES
 # Declared width x height above this is refused before decoding. Below Pillow's own
 # MAX_IMAGE_PIXELS (about 89 MP), so Pillow's DecompressionBombWarning never fires on an image we
 # accept; its DecompressionBombError (above twice that) is caught and reported the same way.
@@ -59,7 +68,7 @@ MAX_BYTES: Final = 200 * 1024 * 1024
 LIMITS: Final = DecoderLimits(memory_bytes=2048 * MiB, cpu_seconds=30, wall_seconds=90)
 
 FORMATS: Final[Mapping[str, tuple[str, str]]] = {
-    # input_data["format"] -> (Pillow format, content type)
+    # input_data["format"] (domain/job_options.py THUMBNAIL_FORMATS) -> (Pillow format, type)
     "webp": ("WEBP", "image/webp"),
     "jpeg": ("JPEG", "image/jpeg"),
 }
@@ -101,28 +110,23 @@ class Options:
     def of(
         cls, input_data: Mapping[str, Any] | None, default_sizes: tuple[int, ...] = DEFAULT_SIZES
     ) -> Options:
-        """The job's sizes (else the deployment's) and format, validated (PermanentError: a
-        retry cannot fix them)."""
-        data = input_data or {}
-        sizes = checked_sizes(data.get("sizes", default_sizes))
-        fmt = data.get("format", DEFAULT_FORMAT)
-        if not isinstance(fmt, str) or fmt.lower() not in FORMATS:
-            raise PermanentError(f"format {fmt!r} is not one of {', '.join(sorted(FORMATS))}")
-        return cls(sizes, fmt.lower())
+        """The job's sizes (else the deployment's) and format, read by the definition the API
+        checks requests with (domain/job_options.py); PermanentError saying which option is
+        wrong and why (a job stored before its options were checked: a retry cannot fix it)."""
+        try:
+            options = OPTIONS[JobType.THUMBNAIL_GENERATION].read(input_data)
+        except OptionError as error:
+            raise PermanentError(f"bad option {error}") from None
+        return cls(options["sizes"] or default_sizes, options["format"])
 
 
 def checked_sizes(raw_sizes: object) -> tuple[int, ...]:
     """Thumbnail sizes, largest first, each once; PermanentError saying what is wrong."""
-    if not isinstance(raw_sizes, (list, tuple)) or not raw_sizes:
-        raise PermanentError("sizes must be a non-empty list of pixel sizes")
-    if len(raw_sizes) > MAX_SIZE_COUNT:
-        raise PermanentError(f"at most {MAX_SIZE_COUNT} sizes, got {len(raw_sizes)}")
-    for size in raw_sizes:
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise PermanentError(f"size {size!r} is not a whole number of pixels")
-        if not MIN_SIZE <= size <= MAX_SIZE:
-            raise PermanentError(f"size {size} is outside {MIN_SIZE}..{MAX_SIZE} pixels")
-    return tuple(sorted(set(raw_sizes), reverse=True))
+    try:
+        sizes: tuple[int, ...] = THUMBNAIL_SIZES.read(raw_sizes, "sizes", {})
+    except OptionError as error:
+        raise PermanentError(str(error)) from None
+    return sizes
 
 
 def sizes_setting(value: str | None) -> tuple[int, ...]:

@@ -142,7 +142,7 @@ class WorkerService:
         # The worker's own type, not the message's, derives the index keys it writes.
         claimed = self._jobs.apply(message.job_id, self._job_type, claim)
         if isinstance(claimed, Lost):
-            return WorkResult(Disposition.SKIPPED, claimed.current, str(claimed.conflict))
+            return self._skipped(claimed)
         job = claimed.job
         if decided is not None and job.file_id != decided.id:
             # The message named another file than its job's: never parse an unchecked file.
@@ -188,11 +188,20 @@ class WorkerService:
         )
         deferred = self._jobs.apply(message.job_id, self._job_type, deferral)
         if isinstance(deferred, Lost):
-            return WorkResult(Disposition.SKIPPED, deferred.current, str(deferred.conflict))
+            return self._skipped(deferred)
         self._dispatcher.dispatch(deferred.job, wait)
         running = cap.max_running
         detail = f"tenant {message.tenant} has {running} {self._job_type.value} jobs running"
         return WorkResult(Disposition.DEFERRED, deferred.job, detail)
+
+    def _skipped(self, lost: Lost) -> WorkResult:
+        """A message whose job could not be taken (claimed or deferred) is acknowledged. One
+        that came before its job's time (a copy of a delayed job's or a retry's message) is
+        sent again for that time first: never run early, never lost; a time further off than
+        SQS can delay a message is the sweep's to start."""
+        if lost.conflict is transitions.Conflict.NOT_DUE and lost.current is not None:
+            dispatch_retry_if_soon(self._dispatcher, lost.current, self._clock())
+        return WorkResult(Disposition.SKIPPED, lost.current, str(lost.conflict))
 
     def _run(self, job: ProcessingJob) -> WorkResult:
         """The claimed job's attempt: its processor under a kept lease, in a fresh workspace."""
