@@ -4,6 +4,11 @@ Subscribed to the jobs and files tables' streams with a filter that only passes 
 be outcomes; the domain decides for sure (domain/outcome_events.py). A record that fails is reported
 alone; Lambda retries the stream from it, so an event can be published twice (consumers dedupe
 by detail.event_id) and is never skipped.
+
+A job's finish also applies its type's keep-last-N retention, when KeepLastFinishedJobs names
+the type (services/retention.py says why here). Best effort after the announcement: a failure is
+logged and counted (RetentionFailed), never retried at the cost of holding the shard's outcomes
+back; the next finish on the file, or the TTL, catches up.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from filejobs.adapters.eventbridge import EventBridgePublisher
 from filejobs.data.stream import file_from_image, job_from_image
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
 from filejobs.services.outcomes import Change, FileChange, JobChange, OutcomeService
+from filejobs.services.retention import Retention
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
@@ -65,6 +71,8 @@ def record_handler(record: DynamoDBRecord) -> None:
     change = change_of(record)
     publisher = EventBridgePublisher(runtime.events(), runtime.settings().require_event_bus())
     event = OutcomeService(publisher).announce(change)
+    if isinstance(change, JobChange):
+        retire_beyond_keep_last(change)
     if event is None:
         return
     detail = event.detail
@@ -76,6 +84,24 @@ def record_handler(record: DynamoDBRecord) -> None:
         file_id=detail["file_id"] if isinstance(change, JobChange) else detail["id"],
     )
     metrics.add_metric(name="OutcomesPublished", unit=MetricUnit.Count, value=1)
+
+
+def retire_beyond_keep_last(change: JobChange) -> None:
+    keep = runtime.settings().keep_last
+    if not keep:
+        return
+    retention = Retention(runtime.jobs(), keep)
+    if not retention.applies_to(change.before, change.after):
+        return
+    try:
+        retired = retention.on_change(change.before, change.after)
+    except Exception:  # the next finish on the file, or the TTL, catches up
+        logger.exception("keep-last retention failed")
+        metrics.add_metric(name="RetentionFailed", unit=MetricUnit.Count, value=1)
+        return
+    if retired:
+        logger.info("finished jobs retired", retired=retired)
+        metrics.add_metric(name="JobsRetired", unit=MetricUnit.Count, value=len(retired))
 
 
 @logger.inject_lambda_context

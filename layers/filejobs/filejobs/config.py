@@ -10,6 +10,7 @@ from datetime import timedelta
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import Lane
 from filejobs.domain.quotas import TenantQuotas
+from filejobs.domain.retention import keep_last_setting
 from filejobs.domain.scanning import UnscannablePolicy
 
 MiB = 1024 * 1024
@@ -68,6 +69,9 @@ class Settings:
     # Where a bulk operation's next page is sent, and how many jobs a second it changes.
     operations_queue_url: str | None = None
     operation_rate: int = 50
+    # Finished jobs kept per file and job type beside the TTL (KeepLastFinishedJobs; only the
+    # events function reads it: services/retention.py). A type not named: the TTL alone.
+    keep_last: Mapping[JobType, int] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -108,6 +112,7 @@ class Settings:
             ops_table=env.get("OPS_TABLE_NAME") or None,
             operations_queue_url=env.get("OPERATIONS_QUEUE_URL") or None,
             operation_rate=_count(env, "OPERATION_RATE", 50) or 50,
+            keep_last=_keep_last(env),
         )
 
     @property
@@ -212,3 +217,10 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
     if not value.isascii() or not value.isdigit():
         raise ConfigurationError(f"{name} must be a whole number (0: unlimited); got {value!r}")
     return int(value)
+
+
+def _keep_last(env: Mapping[str, str]) -> dict[JobType, int]:
+    try:
+        return keep_last_setting(env.get("KEEP_LAST_FINISHED_JOBS"))
+    except ValueError as error:
+        raise ConfigurationError(str(error)) from error
