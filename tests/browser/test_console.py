@@ -291,7 +291,7 @@ def test_a_job_page_shows_a_running_attempts_progress_and_each_attempts_log(
     assert not body_overflows(page)
     page.set_viewport_size(LAPTOP)
     # and the search lists it with its progress
-    console.open("jobs?status=running&job_type=video_thumbnail")
+    console.open("jobs?status=running")
     expect(page.locator("#job-results")).to_contain_text("40% · encoded 12 of 30 s")
 
 
