@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from filejobs.data.mapping import job_to_model
+from filejobs.data.stream import job_from_image
 from filejobs.domain import transitions
 from filejobs.domain.attempt_notes import (
     LOG_HEAD_LINES,
@@ -277,3 +278,30 @@ def test_the_worst_case_job_item_stays_far_below_dynamodbs_400_kb(clock: FakeClo
     assert log_bytes <= ATTEMPT_HISTORY_LIMIT * (LOG_LINES_LIMIT * LOG_LINE_BYTES)
     print(f"worst-case item: {size} bytes, logs {log_bytes} bytes")
     assert size < 200_000, size
+
+
+def test_the_notes_survive_the_items_round_trip_as_a_stream_image_carries_it(
+    clock: FakeClock,
+) -> None:
+    job = running(clock)
+    job.apply(
+        transitions.heartbeat(job, now=clock.now, lease=LEASE, worker="w", notes=some_notes())
+    )
+    job.apply(
+        transitions.fail(
+            job, error="boom", now=clock.now, retry_at=clock.now, retention=LEASE,
+            notes=AttemptNotes(0.5, "half", ("a", "[... 3 lines left out ...]", "b"), 3),
+        )
+    )  # fmt: skip
+    job.retry_count = 0
+    job.apply(transitions.claim(now=clock.now, lease=LEASE, worker="w"))
+    job.apply(
+        transitions.heartbeat(job, now=clock.now, lease=LEASE, worker="w", notes=some_notes())
+    )
+
+    image = job_to_model(job).serialize()
+    back = job_from_image(json.loads(json.dumps(image)))
+
+    assert back.attempts == job.attempts
+    assert back.progress == job.progress
+    assert back.current_progress() is not None
