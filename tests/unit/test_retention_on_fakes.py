@@ -155,3 +155,19 @@ def test_a_running_job_is_never_retired() -> None:
 
     assert result.conflict is not None  # type: ignore[union-attr]
     assert store.get(running.id).status is JobStatus.RUNNING  # type: ignore[union-attr]
+
+
+def test_a_finish_read_from_an_old_stream_record_ranks_its_job_but_never_retires_it_again() -> None:
+    # Given three finished jobs, the oldest already retired (by a later finish's pass)
+    store, clock = InMemoryJobStore(), Clock()
+    file = File(store, clock)
+    oldest = file.finish(file.job())
+    file.finish(file.job())
+    file.finish(file.job())
+    store.apply(oldest.id, THUMBS, transitions.retire(oldest, now=clock()))
+
+    # When the oldest's own finish comes off the stream, as its record showed it then
+    retired = Retention(store, {THUMBS: 1}, clock).on_change(None, oldest)
+
+    # Then only the middle one goes; the oldest is not written again
+    assert len(retired) == 1 and retired[0] != oldest.id

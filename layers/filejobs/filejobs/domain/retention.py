@@ -66,12 +66,18 @@ def to_retire(
     finished: ProcessingJob, jobs_of_file: Iterable[ProcessingJob], keep: KeepLast
 ) -> list[ProcessingJob]:
     """The jobs to retire now that `finished` has finished: its file's finished jobs of its
-    type beyond the newest `keep[type]`, oldest first. `finished` is taken as it is (the file's
-    jobs may be read from an index that has not caught up with it)."""
+    type beyond the newest `keep[type]`, oldest first.
+
+    `finished` is taken as it is (the file's jobs may be read from an index that has not caught
+    up with its finish) and ranked with them, but retired only if the listing still has it: a
+    job the listing lacks was deleted or retired since (a stream record is older than the
+    table), and retiring it again would be a write that loses.
+    """
     limit = keep.get(finished.job_type, 0)
     if limit <= 0 or not finished.is_terminal:
         return []
     by_id = {j.id: j for j in jobs_of_file if j.file_id == finished.file_id}
+    listed = set(by_id)
     by_id[finished.id] = finished
     done = [
         j
@@ -82,4 +88,4 @@ def to_retire(
         and j.completed_at is not None
     ]
     done.sort(key=finish_order, reverse=True)
-    return sorted(done[limit:], key=finish_order)
+    return sorted((j for j in done[limit:] if j.id in listed), key=finish_order)
