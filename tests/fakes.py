@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from filejobs.data import index_keys
 from filejobs.domain import fairness
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
+from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobError, JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome_events import OutcomeEvent
@@ -85,6 +86,10 @@ class InMemoryJobStore:
             stored = self._jobs.get(job_id)
             # A soft-deleted job is still an item: `get` returns it, deleted_at set.
             return None if stored is None else _copy(stored)
+
+    def get_many(self, job_ids: Iterable[str], *, consistent: bool = True) -> list[ProcessingJob]:
+        with self._lock:
+            return [_copy(self._jobs[i]) for i in set(job_ids) if i in self._jobs]
 
     def create(self, job: ProcessingJob) -> bool:
         with self._lock:
@@ -380,7 +385,34 @@ class InMemoryFileStore:
                 return ApiJobAdded.FILE_SPENT
             self._jobs.create(job)
             self._api_jobs[job.file_id] = self._api_jobs.get(job.file_id, 0) + 1
+            self._add_job_id(job)
             return ApiJobAdded.CREATED
+
+    def add_job(self, job: ProcessingJob) -> bool:
+        with self._lock:
+            if job.file_id not in self._files:
+                raise LookupError(f"no file {job.file_id} to add job {job.id} to")
+            if not self._jobs.create(job):
+                return False
+            self._add_job_id(job)
+            return True
+
+    def _add_job_id(self, job: ProcessingJob) -> None:
+        stored = self._files[job.file_id]
+        stored.job_ids = stored.job_ids | {job.id}
+
+    def record_completion(
+        self, file_id: str, completion: FileCompletion, *, gone: frozenset[str] = frozenset()
+    ) -> bool:
+        with self._lock:
+            stored = self._files.get(file_id)
+            if stored is None:
+                return False
+            if stored.processed is not None and stored.processed.version >= completion.version:
+                return False
+            stored.processed = completion
+            stored.job_ids = stored.job_ids - gone
+            return True
 
     def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:
         verdict = record.verdict

@@ -18,7 +18,8 @@ It uploads a mix of real files (photos, PNGs, videos, PDFs, text, corrupt JPEGs,
 virus) for two tenants while cancelling random running jobs through the API, waits until the
 system is quiet (every job terminal, every queue empty), then audits
 (filejobs_dev/local/chaos_audit.py) the tables, the job table's stream (the append-only witness of
-completions), the fault log and the dead-letter queues. It prints a table of figures and exits 1
+completions), the `File Processed` events a rule on the bus forwarded to a queue, the fault log
+and the dead-letter queues. It prints a table of figures and exits 1
 on any violation.
 
     .venv/bin/python tools/chaos.py [--mode quick|full] [--files N] [--seed N]
@@ -49,7 +50,14 @@ from filejobs.data.mapping import file_from_model, job_from_model
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain.job import JobType
 from filejobs_dev.infra.template import function_definitions, load_template
-from filejobs_dev.local.chaos_audit import Evidence, Report, StreamRecord, Upload, audit
+from filejobs_dev.local.chaos_audit import (
+    Evidence,
+    ProcessedEvent,
+    Report,
+    StreamRecord,
+    Upload,
+    audit,
+)
 from filejobs_dev.local.launch import LaunchedStack, launched, project_copy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -270,6 +278,65 @@ def wait_until_quiet(stack: LaunchedStack, uploads: int, seconds: float) -> floa
     raise TimeoutError(f"the system was not quiet after {seconds:.0f} s")
 
 
+def watch_file_processed(stack: LaunchedStack) -> str:
+    """A queue that receives every `File Processed` event published on the stack's bus (a rule
+    made for the run, as a subscriber would make one); its URL."""
+    sqs, events = stack.client("sqs"), stack.client("events")
+    bus = stack.config["resources"]["refs"]["JobEventsBus"]
+    queue = sqs.create_queue(QueueName="chaos-file-processed")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])
+    pattern = {"source": ["filejobs"], "detail-type": ["File Processed"]}
+    events.put_rule(Name="chaos-file-processed", EventBusName=bus, EventPattern=json.dumps(pattern))
+    events.put_targets(
+        Rule="chaos-file-processed",
+        EventBusName=bus,
+        Targets=[{"Id": "audit", "Arn": arn["Attributes"]["QueueArn"]}],
+    )
+    return str(queue)
+
+
+def wait_until_processed(stack: LaunchedStack, seconds: float) -> float:
+    """Seconds until every file given jobs has a recorded completion (the events function reads
+    the jobs' last ends from the stream after the queues are quiet), then a few more for the
+    completions' own stream records to be published."""
+    started, deadline = time.monotonic(), time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        items = stack.scan(stack.config["files_table"])
+        open_files = [
+            item["id"]["S"]
+            for item in items
+            if "job_ids" in item and "processed_fingerprint" not in item
+        ]
+        if not open_files:
+            time.sleep(QUIET_LOOK_SECONDS)
+            return time.monotonic() - started
+        time.sleep(1)
+    raise TimeoutError(f"files still not processed after {seconds:.0f} s")
+
+
+def drain(stack: LaunchedStack, queue: str) -> list[dict[str, Any]]:
+    """Every message left in `queue`: (file id, event id, fingerprint) of each event."""
+    sqs = stack.client("sqs")
+    received: list[dict[str, Any]] = []
+    empty_looks = 0
+    while empty_looks < 2:
+        messages = sqs.receive_message(
+            QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        ).get("Messages", [])
+        empty_looks = 0 if messages else empty_looks + 1
+        for message in messages:
+            detail = json.loads(message["Body"])["detail"]
+            received.append(
+                {
+                    "file_id": detail["id"],
+                    "event_id": detail["event_id"],
+                    "fingerprint": detail["processed"]["fingerprint"],
+                }
+            )
+            sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+    return received
+
+
 def read_stream(stack: LaunchedStack) -> list[StreamRecord]:
     """The job table's stream from its first record: every write, in order."""
     streams = stack.client("dynamodbstreams")
@@ -301,7 +368,11 @@ def _stream_record(record: dict[str, Any]) -> StreamRecord:
 
 
 def collect(
-    stack: LaunchedStack, uploads: list[Upload], fault_log: Path, cancelled: set[str]
+    stack: LaunchedStack,
+    uploads: list[Upload],
+    fault_log: Path,
+    cancelled: set[str],
+    processed_events: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """Everything the audit reads, as plain JSON: kept beside the log, so a finished run can be
     audited again (`--audit FILE`) without running it again."""
@@ -315,6 +386,7 @@ def collect(
         "stream": [asdict(record) for record in read_stream(stack)],
         "injections": [json.loads(line) for line in fault_log.read_text().splitlines() if line],
         "cancelled": sorted(cancelled),
+        "processed_events": processed_events,
         "dead_letters_left": {
             queue: n for queue, n in queue_depths(stack).items() if "DeadLetter" in queue
         },
@@ -345,6 +417,7 @@ def evidence_of(raw: dict[str, Any]) -> Evidence:
         injections=raw["injections"],
         cancelled=set(raw["cancelled"]),
         dead_letters_left=raw["dead_letters_left"],
+        processed_events=[ProcessedEvent(**event) for event in raw["processed_events"]],
     )
 
 
@@ -374,16 +447,20 @@ def run(arguments: argparse.Namespace, scratch: Path) -> tuple[Report, dict[str,
     ]  # fmt: skip
     with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
         print(f"chaos: stack up (log: {log_path}); uploading", flush=True)
+        file_processed = watch_file_processed(stack)
         budget = max(3, count // 25)
         with Canceller(stack, budget, every=2.0, seed=arguments.seed) as canceller:
             started = time.monotonic()
             uploads = upload(stack, files)
             uploaded = time.monotonic() - started
             quiet = wait_until_quiet(stack, len(uploads), arguments.timeout)
-        raw = collect(stack, uploads, fault_log, canceller.cancelled)
+        processed = wait_until_processed(stack, arguments.timeout)
+        events = drain(stack, file_processed)
+        raw = collect(stack, uploads, fault_log, canceller.cancelled, events)
         timings = {
             "upload s": uploaded,
             "quiescence s": quiet,
+            "last completion recorded s": processed,
             "cancels refused (job already finished)": canceller.refused,
             "emulator peak MB": stack.peak_memory_mb(),
         }

@@ -299,6 +299,50 @@ SCHEMAS: dict[str, Any] = {
                 },
             },
             "duplicate_of": _OPT_STR,
+            "processed": {
+                "description": (
+                    "The last time every job of the file was terminal (the `File Processed` "
+                    "event's moment); null until then. A job opened again later (a retry, a "
+                    "rescan, a new job) leaves it as it was until the file is processed again."
+                ),
+                "type": ["object", "null"],
+                "properties": {
+                    "completed_at": {"type": "string", "format": "date-time"},
+                    "fingerprint": {
+                        "description": "Names this completion (its jobs' attempts and statuses)",
+                        "type": "string",
+                    },
+                    "counts": {
+                        "description": "Jobs by status",
+                        "type": "object",
+                        "additionalProperties": {"type": "integer"},
+                    },
+                    "jobs": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": {"type": "string", "format": "uuid"},
+                                "job_type": _STR,
+                                "status": _STR,
+                                "attempt": {"type": "integer"},
+                                "error": _OPT_STR,
+                                "result": {
+                                    "description": (
+                                        "The job's result when under 1 KB; else its scalar "
+                                        "fields and `truncated: true`"
+                                    ),
+                                    "type": ["object", "null"],
+                                },
+                            },
+                        },
+                    },
+                    "more_jobs": {
+                        "description": "Jobs past the first 50, counted but not listed",
+                        "type": "integer",
+                    },
+                },
+            },
             "created_at": _OPT_TIME,
             "updated_at": _OPT_TIME,
         },
@@ -309,6 +353,14 @@ SCHEMAS: dict[str, Any] = {
             {
                 "type": "object",
                 "properties": {
+                    "processing_state": {
+                        "description": (
+                            "`processed` once every job is terminal and the completion is "
+                            "recorded; `processing` before, and while a job opened again runs"
+                        ),
+                        "type": "string",
+                        "enum": ["processing", "processed"],
+                    },
                     "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
                     "duplicates": {
                         "description": "The tenant's other files with the same content",

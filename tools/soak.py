@@ -216,6 +216,7 @@ def run(arguments: argparse.Namespace, scratch: Path) -> Soak:
     ]  # fmt: skip
     with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
         print(f"soak: stack up (log: {log_path}); uploading", flush=True)
+        file_processed = chaos.watch_file_processed(stack)
         budget = max(3, count // 25)
         every = arguments.minutes * 60 / budget
         started, started_epoch = time.monotonic(), time.time()
@@ -225,7 +226,9 @@ def run(arguments: argparse.Namespace, scratch: Path) -> Soak:
         ):
             uploads, uploaded_at = paced_upload(stack, files, 60 / arguments.rate)
             quiet = chaos.wait_until_quiet(stack, len(uploads), arguments.timeout)
-        raw = chaos.collect(stack, uploads, fault_log, canceller.cancelled)
+        chaos.wait_until_processed(stack, arguments.timeout)
+        events = chaos.drain(stack, file_processed)
+        raw = chaos.collect(stack, uploads, fault_log, canceller.cancelled, events)
     raw["timings"] = {"quiescence after the last upload s": quiet}
     raw["cancel_errors"] = canceller.errors
     return Soak(uploads, uploaded_at, recorder.samples, raw, started_epoch)

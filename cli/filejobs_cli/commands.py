@@ -45,7 +45,8 @@ JOB_TYPES = (
     "virus_scan",
     "deduplication_check",
 )
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
+# A file is processed once all its jobs are terminal and the API has recorded it so.
+PROCESSED = "processed"
 DERIVED_PREFIX = "derived"
 POLL_SECONDS = 0.5
 CLOCK_SKEW = timedelta(seconds=5)  # between this machine and the API's clock
@@ -74,6 +75,12 @@ def register(
     upload_.add_argument("paths", nargs="+", metavar="PATH")
     upload_.add_argument("--tenant", type=tenant_argument, default="demo", help="default: demo")
     upload_.add_argument("--no-follow", action="store_true", help="stop once the ids are known")
+    upload_.add_argument(
+        "--wait",
+        action="store_true",
+        help="no live table: return once every file is processed (all its jobs ended), "
+        "with one line per file",
+    )
     upload_.add_argument(
         "--timeout", type=positive_float, default=300.0, help="seconds (default 300)"
     )
@@ -243,10 +250,13 @@ def upload(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdo
         print(f"{item.path}: file {item.file_id}", file=out, flush=True)
     if arguments.no_follow:
         return 0
+    labelled = [(str(u.path), str(u.file_id)) for u in uploads]
+    if arguments.wait:
+        return wait_until_processed(api, labelled, deadline, out)
     display: Display = (
         TableDisplay(out, shutil.get_terminal_size().columns) if out.isatty() else LineDisplay(out)
     )
-    return follow(api, [(str(u.path), str(u.file_id)) for u in uploads], display, deadline, out)
+    return follow(api, labelled, display, deadline, out)
 
 
 def _wait_for_file(api: ApiClient, bucket: str, item: Upload, deadline: float) -> str:
@@ -306,8 +316,7 @@ def follow(
         for label, file_id in files:
             stored = api.get(f"/files/{file_id}")
             jobs = stored.get("jobs") or []
-            # A file seen before its jobs are written has none yet: not settled.
-            settled = settled and bool(jobs) and all(j.get("status") in TERMINAL for j in jobs)
+            settled = settled and stored.get("processing_state") == PROCESSED
             rows.extend(row_of(label, j) for j in sorted(jobs, key=lambda j: j["job_type"]))
         display.show(rows)
         if settled:
@@ -317,6 +326,36 @@ def follow(
             display.note(f"timed out with jobs still running: {summary(rows)}")
             return 1
         time.sleep(POLL_SECONDS)
+
+
+def wait_until_processed(
+    api: ApiClient, files: list[tuple[str, str]], deadline: float, out: TextIO
+) -> int:
+    """Polls until every file is processed (0), printing each file's outcome as it is; or until
+    the deadline (1, naming the files still processing)."""
+    waiting = dict(files)
+    while waiting:
+        for label, file_id in list(waiting.items()):
+            stored = api.get(f"/files/{file_id}")
+            if stored.get("processing_state") == PROCESSED:
+                print(f"{label}: {processed_line(stored)}", file=out, flush=True)
+                del waiting[label]
+        if not waiting:
+            break
+        if time.monotonic() >= deadline:
+            print(f"timed out; still processing: {', '.join(waiting)}", file=out, flush=True)
+            return 1
+        time.sleep(POLL_SECONDS)
+    return 0
+
+
+def processed_line(stored: dict[str, Any]) -> str:
+    """'processed at 2026-12-04T10:00:00+00:00: thumbnail_generation completed, ...'"""
+    completion = stored.get("processed") or {}
+    outcomes = ", ".join(
+        f"{job.get('job_type')} {job.get('status')}" for job in completion.get("jobs") or []
+    )
+    return f"processed at {completion.get('completed_at')}: {outcomes}"
 
 
 # --- status, jobs, cancel, retry ------------------------------------------------------------
@@ -415,6 +454,11 @@ def file_summary(stored: dict[str, Any]) -> list[str]:
     ]
     if stored.get("duplicate_of"):
         lines.append(f"  duplicate of {stored['duplicate_of']}")
+    state = stored.get("processing_state")
+    if state == PROCESSED:
+        lines.append(f"  state:    {processed_line(stored)}")
+    elif state is not None:
+        lines.append(f"  state:    {state}")
     jobs = stored.get("jobs") or []
     lines.append(f"  jobs ({len(jobs)}):")
     if jobs:

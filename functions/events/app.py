@@ -5,10 +5,14 @@ be outcomes; the domain decides for sure (domain/outcome_events.py). A record th
 alone; Lambda retries the stream from it, so an event can be published twice (consumers dedupe
 by detail.event_id) and is never skipped.
 
+A job that ended also has its file checked (services/file_completion.py): when all of the file's
+jobs are terminal its completion is recorded, and that write comes back on the files' stream as
+`File Processed`.
+
 A job's finish also applies its type's keep-last-N retention, when KeepLastFinishedJobs names
-the type (services/retention.py says why here). Best effort after the announcement: a failure is
-logged and counted (RetentionFailed), never retried at the cost of holding the shard's outcomes
-back; the next finish on the file, or the TTL, catches up.
+the type (services/retention.py says why here), before its file is checked. Best effort after
+the announcement: a failure is logged and counted (RetentionFailed), never retried at the cost
+of holding the shard's outcomes back; the next finish on the file, or the TTL, catches up.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from filejobs import runtime
 from filejobs.adapters.eventbridge import EventBridgePublisher
 from filejobs.data.stream import file_from_image, job_from_image
+from filejobs.domain.job import ProcessingJob
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.services.file_completion import FileCompletions
 from filejobs.services.outcomes import Change, FileChange, JobChange, OutcomeService
 from filejobs.services.retention import Retention
 
@@ -84,6 +90,22 @@ def record_handler(record: DynamoDBRecord) -> None:
         file_id=detail["file_id"] if isinstance(change, JobChange) else detail["id"],
     )
     metrics.add_metric(name="OutcomesPublished", unit=MetricUnit.Count, value=1)
+    if isinstance(change, JobChange) and change.after is not None:
+        check_file(change.after)
+
+
+def check_file(job: ProcessingJob) -> None:
+    """Records the job's file as processed when this was the last of its jobs to end."""
+    completions = FileCompletions(runtime.jobs(), runtime.files())
+    completion = completions.job_ended(job)
+    if completion is not None:
+        logger.info(
+            "file processed",
+            file_id=job.file_id,
+            fingerprint=completion.fingerprint,
+            jobs=completion.counts(),
+        )
+        metrics.add_metric(name="FilesProcessed", unit=MetricUnit.Count, value=1)
 
 
 def retire_beyond_keep_last(change: JobChange) -> None:

@@ -80,11 +80,37 @@ def test_upload_prints_file_ids_and_follows_every_job_to_the_end(uploaded: Uploa
     for stored in uploaded.files.values():
         assert stored["tenant"] == TENANT
         assert stored["jobs"] and all(j["status"] in TERMINAL for j in stored["jobs"])
+        # it waited for the file's own signal: its completion recorded
+        assert stored["processing_state"] == "processed"
+        assert {j["id"] for j in stored["processed"]["jobs"]} == {j["id"] for j in stored["jobs"]}
     # and it printed status changes, then a summary of the outcomes
     assert "cli-photo.png: thumbnail_generation completed" in result.stdout
     assert re.search(r"all jobs finished: \d+ completed, \d+ failed, \d+ cancelled", result.stdout)
     assert "\x1b[" not in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_upload_wait_returns_once_the_file_is_processed_with_each_job_s_outcome(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    # given a PNG uploaded with --wait
+    buffer = io.BytesIO()
+    Image.new("RGB", (320, 200), (20, 160, 90)).save(buffer, "PNG")
+    (tmp_path / "cli-wait.png").write_bytes(buffer.getvalue())
+    result = cli(
+        "upload", str(tmp_path / "cli-wait.png"), "--tenant", TENANT, "--wait",
+        "--timeout", "150", cwd=stack.root, timeout=180,
+    )  # fmt: skip
+    # then it exits 0 with one line saying the file is processed and how each job ended
+    assert result.returncode == 0, result.stdout + result.stderr
+    (line,) = [
+        x
+        for x in result.stdout.splitlines()
+        if x.startswith(f"{tmp_path}/cli-wait.png: processed at")
+    ]
+    assert "thumbnail_generation completed" in line and "virus_scan completed" in line
+    # and no live table was drawn
+    assert "all jobs finished" not in result.stdout
 
 
 def test_status_shows_a_job_by_its_id_and_a_file_by_its_id(

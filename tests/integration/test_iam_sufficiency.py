@@ -321,7 +321,12 @@ def test_the_rescan_policy_may_do_everything_it_does(stack: Stack) -> None:
         summary = rescan_policy.handler(schedule, CONTEXT)
     # then it rescanned the file, and every call it made is granted
     assert summary["requested"] == 1
-    assert {c.operation for c in recorder.calls} >= {"Query", "GetItem", "PutItem", "SendMessage"}
+    assert {c.operation for c in recorder.calls} >= {
+        "Query",
+        "GetItem",
+        "TransactWriteItems",
+        "SendMessage",
+    }
     assert stack.refused("RescanPolicy", recorder.calls) == []
 
 
@@ -468,7 +473,6 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
         "Query",
         "BatchGetItem",
         "UpdateItem",
-        "PutItem",
         "TransactWriteItems",
         "SendMessage",
     }
@@ -479,23 +483,37 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
 
 
 def test_the_events_function_may_do_everything_it_does(stack: Stack) -> None:
-    # given a job cancelled, as its table's stream carries it
+    # given every job of a file cancelled, as its table's stream carries them
     stack.become("EventsFunction")
     runtime.tables()
     plan = ingest_plan(utcnow(), "image/png")
     FileRepository().record_ingest(plan)
     jobs = JobRepository()
-    job = plan.jobs[0]
-    cancel = transitions.cancel(now=utcnow(), by="alice", reason="r", retention=timedelta(1))
-    jobs.apply(job.id, job.job_type, cancel)
-    tap = StreamTap.of_table(boto3.client("dynamodb"), stack.refs["JobsTable"])
-    # when the events function handles the stream
-    records = tap.read()
+    for job in plan.jobs:
+        cancel = transitions.cancel(now=utcnow(), by="alice", reason="r", retention=timedelta(1))
+        jobs.apply(job.id, job.job_type, cancel)
+    dynamodb = boto3.client("dynamodb")
+    job_changes = StreamTap.of_table(dynamodb, stack.refs["JobsTable"])
+    file_changes = StreamTap.of_table(dynamodb, stack.refs["FilesTable"])
+    file_changes.read()  # the ingest's put
+    # when the events function handles the jobs' stream, then the file's completion it recorded
+    job_records = job_changes.read()
     with recording_calls() as recorder:
-        response = events.handler({"Records": records}, CONTEXT)
-    # then it published, and every call it made is granted
-    assert response["batchItemFailures"] == []
-    assert [c.operation for c in recorder.calls] == ["PutEvents"]
+        jobs_response = events.handler({"Records": job_records}, CONTEXT)
+    file_records = file_changes.read()
+    with recording_calls() as then:
+        files_response = events.handler({"Records": file_records}, CONTEXT)
+    recorder.calls.extend(then.calls)
+    # then it published each end, read the file and its jobs, recorded the completion and
+    # published File Processed; every call it made is granted
+    assert jobs_response["batchItemFailures"] == files_response["batchItemFailures"] == []
+    assert {c.operation for c in recorder.calls} == {
+        "PutEvents",
+        "GetItem",
+        "BatchGetItem",
+        "UpdateItem",
+    }
+    assert [c.operation for c in recorder.calls].count("PutEvents") == len(plan.jobs) + 1
     assert stack.refused("EventsFunction", recorder.calls) == []
 
 

@@ -26,8 +26,11 @@ from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import bind_tables
 from filejobs.domain import transitions
-from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.file_completion import completion_of
+from filejobs.domain.ingest import new_job
+from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.quotas import UsageCharge, over_quota, rejected, usage_day
+from filejobs.domain.retry import DispatchPolicy
 from filejobs.ports import Ingested, OverQuota
 from filejobs_dev.infra.event_filter import filter_patterns, passes
 from filejobs_dev.infra.template import (
@@ -331,3 +334,151 @@ def test_the_sample_stream_event_is_published(
     (published,) = outcomes.published()
     assert published["detail-type"] == "Job Completed"
     assert published["detail"]["status"] == JobStatus.COMPLETED.value
+
+
+# --- File Processed: all of a file's jobs ended ------------------------------------------------
+
+
+def handle_until_quiet(outcomes: Outcomes) -> list[dict[str, Any]]:
+    """Handles the streams' batches, as Lambda would, until no record is left; what was
+    published meanwhile."""
+    while (event := outcomes.stream_event())["Records"]:
+        assert handle(event) == {"batchItemFailures": []}
+    return outcomes.published()
+
+
+def processed_events(published: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in published if e["detail-type"] == "File Processed"]
+
+
+def test_a_file_is_announced_processed_once_when_its_last_job_ends(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given an ingested file: all but one of its jobs end, then the last
+    jobs = ingested(clock)
+    *first, last = jobs
+    run_to_completion(first[0], clock)
+    for job in first[1:]:
+        fail_for_good(job, clock)
+    # when those ends are handled, the file is not processed yet
+    assert processed_events(handle_until_quiet(outcomes)) == []
+    run_to_completion(last, clock)
+    published = handle_until_quiet(outcomes)
+    # then one File Processed carries every job's status and result summary
+    (processed,) = processed_events(published)
+    detail = processed["detail"]
+    assert detail["id"] == last.file_id and detail["tenant"] == "acme"
+    summary = {j["id"]: (j["status"], j["attempt"]) for j in detail["processed"]["jobs"]}
+    assert summary == {
+        first[0].id: ("completed", 1),
+        **{j.id: ("failed", 1) for j in first[1:]},
+        last.id: ("completed", 1),
+    }
+    completed = next(j for j in detail["processed"]["jobs"] if j["id"] == last.id)
+    assert completed["result"] == {"width": 128}
+    assert detail["processed"]["counts"] == {"completed": 2, "failed": len(first) - 1}
+    assert (
+        detail["event_id"] == f"file:{last.file_id}:processed:{detail['processed']['fingerprint']}"
+    )
+    # and the stored file says it is processed
+    stored = FileRepository().get(last.file_id)
+    assert stored is not None and stored.processed is not None
+    assert stored.processed.fingerprint == detail["processed"]["fingerprint"]
+
+
+def test_jobs_ending_together_and_batches_delivered_twice_record_one_completion(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given every job of a file ended before any stream record was handled
+    jobs = ingested(clock)
+    for job in jobs:
+        run_to_completion(job, clock)
+    event = outcomes.stream_event()
+    # when that batch is handled twice (a retried batch: every end checks the file again)
+    handle(event)
+    handle(event)
+    published = handle_until_quiet(outcomes)
+    # then one completion was recorded, so one File Processed was published
+    assert len(processed_events(published)) == 1
+
+
+def test_a_retried_job_reopens_the_file_and_its_new_end_is_a_new_completion(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given a processed file one of whose jobs had failed
+    jobs = ingested(clock)
+    for job in jobs[1:]:
+        run_to_completion(job, clock)
+    failed = fail_for_good(jobs[0], clock)
+    (first,) = processed_events(handle_until_quiet(outcomes))
+    # when the failed job is retried and completes
+    clock.advance(timedelta(minutes=1))
+    retry = transitions.retry(now=clock.now, by="alice", dispatch_grace=timedelta(seconds=30))
+    reopened = JobRepository().apply(failed.id, failed.job_type, retry).job  # type: ignore[union-attr]
+    assert reopened.status is JobStatus.PENDING
+    stored = FileRepository().get(failed.file_id)
+    assert stored is not None and stored.processed is not None  # the last completion stays
+    run_to_completion(reopened, clock)
+    (second,) = processed_events(handle_until_quiet(outcomes))
+    # then the second completion is another event, with the job's second attempt
+    assert second["detail"]["event_id"] != first["detail"]["event_id"]
+    again = next(j for j in second["detail"]["processed"]["jobs"] if j["id"] == failed.id)
+    assert (again["status"], again["attempt"]) == ("completed", 2)
+
+
+def test_a_stale_completion_never_replaces_a_newer_one(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given a file whose jobs all ended, read as one check saw it (the completion then)
+    jobs = ingested(clock)
+    fail_for_good(jobs[0], clock)
+    for job in jobs[1:]:
+        run_to_completion(job, clock)
+    files, repository = FileRepository(), JobRepository()
+    stale = completion_of(repository.get_many(j.id for j in jobs), at=clock.now)
+    assert stale is not None
+    # and a job re-opened and ended again, recorded by a later check
+    clock.advance(timedelta(minutes=1))
+    retry = transitions.retry(now=clock.now, by="alice", dispatch_grace=timedelta(seconds=30))
+    reopened = repository.apply(jobs[0].id, jobs[0].job_type, retry).job  # type: ignore[union-attr]
+    run_to_completion(reopened, clock)
+    fresh = completion_of(repository.get_many(j.id for j in jobs), at=clock.now)
+    assert fresh is not None and fresh.version > stale.version
+    assert files.record_completion(jobs[0].file_id, fresh)
+    # when the slow check's older completion is written after it
+    written = files.record_completion(jobs[0].file_id, stale)
+    # then it is refused, and the newer one stays
+    stored = files.get(jobs[0].file_id)
+    assert not written
+    assert stored is not None and stored.processed is not None
+    assert stored.processed.fingerprint == fresh.fingerprint
+
+
+def test_a_rescan_job_is_one_of_the_file_s_jobs(outcomes: Outcomes, clock: FakeClock) -> None:
+    # given a processed file
+    jobs = ingested(clock)
+    for job in jobs:
+        run_to_completion(job, clock)
+    handle_until_quiet(outcomes)
+    # when a rescan job is added to it (as the rescan use case stores it)
+    file_id = jobs[0].file_id
+    files = FileRepository()
+    stored = files.get(file_id)
+    assert stored is not None
+    rescan = new_job(
+        stored,
+        JobType.VIRUS_SCAN,
+        now=clock.now,
+        created_by="rescans",
+        dispatch=DispatchPolicy(),
+        idempotency_key=f"rescan:{file_id}:monthly",
+    )
+    assert files.add_job(rescan)
+    assert not files.add_job(rescan)  # the same job again writes nothing
+    # then the file counts it among its jobs, and is processed again only once it ends
+    stored = files.get(file_id)
+    assert stored is not None and rescan.id in stored.job_ids
+    assert processed_events(handle_until_quiet(outcomes)) == []
+    run_to_completion(rescan, clock)
+    (again,) = processed_events(handle_until_quiet(outcomes))
+    assert rescan.id in {j["id"] for j in again["detail"]["processed"]["jobs"]}

@@ -12,9 +12,17 @@ from datetime import timedelta
 import pytest
 
 from filejobs.domain import transitions
+from filejobs.domain.file import StoredFile
+from filejobs.domain.file_completion import completion_of
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
-from filejobs_dev.local.chaos_audit import Evidence, StreamRecord, Upload, audit
+from filejobs_dev.local.chaos_audit import (
+    Evidence,
+    ProcessedEvent,
+    StreamRecord,
+    Upload,
+    audit,
+)
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 
@@ -40,15 +48,25 @@ def witness(*jobs: ProcessingJob) -> list[StreamRecord]:
 
 def clean_run(plan: IngestPlan, clock: FakeClock) -> Evidence:
     jobs = [completed(job, clock) for job in plan.jobs]
+    completion = completion_of(jobs, at=clock.now)
+    assert completion is not None
+    processed = replace(plan.file, processed=completion)
     return Evidence(
         uploads=[Upload(plan.file.key, plan.file.version_id, "png")],
-        files=[plan.file],
+        files=[processed],
         jobs=jobs,
         stream=witness(*jobs),
         injections=[],
         cancelled=set(),
         dead_letters_left={"ThumbnailGenerationDeadLetterQueue": 0},
+        processed_events=[announcement(processed)],
     )
+
+
+def announcement(stored: StoredFile) -> ProcessedEvent:
+    assert stored.processed is not None
+    fingerprint = stored.processed.fingerprint
+    return ProcessedEvent(stored.id, f"file:{stored.id}:processed:{fingerprint}", fingerprint)
 
 
 def violations(evidence: Evidence) -> dict[str, int]:
@@ -179,3 +197,42 @@ def test_a_parsing_job_cancelled_because_its_scan_was_cancelled_is_explained_by_
     evidence.stream = witness(*[j for j in evidence.jobs if j.status is JobStatus.COMPLETED])
     evidence.cancelled = {scan.id}
     assert violations(evidence) == {}
+
+
+NOT_ONCE = "files not announced processed exactly once"
+
+
+def test_copies_of_one_file_processed_event_count_once(plan: IngestPlan, clock: FakeClock) -> None:
+    evidence = clean_run(plan, clock)
+    evidence.processed_events *= 3  # a retried stream batch published it again, same id
+    assert audit(evidence).figures[NOT_ONCE] == 0
+
+
+def test_a_file_never_announced_processed_is_a_violation(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    evidence.processed_events = []
+    report = audit(evidence)
+    assert report.figures[NOT_ONCE] == 1
+    assert f"file {plan.file.id}: announced processed 0 times" in report.violations
+
+
+def test_a_file_announced_processed_twice_is_a_violation(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    (event,) = evidence.processed_events
+    evidence.processed_events.append(replace(event, event_id="file:x:processed:other"))
+    assert audit(evidence).figures[NOT_ONCE] == 1
+
+
+def test_an_announcement_of_another_state_than_the_recorded_one_is_a_violation(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    (event,) = evidence.processed_events
+    evidence.processed_events = [replace(event, fingerprint="0" * 32)]
+    report = audit(evidence)
+    assert report.figures[NOT_ONCE] == 1
+    assert any("not the file's recorded completion" in v for v in report.violations)

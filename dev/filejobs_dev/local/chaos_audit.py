@@ -58,6 +58,15 @@ class StreamRecord:
     new_status: str | None
 
 
+@dataclass(frozen=True)
+class ProcessedEvent:
+    """One `File Processed` event as a subscriber received it (copies included)."""
+
+    file_id: str
+    event_id: str
+    fingerprint: str
+
+
 @dataclass
 class Evidence:
     uploads: list[Upload]
@@ -67,6 +76,7 @@ class Evidence:
     injections: list[dict[str, Any]]
     cancelled: set[str]  # job ids the harness cancelled (the API said 200)
     dead_letters_left: dict[str, int]  # queue -> messages still in it (visible or in flight)
+    processed_events: list[ProcessedEvent] = field(default_factory=list)
 
 
 @dataclass
@@ -101,6 +111,14 @@ def audit(evidence: Evidence) -> Report:
     report.check(
         "unexplained outcomes",
         unexplained_outcomes(evidence.uploads, files_by_upload, jobs_by_file, evidence.cancelled),
+    )
+    report.check(
+        "files not announced processed exactly once",
+        not_processed_once(evidence.files, jobs_by_file, evidence.processed_events),
+    )
+    report.figures["File Processed events received"] = len(evidence.processed_events)
+    report.figures["File Processed events distinct"] = len(
+        {event.event_id for event in evidence.processed_events}
     )
     left = evidence.dead_letters_left
     report.check("dead letters unaccounted", [f"{q}: {n} left" for q, n in left.items() if n])
@@ -151,6 +169,34 @@ def duplicate_jobs(jobs_by_file: Mapping[str, list[ProcessingJob]]) -> list[str]
     for file_id, jobs in jobs_by_file.items():
         counts = Counter(job.job_type.value for job in jobs)
         problems.extend(f"file {file_id}: {n} {t} jobs" for t, n in counts.items() if n > 1)
+    return problems
+
+
+def not_processed_once(
+    files: Iterable[StoredFile],
+    jobs_by_file: Mapping[str, list[ProcessingJob]],
+    events: Iterable[ProcessedEvent],
+) -> list[str]:
+    """Every file version given jobs is announced processed exactly once (copies of one event,
+    same id, are a consumer's to drop), and what was announced is its jobs' final state: the
+    completion the file keeps, naming every one of its jobs."""
+    announced: dict[str, set[str]] = defaultdict(set)
+    fingerprints: dict[str, set[str]] = defaultdict(set)
+    for event in events:
+        announced[event.file_id].add(event.event_id)
+        fingerprints[event.file_id].add(event.fingerprint)
+    problems = []
+    for stored in files:
+        jobs = jobs_by_file.get(stored.id, [])
+        if not jobs:
+            continue
+        count = len(announced.get(stored.id, ()))
+        if count != 1:
+            problems.append(f"file {stored.id}: announced processed {count} times")
+        elif stored.processed is None or fingerprints[stored.id] != {stored.processed.fingerprint}:
+            problems.append(f"file {stored.id}: the event is not the file's recorded completion")
+        elif {j.id for j in stored.processed.jobs} != {j.id for j in jobs}:
+            problems.append(f"file {stored.id}: its completion does not name every job")
     return problems
 
 

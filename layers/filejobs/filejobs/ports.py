@@ -19,6 +19,7 @@ from typing import Protocol
 
 from filejobs.domain.definitions import DefinitionsManifest, Engine
 from filejobs.domain.file import ScanRecord, StoredFile
+from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.operations import Operation
@@ -72,6 +73,10 @@ class JobStore(Protocol):
     makes its changes atomically, or says who won the race (`Lost`)."""
 
     def get(self, job_id: str, *, consistent: bool = True) -> ProcessingJob | None: ...
+
+    def get_many(self, job_ids: Iterable[str], *, consistent: bool = True) -> list[ProcessingJob]:
+        """The stored jobs among `job_ids` (soft-deleted ones included), in no order."""
+        ...
 
     def create(self, job: ProcessingJob) -> bool:
         """Store a new job; False (and nothing written) when its id exists already."""
@@ -187,6 +192,18 @@ class FileStore(Protocol):
     def add_api_job(self, job: ProcessingJob, *, per_file: int) -> ApiJobAdded:
         """A job requested through the API, stored and counted on its file in one atomic write,
         while the file has had fewer than `per_file` of them."""
+        ...
+
+    def add_job(self, job: ProcessingJob) -> bool:
+        """A new job on an existing file, its id added to the file's `job_ids` in the same atomic
+        write; False (nothing written) when the job exists already."""
+        ...
+
+    def record_completion(
+        self, file_id: str, completion: FileCompletion, *, gone: frozenset[str] = frozenset()
+    ) -> bool:
+        """The file's completion, only if newer (by version) than the one recorded: False when
+        it is not (or there is no such file). `gone` leave the file's job_ids in the same write."""
         ...
 
     def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from filejobs.domain.attempt_notes import AttemptNotes
 from filejobs.domain.file import ScanRecord, StoredFile
+from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.job import Attempt, JobStatus, ProcessingJob
 from filejobs.domain.keys import DERIVED_PREFIX
 
@@ -149,8 +150,30 @@ def file_view(stored: StoredFile) -> dict[str, Any]:
         "scan_status": None if stored.scan_status is None else stored.scan_status.value,
         "scan": None if stored.scan is None else scan_view(stored.scan),
         "duplicate_of": stored.duplicate_of,
+        "processed": None if stored.processed is None else completion_view(stored.processed),
         "created_at": _iso(stored.metadata.created_at),
         "updated_at": _iso(stored.metadata.updated_at),
+    }
+
+
+def completion_view(completion: FileCompletion) -> dict[str, Any]:
+    """The file's last completion: when all its jobs were last terminal, and as what."""
+    return {
+        "completed_at": _iso(completion.completed_at),
+        "fingerprint": completion.fingerprint,
+        "counts": completion.counts(),
+        "jobs": [
+            {
+                "id": job.id,
+                "job_type": job.job_type,
+                "status": job.status,
+                "attempt": job.attempt,
+                "error": job.error,
+                "result": job.result,
+            }
+            for job in completion.jobs
+        ],
+        "more_jobs": completion.more_jobs,
     }
 
 

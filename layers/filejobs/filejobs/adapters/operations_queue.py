@@ -1,16 +1,21 @@
-"""The operations queue on SQS: a bulk operation's next page, as a message naming it.
+"""The operations queue on SQS: a bulk operation's next page, as a message naming it; and a
+schedule's run, as EventBridge Scheduler sends it.
 
 The message says only which operation to advance; where it stands is in OpsTable. So a message
 delivered twice, or late, advances the operation from wherever it is (services/operations.py).
+A run names its schedule and scheduled time: the run's operation is started once per time.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from filejobs.domain.operations import is_operation_id
+from filejobs.domain.schedules import SCHEDULE_ID_PATTERN
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -36,3 +41,52 @@ def operation_of(body: str) -> str | None:
         return None
     operation_id = parsed.get("operation_id") if isinstance(parsed, dict) else None
     return operation_id if isinstance(operation_id, str) and is_operation_id(operation_id) else None
+
+
+@dataclass(frozen=True)
+class ScheduleRun:
+    """A schedule's run as the scheduler delivers it: which schedule, of which tenant, when."""
+
+    tenant: str
+    schedule_id: str
+    scheduled_time: datetime
+
+
+# What EventBridge Scheduler puts in the message for each run: it replaces the placeholder with
+# the run's scheduled time (the local stack's scheduler does the same).
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+
+
+def schedule_run_message(tenant: str, schedule_id: str) -> str:
+    """The message a schedule's every run sends to the operations queue."""
+    run = {"tenant": tenant, "schedule_id": schedule_id, "scheduled_time": SCHEDULED_TIME}
+    return json.dumps({"schedule_run": run})
+
+
+def schedule_run_of(body: str) -> ScheduleRun | None:
+    """The run a message names; None for a body that names none (or a bad time)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    run = parsed.get("schedule_run") if isinstance(parsed, dict) else None
+    if not isinstance(run, dict):
+        return None
+    tenant, schedule_id = run.get("tenant"), run.get("schedule_id")
+    scheduled = _moment(run.get("scheduled_time"))
+    if not (isinstance(tenant, str) and isinstance(schedule_id, str) and scheduled):
+        return None
+    if not re.match(SCHEDULE_ID_PATTERN, schedule_id):
+        return None
+    return ScheduleRun(tenant, schedule_id, scheduled)
+
+
+def _moment(value: object) -> datetime | None:
+    """An ISO 8601 time with its offset (the scheduler's `2026-12-05T03:00:00Z`), in UTC."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return None if moment.tzinfo is None else moment.astimezone(UTC)

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from filejobs.domain.job import ProcessingJob
+from filejobs.domain.job import TERMINAL_STATUSES, ProcessingJob
 from filejobs.domain.operations import Operation
 from filejobs.domain.quotas import UNLIMITED
 from filejobs.domain.stats import FailureGroupSummary, Percentiles
@@ -70,12 +70,20 @@ def job(found: ProcessingJob) -> dict[str, Any]:
 def file_with_jobs(found: FileWithJobs) -> dict[str, Any]:
     return {
         **file_view(found.file),
+        "processing_state": processing_state(found),
         "jobs": [job_with_outputs(j, logs=False) for j in found.jobs],
         "duplicates": [
             {"id": f.id, "key": f.key, "created_at": _iso(f.metadata.created_at)}
             for f in found.duplicates
         ],
     }
+
+
+def processing_state(found: FileWithJobs) -> str:
+    """`processed` once the file's completion is recorded (File Processed was announced) and no
+    job has been opened again since; `processing` until then."""
+    finished = all(j.job.status in TERMINAL_STATUSES for j in found.jobs)
+    return "processed" if found.file.processed is not None and finished else "processing"
 
 
 def file_versions(found: FileVersions) -> dict[str, Any]:

@@ -18,11 +18,18 @@ from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
 from filejobs.data import index_keys
-from filejobs.data.mapping import file_from_model, file_to_model, job_to_model, scan_to_map
+from filejobs.data.mapping import (
+    completion_to_map,
+    file_from_model,
+    file_to_model,
+    job_to_model,
+    scan_to_map,
+)
 from filejobs.data.models import FileModel, JobModel, UsageModel
 from filejobs.data.quota_repository import usage_from, usage_id, usage_update
 from filejobs.domain import keys
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
+from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.quotas import DayUsage, UsageCharge
@@ -264,9 +271,62 @@ class FileRepository:
             transaction.save(job_to_model(job), condition=JobModel.id.does_not_exist())
             transaction.update(
                 FileModel(id=job.file_id),
-                actions=[FileModel.api_jobs.add(1)],
+                actions=[FileModel.api_jobs.add(1), FileModel.job_ids.add({job.id})],
                 condition=FileModel.id.exists() & counted,
             )
+
+    def add_job(self, job: ProcessingJob) -> bool:
+        """The job's put and its id's ADD to its file's `job_ids`, in one TransactWriteItems:
+        False (nothing written) when the job exists already."""
+
+        def refusal(_error: TransactWriteError, codes: list[str]) -> bool | None:
+            if _refused(codes, 0):
+                return False
+            if _refused(codes, 1):
+                raise LookupError(f"no file {job.file_id} to add job {job.id} to")
+            return None
+
+        return _transact(lambda: self._write_job(job), refusal) is None
+
+    def _write_job(self, job: ProcessingJob) -> None:
+        with TransactWrite(connection=_connection()) as transaction:
+            transaction.save(job_to_model(job), condition=JobModel.id.does_not_exist())
+            transaction.update(
+                FileModel(id=job.file_id),
+                actions=[FileModel.job_ids.add({job.id})],
+                condition=FileModel.id.exists(),
+            )
+
+    def record_completion(
+        self, file_id: str, completion: FileCompletion, *, gone: frozenset[str] = frozenset()
+    ) -> bool:
+        """The file's completion, in one UpdateItem conditioned on it being newer than the one
+        recorded (domain/file_completion.py): False when it is not, or there is no such file.
+        `gone` (jobs expired or removed since) leave the file's job_ids in the same write, so
+        the set holds the file's living jobs, not every job it ever had.
+
+        The file's audit fields are left alone: a completion is the jobs' doing, not a change
+        anyone made to the file.
+        """
+        newer = FileModel.processed_version.does_not_exist() | (
+            FileModel.processed_version < completion.version
+        )
+        forget = [FileModel.job_ids.delete(set(gone))] if gone else []
+        try:
+            FileModel(id=file_id).update(
+                actions=[
+                    FileModel.processed_fingerprint.set(completion.fingerprint),
+                    FileModel.processed_version.set(completion.version),
+                    FileModel.processed.set(completion_to_map(completion)),
+                    *forget,
+                ],
+                condition=FileModel.id.exists() & newer,
+            )
+        except UpdateError as error:
+            if error.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def _usage(self, charge: UsageCharge, reason: CancellationReason | None = None) -> DayUsage:
         """The day as the refused count found it: from the refusal itself when DynamoDB sent

@@ -62,6 +62,12 @@ class JobRepository:
         except _J.DoesNotExist:
             return None
 
+    def get_many(self, job_ids: Iterable[str], *, consistent: bool = True) -> list[ProcessingJob]:
+        """The stored jobs among `job_ids`, in no order (BatchGetItem, 100 keys a request; PynamoDB
+        asks again for any key DynamoDB left unprocessed)."""
+        wanted = sorted(set(job_ids))
+        return [job_from_model(m) for m in _J.batch_get(wanted, consistent_read=consistent)]
+
     def create(self, job: ProcessingJob) -> bool:
         """Put a new job in one conditional PutItem (`attribute_not_exists(id)`).
 

@@ -10,6 +10,7 @@ from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
 from filejobs.domain.attempt_notes import AttemptNotes, AttemptProgress
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
+from filejobs.domain.file_completion import FileCompletion, JobSummary
 from filejobs.domain.job import (
     Attempt,
     AttemptOutcome,
@@ -189,6 +190,10 @@ def file_to_model(stored: StoredFile) -> FileModel:
         scanned_at=None if stored.scan is None else stored.scan.scanned_at,
         definitions_version=None if stored.scan is None else stored.scan.definitions_version,
         duplicate_of=stored.duplicate_of,
+        job_ids=set(stored.job_ids) or None,
+        processed_fingerprint=None if stored.processed is None else stored.processed.fingerprint,
+        processed_version=None if stored.processed is None else stored.processed.version,
+        processed=None if stored.processed is None else completion_to_map(stored.processed),
         tenant_shard=index_keys.file_tenant_key(stored.tenant, stored.id),
         scan_shard=index_keys.scan_age_key(stored.id) if rescannable(stored) else None,
         created_at=meta.created_at,
@@ -217,6 +222,8 @@ def file_from_model(model: FileModel) -> StoredFile:
         scan_status=None if model.scan_status is None else ScanStatus(model.scan_status),
         scan=None if model.scan_record is None else scan_from_map(_plain(model.scan_record)),
         duplicate_of=model.duplicate_of,
+        job_ids=frozenset(model.job_ids or ()),
+        processed=_completion(model),
         metadata=AuditMetadata(
             created_at=model.created_at,
             updated_at=model.updated_at,
@@ -224,6 +231,48 @@ def file_from_model(model: FileModel) -> StoredFile:
             updated_by=model.updated_by,
             deleted_at=model.deleted_at,
             deleted_by=model.deleted_by,
+        ),
+    )
+
+
+def completion_to_map(completion: FileCompletion) -> dict[str, Any]:
+    """What the file item keeps of a completion besides its fingerprint and version."""
+    return {
+        "completed_at": completion.completed_at.isoformat(),
+        "more_jobs": completion.more_jobs,
+        "jobs": [
+            {
+                "id": job.id,
+                "job_type": job.job_type,
+                "status": job.status,
+                "attempt": job.attempt,
+                "error": job.error,
+                "result": job.result,
+            }
+            for job in completion.jobs
+        ],
+    }
+
+
+def _completion(model: FileModel) -> FileCompletion | None:
+    if model.processed_fingerprint is None or model.processed is None:
+        return None
+    raw = _plain(model.processed)
+    return FileCompletion(
+        fingerprint=model.processed_fingerprint,
+        version=model.processed_version or "",
+        completed_at=datetime.fromisoformat(raw["completed_at"]),
+        more_jobs=int(raw.get("more_jobs") or 0),
+        jobs=tuple(
+            JobSummary(
+                id=job["id"],
+                job_type=job["job_type"],
+                status=job["status"],
+                attempt=int(job["attempt"]),
+                error=job.get("error"),
+                result=job.get("result"),
+            )
+            for job in raw.get("jobs") or ()
         ),
     )
 

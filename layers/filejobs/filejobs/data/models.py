@@ -14,6 +14,7 @@ from pynamodb.attributes import (
     MapAttribute,
     NumberAttribute,
     UnicodeAttribute,
+    UnicodeSetAttribute,
     UTCDateTimeAttribute,
 )
 from pynamodb.indexes import (
@@ -195,6 +196,13 @@ class FileModel(_Audited):
     # Jobs requested through the API (POST /files/{id}/jobs), counted by a conditional ADD in the
     # same transaction as each job's put: at most domain/quotas.API_JOBS_PER_FILE.
     api_jobs = NumberAttribute(null=True)
+    # Every job made on the file, ADDed in the same write as each job (domain/file.py).
+    job_ids = UnicodeSetAttribute(null=True)
+    # The file's last completion (domain/file_completion.py): its fingerprint and version are
+    # top-level so the write that records a newer one can be conditioned on them.
+    processed_fingerprint = UnicodeAttribute(null=True)
+    processed_version = UnicodeAttribute(null=True)
+    processed: MapAttribute[Any, Any] = MapAttribute(null=True)
 
     # Index keys, derived by the repository: tenant_shard at ingest; scan_shard while the file
     # is active and clean (the rescan policy's sparse index).

@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from filejobs.domain.job import JobStatus, JobType
 from filejobs.domain.operations import (
     Action,
+    FileSelection,
     JobFilter,
     Operation,
     OperationStatus,
@@ -194,6 +195,10 @@ def _to_item(operation: Operation) -> dict[str, Any]:
         item["tenant"] = {"S": operation.tenant}
     if operation.cursor is not None:
         item["cursor"] = {"S": operation.cursor}
+    if operation.files is not None:
+        item["files"] = {"S": json.dumps(operation.files.to_dict(), sort_keys=True)}
+    if operation.schedule_id is not None:
+        item["schedule_id"] = {"S": operation.schedule_id}
     return item
 
 
@@ -223,7 +228,13 @@ def _from_item(item: dict[str, Any]) -> Operation:
         finished_at=None if (done := text("finished_at")) is None else _parse(done),
         error=text("error"),
         request_hash=text("request_hash") or "",
+        files=_files(text("files")),
+        schedule_id=text("schedule_id"),
     )
+
+
+def _files(stored: str | None) -> FileSelection | None:
+    return None if stored is None else FileSelection.from_dict(json.loads(stored))
 
 
 def filter_from_dict(raw: dict[str, Any]) -> JobFilter:

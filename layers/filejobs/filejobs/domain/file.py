@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.job import AuditMetadata
 
 
@@ -70,3 +71,8 @@ class StoredFile:
     # The evidence behind scan_status (None for a file scanned before verdicts were recorded).
     scan: ScanRecord | None = None
     duplicate_of: str | None = None
+    # Every job ever made on this file (ingest's, the API's, rescans'), added in the same write
+    # as each job: what "all of its jobs" means when the file's completion is checked.
+    job_ids: frozenset[str] = frozenset()
+    # The last time all its jobs were terminal (None until then): see domain/file_completion.py.
+    processed: FileCompletion | None = None

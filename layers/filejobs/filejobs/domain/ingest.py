@@ -105,6 +105,7 @@ def plan_ingest(
         new_job(stored, job_type, now=now, created_by=created_by, dispatch=dispatch)
         for job_type in job_types_for(content_type)
     )
+    stored.job_ids = frozenset(job.id for job in jobs)
     return IngestPlan(stored, jobs)
 
 

@@ -1,4 +1,5 @@
-"""Bulk operations: one action (retry, cancel, rescan, delete) on every job a filter matches.
+"""Bulk operations: one action (retry, cancel, rescan, delete) on every job a filter matches,
+or (a schedule's runs: domain/schedules.py) on every file of a tenant under a key prefix.
 
 An operation is recorded before it runs (who, when, why, what filter: the audit record), then
 advanced page by page: each page's jobs are changed one conditional write each, and its progress
@@ -31,6 +32,8 @@ class Action(StrEnum):
     CANCEL = "cancel"
     RESCAN = "rescan"
     DELETE = "delete"
+    # A new job of a type on each file of a file selection (a schedule's runs).
+    RUN = "run"
 
 
 _ACTIVE = frozenset({JobStatus.PENDING, JobStatus.SCHEDULED, JobStatus.RUNNING})
@@ -42,6 +45,7 @@ ACTS_ON: dict[Action, frozenset[JobStatus]] = {
     Action.CANCEL: _ACTIVE,
     Action.DELETE: _FINISHED,
     Action.RESCAN: _ACTIVE | _FINISHED,
+    Action.RUN: frozenset(),  # acts on files, never on jobs a filter lists
 }
 
 
@@ -138,6 +142,35 @@ class JobFilter:
 
 
 @dataclass(frozen=True)
+class FileSelection:
+    """The files an operation acts on, instead of jobs: a tenant's, under a key prefix. With
+    RUN, the job each of them gets (its type and input options)."""
+
+    tenant: str
+    prefix: str
+    job_type: JobType | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        raw: dict[str, Any] = {"tenant": self.tenant, "prefix": self.prefix}
+        if self.job_type is not None:
+            raw["job_type"] = self.job_type.value
+        if self.options:
+            raw["options"] = dict(self.options)
+        return raw
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> FileSelection:
+        job_type = raw.get("job_type")
+        return cls(
+            tenant=str(raw["tenant"]),
+            prefix=str(raw.get("prefix", "")),
+            job_type=None if job_type is None else JobType(job_type),
+            options=dict(raw.get("options") or {}),
+        )
+
+
+@dataclass(frozen=True)
 class Progress:
     processed: int = 0
     changed: int = 0
@@ -170,6 +203,9 @@ class Operation:
     finished_at: datetime | None = None
     error: str | None = None
     request_hash: str = ""  # the request an Idempotency-Key was first used for
+    # Set for an operation over files (its filter then names only the tenant).
+    files: FileSelection | None = None
+    schedule_id: str | None = None  # the schedule whose run this is
 
     @property
     def tenant(self) -> str | None:

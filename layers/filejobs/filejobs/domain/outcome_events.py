@@ -1,7 +1,8 @@
 """Outcome events: which recorded changes the outside world hears about.
 
 A change is published when a job enters a terminal status (completed, failed, cancelled), a
-file enters quarantine, or an upload is recorded rejected (over its tenant's quotas). The
+file enters quarantine, an upload is recorded rejected (over its tenant's quotas), or a file is
+recorded processed (all of its jobs terminal: domain/file_completion.py). The
 decision looks only at the item before and after one write, as the table's stream delivers it,
 so every writer (worker, sweep, API, ingest) is covered without publishing anything itself, and
 a write that never committed can never be announced.
@@ -15,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from filejobs.domain.file import FileStatus, StoredFile
+from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.job import JobStatus, ProcessingJob
 
 SOURCE = "filejobs"
@@ -26,6 +28,7 @@ class DetailType(StrEnum):
     JOB_CANCELLED = "Job Cancelled"
     FILE_QUARANTINED = "File Quarantined"
     UPLOAD_REJECTED = "Upload Rejected"
+    FILE_PROCESSED = "File Processed"
 
 
 _JOB_OUTCOMES = {
@@ -62,6 +65,18 @@ def file_outcome(before: StoredFile | None, after: StoredFile) -> DetailType | N
     return outcome
 
 
+def file_processed(before: StoredFile | None, after: StoredFile) -> bool:
+    """Whether the write recorded a new completion of the file (any later write of a processed
+    file, a rescan's verdict say, carries the same completion and announces nothing)."""
+    if after.processed is None:
+        return False
+    return (
+        before is None
+        or before.processed is None
+        or (before.processed.fingerprint != after.processed.fingerprint)
+    )
+
+
 def job_event_id(job: ProcessingJob) -> str:
     """Names one announcement: a consumer that sees it twice (at-least-once) can drop the copy."""
     # updated_at changes on every write: a job cancelled, retried and cancelled again at the
@@ -72,6 +87,12 @@ def job_event_id(job: ProcessingJob) -> str:
 
 def file_event_id(stored: StoredFile) -> str:
     return f"file:{stored.id}:{stored.status.value}:{stored.metadata.updated_at.isoformat()}"
+
+
+def completion_event_id(stored: StoredFile, completion: FileCompletion) -> str:
+    """One id per completion: however many times it is recorded or announced, a consumer keeps
+    one (its fingerprint names the jobs' attempts and statuses)."""
+    return f"file:{stored.id}:processed:{completion.fingerprint}"
 
 
 @dataclass(frozen=True)

@@ -234,9 +234,12 @@ class StatusApi:
         stored = self._visible_file(caller, query.file_id)
         return JobsOfFile(stored.id, self._jobs_of(caller, stored, query.status))
 
-    def request_job(self, caller: Caller, command: RequestJob) -> Requested:
+    def request_job(
+        self, caller: Caller, command: RequestJob, *, counted: bool = True
+    ) -> Requested:
         """A new job of a type on a file, once per idempotency key, at most `jobs_per_file`
-        per file (a conflict beyond).
+        per file (a conflict beyond). A schedule's runs are not `counted`: a schedule is bounded
+        by its own interval (domain/schedules.py), not by the file's API jobs.
 
         The same key again answers the job it made (`replayed`), whatever became of it; the same
         key with another request is a conflict. A parsing job on a file not yet scanned clean is
@@ -263,7 +266,8 @@ class StatusApi:
             priority=command.priority,
             input_data=command.input_data,
         )
-        if self._counted_on_file(job):
+        store = self._counted_on_file if counted else self.files.add_job
+        if store(job):
             self._send(job, "requested job")
             return Requested(JobWithOutputs(job, []), replayed=False, idempotency_key=key)
         existing = self.jobs.get(job.id)
@@ -286,9 +290,12 @@ class StatusApi:
             )
         return Requested(self._with_outputs(existing), replayed=True, idempotency_key=key)
 
-    def rescan_file(self, caller: Caller, command: RescanFile) -> Requested:
+    def rescan_file(
+        self, caller: Caller, command: RescanFile, *, counted: bool = True
+    ) -> Requested:
         """A new virus scan of the file with the current definitions, once per idempotency key.
-        A quarantined or deleted file has nothing to rescan."""
+        A quarantined or deleted file has nothing to rescan. Not `counted` (a schedule's run),
+        it is not one of the file's API jobs."""
         stored = self._visible_file(caller, command.file_id)
         rescans = self._rescans()
         refusal = rescans.why_not(stored)
@@ -300,7 +307,7 @@ class StatusApi:
             key=f"api:{key}",
             by=caller.name,
             reason=command.reason,
-            store=self._counted_on_file,
+            store=self._counted_on_file if counted else self.files.add_job,
         )
         job = JobWithOutputs(done.job, []) if done.created else self._with_outputs(done.job)
         return Requested(job, replayed=not done.created, idempotency_key=key)

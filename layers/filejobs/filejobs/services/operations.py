@@ -28,14 +28,16 @@ from filejobs.domain.job import ProcessingJob
 from filejobs.domain.operations import (
     PAGE_SIZE,
     Action,
+    FileSelection,
     JobFilter,
     Operation,
     OperationStatus,
     Progress,
 )
+from filejobs.domain.schedules import Schedule, ScheduleAction, run_key
 from filejobs.domain.time import utcnow
 from filejobs.ports import InvalidCursorError, OperationQueue, OperationStore, PageCursor
-from filejobs.services.api import CancelJob, RescanFile, StatusApi
+from filejobs.services.api import CancelJob, RequestJob, RescanFile, StatusApi
 from filejobs.services.errors import (
     ConflictError,
     MalformedRequestError,
@@ -138,6 +140,38 @@ class BulkOperations:
         self._queue().send(stored.id, timedelta(0))
         return Started(stored, replayed=False)
 
+    def start_run(self, schedule: Schedule, scheduled_time: datetime) -> Started:
+        """A schedule's run at `scheduled_time`, as an operation over its files, started once
+        however many times the scheduler delivers that run."""
+        files = FileSelection(
+            tenant=schedule.tenant,
+            prefix=schedule.prefix,
+            job_type=schedule.job_type if schedule.action is ScheduleAction.RUN else None,
+            options=dict(schedule.options) if schedule.action is ScheduleAction.RUN else {},
+        )
+        action = Action.RUN if schedule.action is ScheduleAction.RUN else Action.RESCAN
+        now = self._clock()
+        operation = Operation(
+            id=f"op-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}",
+            action=action,
+            filter=JobFilter(tenant=schedule.tenant),
+            reason=schedule.reason(scheduled_time),
+            created_by=f"schedule:{schedule.id}",
+            created_at=now,
+            updated_at=now,
+            matched=self._count_files(files),
+            files=files,
+            schedule_id=schedule.id,
+        )
+        key = run_key(schedule.id, scheduled_time)
+        stored = self._store.create(operation, caller=operation.created_by, key=key)
+        replayed = stored.id != operation.id
+        if not stored.finished:
+            # A replayed run still going is sent again, as `start` does: its first message may
+            # never have gone; a second chain of pages dies at its first page.
+            self._queue().send(stored.id, timedelta(0))
+        return Started(stored, replayed=replayed)
+
     def get(self, caller: Caller, operation_id: str) -> Operation:
         found = self._store.get(operation_id)
         if found is None or not _may_see(caller, found):
@@ -161,6 +195,8 @@ class BulkOperations:
         operation = self._store.get(operation_id)
         if operation is None or operation.finished:
             return operation
+        if operation.files is not None:
+            return self._advance_files(operation, operation.files)
         try:
             page = self._search.page(
                 operation.filter,
@@ -186,6 +222,70 @@ class BulkOperations:
         pause = timedelta(seconds=math.ceil(progress.processed / self._rate))
         self._queue().send(operation.id, min(pause, MAX_DELAY))
         return moved
+
+    def _advance_files(self, operation: Operation, files: FileSelection) -> Operation | None:
+        """One page of an operation over files: each file rescanned, or given its new job."""
+        try:
+            after = _file_cursor_from(operation.cursor)
+        except InvalidCursorError as error:
+            return self._finish(operation, Progress(), error=f"cannot go on: {error}")
+        page = self._api.files.files_of_tenant(
+            files.tenant, prefix=files.prefix, after=after, limit=PAGE_SIZE
+        )
+        caller = _caller_of(operation)
+        progress = Progress()
+        for ref in page.files:
+            progress += self._act_on_file(operation, files, caller, ref.id)
+        if page.next is None:
+            return self._finish(operation, progress)
+        moved = replace(
+            operation,
+            progress=operation.progress + progress,
+            cursor=json.dumps(list(page.next)),
+            updated_at=self._clock(),
+        )
+        if not self._store.record_page(operation, moved):
+            logger.info("operation %s: page recorded by another run", operation.id)
+            return self._store.get(operation.id)
+        pause = timedelta(seconds=math.ceil(progress.processed / self._rate))
+        self._queue().send(operation.id, min(pause, MAX_DELAY))
+        return moved
+
+    def _act_on_file(
+        self, operation: Operation, files: FileSelection, caller: Caller, file_id: str
+    ) -> Progress:
+        """The run's action on one file. Its idempotency key is the operation's, so a page done
+        twice makes nothing twice (the second time is a replay: skipped)."""
+        try:
+            if operation.action is Action.RUN and files.job_type is not None:
+                command = RequestJob(
+                    file_id, files.job_type, operation.id, input_data=dict(files.options) or None
+                )
+                replayed = self._api.request_job(caller, command, counted=False).replayed
+            else:
+                rescan = RescanFile(file_id, operation.id, operation.reason)
+                replayed = self._api.rescan_file(caller, rescan, counted=False).replayed
+        except RequestRefusedError as refusal:
+            # Quarantined, deleted, rejected, or out of API jobs: nothing to do on this file.
+            logger.info("operation %s skipped file %s: %s", operation.id, file_id, refusal)
+            return Progress(processed=1, skipped=1)
+        except Exception:
+            logger.exception("operation %s could not act on file %s", operation.id, file_id)
+            return Progress(processed=1, errors=1)
+        return Progress(processed=1, skipped=1) if replayed else Progress(processed=1, changed=1)
+
+    def _count_files(self, files: FileSelection) -> int:
+        """The files a run will visit, counted up to COUNT_READS pages (then "at least")."""
+        counted, after = 0, None
+        for _ in range(COUNT_READS):
+            page = self._api.files.files_of_tenant(
+                files.tenant, prefix=files.prefix, after=after, limit=COUNT_PAGE
+            )
+            counted += len(page.files)
+            if page.next is None:
+                break
+            after = page.next
+        return counted
 
     # --- helpers --------------------------------------------------------------------------------
 
@@ -292,6 +392,16 @@ def _caller_of(operation: Operation) -> Caller:
 def _request_hash(action: Action, wanted: JobFilter, reason: str) -> str:
     request = {"action": action.value, "filter": wanted.to_dict(), "reason": reason}
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+
+def _file_cursor_from(stored: str | None) -> tuple[str, str] | None:
+    if stored is None:
+        return None
+    try:
+        key, file_id = json.loads(stored)
+    except (ValueError, TypeError) as error:
+        raise InvalidCursorError("not a file cursor") from error
+    return str(key), str(file_id)
 
 
 def _cursor_to(cursor: PageCursor) -> str:

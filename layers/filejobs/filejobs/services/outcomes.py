@@ -15,8 +15,10 @@ from filejobs.domain.job import ProcessingJob
 from filejobs.domain.outcome_events import (
     DetailType,
     OutcomeEvent,
+    completion_event_id,
     file_event_id,
     file_outcome,
+    file_processed,
     job_event_id,
     job_outcome,
 )
@@ -79,9 +81,18 @@ def _job_event(before: ProcessingJob | None, job: ProcessingJob) -> OutcomeEvent
 def _file_event(before: StoredFile | None, stored: StoredFile) -> OutcomeEvent | None:
     detail_type = file_outcome(before, stored)
     if detail_type is None:
-        return None
+        return _completion_event(before, stored)
     event_id = file_event_id(stored)
     detail = {"event_id": event_id, **file_view(stored)}
     if detail_type is DetailType.UPLOAD_REJECTED:
         detail["reason"] = stored.status_reason
     return OutcomeEvent(event_id, detail_type, detail, stored.metadata.updated_at)
+
+
+def _completion_event(before: StoredFile | None, stored: StoredFile) -> OutcomeEvent | None:
+    completion = stored.processed
+    if completion is None or not file_processed(before, stored):
+        return None
+    event_id = completion_event_id(stored, completion)
+    detail = {"event_id": event_id, **file_view(stored)}
+    return OutcomeEvent(event_id, DetailType.FILE_PROCESSED, detail, completion.completed_at)

@@ -95,8 +95,9 @@ class Rescans:
     ) -> Rescan:
         """The file's rescan job for this key: made and sent once, found again after.
 
-        `store` puts the job (True: stored now; False: it exists); by default the job store's
-        conditional create. The status API's counts it against the file's API jobs."""
+        `store` puts the job (True: stored now; False: it exists); by default the file store's
+        `add_job`, which names it among the file's jobs in the same write. The status API's
+        counts it against the file's API jobs."""
         job = new_job(
             stored,
             JobType.VIRUS_SCAN,
@@ -107,7 +108,7 @@ class Rescans:
             priority=RESCAN_PRIORITY,
             input_data={"rescan": {"reason": reason, "requested_by": by}},
         )
-        if not (store or self._jobs.create)(job):
+        if not (store or self._files.add_job)(job):
             existing = self._jobs.get(job.id)
             return Rescan(existing or job, created=False)
         try:
