@@ -62,6 +62,22 @@ _OPT_STR = {"type": ["string", "null"]}
 # spaces or line breaks alone), at most 500; the pattern spelled to mean that in any regex engine.
 _REASON = {"type": "string", "minLength": 1, "maxLength": 500, "pattern": REASON_PATTERN}
 _OPT_TIME = {"type": ["string", "null"], "format": "date-time"}
+# An attempt's progress and log (domain/attempt_notes.py): the log in GET /jobs/{job_id} only.
+_NOTES: dict[str, Any] = {
+    "fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+    "percent": {"type": ["integer", "null"], "minimum": 0, "maximum": 100},
+    "message": {"type": ["string", "null"], "maxLength": 120},
+    "log": {
+        "description": (
+            "The attempt's key lines: at most 20 of 200 bytes, its first 8 and latest kept, "
+            "with a line in between that says how many were left out"
+        ),
+        "type": "array",
+        "items": _STR,
+        "maxItems": 20,
+    },
+    "log_lines_dropped": {"type": "integer", "minimum": 0},
+}
 
 _PERCENTILES = {
     "type": ["object", "null"],
@@ -231,7 +247,34 @@ SCHEMAS: dict[str, Any] = {
             "result": {"type": ["object", "null"]},
             "cancelled_by": _OPT_STR,
             "cancel_reason": _OPT_STR,
-            "attempts": {"type": "array", "items": {"type": "object"}},
+            "progress": {
+                "description": (
+                    "The running attempt's progress as its last heartbeat carried it (within a "
+                    "third of the lease); null when it reported none. A cancelled job keeps "
+                    "where its attempt stopped. `log` in GET /jobs/{job_id} only"
+                ),
+                "type": ["object", "null"],
+                "properties": {
+                    "attempt": {"type": "integer"},
+                    "updated_at": {"type": "string", "format": "date-time"},
+                    **_NOTES,
+                },
+            },
+            "attempts": {
+                "description": "The last 10 attempts, oldest first",
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "number": {"type": "integer"},
+                        "started_at": {"type": "string", "format": "date-time"},
+                        "ended_at": {"type": "string", "format": "date-time"},
+                        "outcome": {"enum": ["completed", "failed", "retrying", "lease_expired"]},
+                        "error": _OPT_STR,
+                        **_NOTES,
+                    },
+                },
+            },
             "created_at": _OPT_TIME,
             "updated_at": _OPT_TIME,
             "outputs": {

@@ -30,6 +30,7 @@ from filejobs_cli.progress import (
     JobRow,
     LineDisplay,
     TableDisplay,
+    progress_phrase,
     render_table,
     row_of,
     summary,
@@ -413,7 +414,37 @@ def job_summary(job: dict[str, Any]) -> list[str]:
         lines.append(f"  options:  {json.dumps(job['options'], sort_keys=True)}")
     if job.get("result"):
         lines.append(f"  result:   {json.dumps(job['result'], sort_keys=True)}")
+    lines.extend(attempt_lines(job))
     return lines
+
+
+def attempt_lines(job: dict[str, Any]) -> list[str]:
+    """The running attempt's progress and log so far, then each attempt with its log."""
+    lines: list[str] = []
+    progress = job.get("progress")
+    if isinstance(progress, dict):
+        state = "so far" if job.get("status") == "running" else "where it stopped"
+        at = f" at {progress['updated_at']}" if progress.get("updated_at") else ""
+        phrase = progress_phrase(progress) or "-"
+        lines.append(f"  progress: {phrase} (attempt {progress.get('attempt')}{at})")
+        lines.extend(_log_lines(progress.get("log"), f"log {state}"))
+    attempts = [a for a in job.get("attempts") or [] if isinstance(a, dict)]
+    if attempts:
+        lines.append("  attempts:")
+    for attempt in attempts:
+        head = f"    {attempt.get('number')}. {attempt.get('outcome')} {attempt.get('ended_at')}"
+        phrase = progress_phrase(attempt)
+        lines.append(head + (f" ({phrase})" if phrase else ""))
+        if attempt.get("error"):
+            lines.append(f"       error: {attempt['error']}")
+        lines.extend("    " + line for line in _log_lines(attempt.get("log"), "log"))
+    return lines
+
+
+def _log_lines(log: Any, title: str) -> list[str]:
+    if not isinstance(log, list) or not log:
+        return []
+    return [f"  {title}:", *(f"    | {line}" for line in log)]
 
 
 def file_summary(stored: dict[str, Any]) -> list[str]:

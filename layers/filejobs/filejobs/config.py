@@ -10,6 +10,7 @@ from datetime import timedelta
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import Lane
 from filejobs.domain.quotas import TenantQuotas
+from filejobs.domain.retention import keep_last_setting
 from filejobs.domain.scanning import UnscannablePolicy
 
 MiB = 1024 * 1024
@@ -74,6 +75,9 @@ class Settings:
     operations_queue_arn: str | None = None
     scheduler_role_arn: str | None = None
     schedule_dead_letter_arn: str | None = None
+    # Finished jobs kept per file and job type beside the TTL (KeepLastFinishedJobs; only the
+    # events function reads it: services/retention.py). A type not named: the TTL alone.
+    keep_last: Mapping[JobType, int] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -118,6 +122,7 @@ class Settings:
             operations_queue_arn=env.get("OPERATIONS_QUEUE_ARN") or None,
             scheduler_role_arn=env.get("SCHEDULER_ROLE_ARN") or None,
             schedule_dead_letter_arn=env.get("SCHEDULE_DEAD_LETTER_ARN") or None,
+            keep_last=_keep_last(env),
         )
 
     @property
@@ -230,3 +235,10 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
     if not value.isascii() or not value.isdigit():
         raise ConfigurationError(f"{name} must be a whole number (0: unlimited); got {value!r}")
     return int(value)
+
+
+def _keep_last(env: Mapping[str, str]) -> dict[JobType, int]:
+    try:
+        return keep_last_setting(env.get("KEEP_LAST_FINISHED_JOBS"))
+    except ValueError as error:
+        raise ConfigurationError(str(error)) from error

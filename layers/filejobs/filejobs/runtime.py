@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from filejobs.data.stats_repository import StatsRepository
     from filejobs.data.tenant_slots import DynamoTenantSlots
     from filejobs.domain.definitions import DefinitionsManifest
+    from filejobs.domain.job import JobType
     from filejobs.ports import OutputLinks
     from filejobs.services.api import StatusApi
     from filejobs.services.console import ConsoleViews
@@ -253,6 +254,7 @@ def schedules(api: StatusApi | None = None) -> Schedules:
     bulk operations each run starts."""
     from filejobs.adapters.scheduler import EventBridgeScheduler  # noqa: PLC0415
     from filejobs.data.schedule_repository import ScheduleRepository  # noqa: PLC0415
+    from filejobs.domain.job_options import options_of  # noqa: PLC0415
     from filejobs.services.schedules import Schedules  # noqa: PLC0415
 
     loaded = settings()
@@ -267,10 +269,14 @@ def schedules(api: StatusApi | None = None) -> Schedules:
             dead_letter_arn=loaded.schedule_dead_letter_arn,
         )
 
+    def check_options(job_type: JobType, options: dict[str, Any]) -> None:
+        options_of(job_type).check(options)
+
     return Schedules(
         store=ScheduleRepository(dynamodb(), loaded.require_ops_table()),
         scheduler=scheduler,
         operations=lambda: bulk_operations(api),
+        check_options=check_options,
     )
 
 

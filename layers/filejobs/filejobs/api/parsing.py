@@ -553,8 +553,17 @@ def new_schedule(body: str | None) -> NewSchedule:
         timezone=data.get("timezone") or "UTC",
         tenant=tenant,
         job_type=None if job_type is None else JobType(job_type),
-        options=_input_data(data.get("input_data")) or {},
+        options=_schedule_options(job_type, data.get("input_data")),
     )
+
+
+def _schedule_options(job_type: str | None, given: object) -> dict[str, Any]:
+    """A run's jobs' options, checked as POST /files/{id}/jobs checks them."""
+    if job_type is None:
+        if given not in (None, {}):
+            raise InvalidRequestError("input_data: options go with action run and a job_type")
+        return {}
+    return _input_data(JobType(job_type), given) or {}
 
 
 def schedule_change(body: str | None) -> bool:

@@ -58,9 +58,10 @@ def error_body(code: str, message: str) -> str:
     return json.dumps({"error": {"code": code, "message": message}})
 
 
-def job_with_outputs(found: JobWithOutputs) -> dict[str, Any]:
-    """A single-job answer: the job with download URLs of its outputs."""
-    return job_view(found.job, outputs=found.outputs)
+def job_with_outputs(found: JobWithOutputs, *, logs: bool = True) -> dict[str, Any]:
+    """A single-job answer: the job with download URLs of its outputs and its attempts' logs
+    (a file's answer lists its jobs without their logs: `logs=False`)."""
+    return job_view(found.job, outputs=found.outputs, logs=logs)
 
 
 def job(found: ProcessingJob) -> dict[str, Any]:
@@ -71,7 +72,7 @@ def file_with_jobs(found: FileWithJobs) -> dict[str, Any]:
     return {
         **file_view(found.file),
         "processing_state": processing_state(found),
-        "jobs": [job_with_outputs(j) for j in found.jobs],
+        "jobs": [job_with_outputs(j, logs=False) for j in found.jobs],
         "duplicates": [
             {"id": f.id, "key": f.key, "created_at": _iso(f.metadata.created_at)}
             for f in found.duplicates

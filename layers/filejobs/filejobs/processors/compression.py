@@ -28,7 +28,13 @@ from filejobs.domain.job_options import COMPRESSION_LEVELS, OPTIONS, OptionError
 from filejobs.domain.job_values import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import Work
-from filejobs.processors.source import ObjectSource, ReadLimits
+from filejobs.processors.source import (
+    ObjectSource,
+    ReadLimits,
+    declared_size,
+    human_size,
+    reading_progress,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -156,15 +162,31 @@ class CompressionProcessor:
         settings = Settings.of(work.job.input_data)
         self._limits.refuse_declared(work.job)
         content_type = sniff_content_type(self._source.head(work.job, SNIFF_BYTES))
+        size = declared_size(work)
+        work.log(
+            f"read {content_type}"
+            + ("" if size is None else f", {human_size(size)}")
+            + f": {settings.algorithm.name} level {settings.level}"
+        )
         reason = skip_reason(content_type)
         if reason is not None:
+            work.log(f"skipped: {reason}")
             return {"skipped": True, "reason": reason, "content_type": content_type}
         compression = CompressionPass(settings)
-        chunks = self._source.chunks(work.job, work.should_stop, limits=self._limits)
+        # Progress is the bytes read of the object's size: the compressor and the upload keep
+        # pace with the read (one chunk, one part in memory).
+        chunks = self._source.chunks(
+            work.job,
+            work.should_stop,
+            limits=self._limits,
+            progress=reading_progress(work, verb="compressed", end=0.99),
+        )
         key = work.outputs.put_stream(
             settings.algorithm.output_name, compression.run(chunks), settings.algorithm.content_type
         )
         original, compressed = compression.original_bytes, compression.compressed_bytes
+        ratio = f" (ratio {compressed / original:.3f})" if original else ""
+        work.log(f"wrote {key}: {human_size(original)} -> {human_size(compressed)}{ratio}")
         return {
             "algorithm": settings.algorithm.name,
             "level": settings.level,

@@ -42,7 +42,13 @@ from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
-from filejobs.processors.source import ObjectSource, content_type_of, decoder_for
+from filejobs.processors.source import (
+    ObjectSource,
+    content_type_of,
+    decoder_for,
+    human_size,
+    reading_progress,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -393,10 +399,19 @@ class ThumbnailProcessor:
             content_type, DECODERS, job_type="thumbnail_generation", empty=_EMPTY
         )
         path = self._source.download(
-            work.job, work.workspace / "source", work.should_stop, max_bytes=self._max_bytes
+            work.job,
+            work.workspace / "source",
+            work.should_stop,
+            max_bytes=self._max_bytes,
+            progress=reading_progress(work, verb="downloaded", end=0.4),
         )
         if work.should_stop():
             raise StopRequested
+        work.log(
+            f"read {human_size(path.stat().st_size)} {content_type}; sizes "
+            f"{', '.join(str(s) for s in options.sizes)} as {options.format}"
+        )
+        work.report_progress(0.4, "decoding and resizing")
         names = {f"thumb-{size}.{options.format}": size for size in options.sizes}
         decoded = self._sandbox.decode(
             decode_thumbnails,
@@ -413,14 +428,19 @@ class ThumbnailProcessor:
         )
         _, output_type = FORMATS[options.format]
         facts = {fact.get("size"): fact for fact in _facts(decoded.result.get("thumbnails"))}
+        work.log(_source_line(decoded.result.get("source")))
         thumbnails = []
-        for name, size in sorted(names.items(), key=lambda item: item[1]):
+        for done, (name, size) in enumerate(sorted(names.items(), key=lambda item: item[1])):
             if work.should_stop():
                 raise StopRequested
             data, fact = decoded.outputs.get(name), facts.get(size, {})
             if data is None:
                 raise PermanentError(f"the decoder returned no {name}")
+            work.report_progress(0.8 + 0.2 * done / len(names), f"writing {name}")
             key = work.outputs.put_bytes(name, data, output_type)
+            work.log(
+                f"wrote {key}: {fact.get('width')}x{fact.get('height')}, {human_size(len(data))}"
+            )
             thumbnails.append(
                 {
                     "size": size,
@@ -436,6 +456,21 @@ class ThumbnailProcessor:
             "thumbnails": thumbnails,
             "duration_ms": round((time.perf_counter() - started) * 1000),
         }
+
+
+def _source_line(source: object) -> str:
+    """What the decoder saw: 'decoded 4032x3024 JPEG (RGB), EXIF orientation applied'."""
+    if not isinstance(source, dict):
+        return "decoded the image"
+    line = f"decoded {source.get('width')}x{source.get('height')} {source.get('format')}"
+    if source.get("mode"):
+        line += f" ({source['mode']})"
+    frames = source.get("frames")
+    if isinstance(frames, int) and frames > 1:
+        line += f", {frames} frames (the first one used)"
+    if source.get("orientation_applied") is True:
+        line += ", EXIF orientation applied"
+    return line
 
 
 def _facts(value: object) -> list[dict[str, Any]]:
