@@ -424,3 +424,64 @@ def test_request_makes_a_delayed_job_with_its_options_shows_it_and_cancels_it(
         refused.stderr
     )
     assert len(stack.api(f"/files/{file_id}/jobs")[1]["jobs"]) == before
+
+
+def test_schedules_are_added_listed_fired_by_the_local_scheduler_paused_and_removed(
+    stack: RunningStack, uploaded: Uploaded
+) -> None:
+    # given the uploaded PNG, and a nightly thumbnail schedule for its prefix made with the CLI
+    prefix = f"uploads/{TENANT}/cli-photo"
+    added = cli(
+        "schedules", "add", "cli nightly", "--cron", "cron(0 3 * * ? *)",
+        "--timezone", "Europe/Paris", "--prefix", prefix, "--run", "thumbnail_generation",
+        "--option", "sizes=64", "--tenant", TENANT, "--json", cwd=stack.root,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stdout + added.stderr
+    made = json.loads(added.stdout)
+    assert made["input_data"] == {"sizes": [64]} and len(made["next_runs"]) == 3
+    listed = cli("schedules", "list", "--tenant", TENANT, cwd=stack.root)
+    assert f"{made['id']}  {TENANT}  'cli nightly': thumbnail_generation on {prefix}" in (
+        listed.stdout
+    )
+    # when its EventBridge schedule comes due (moved to every minute, as if the night came)
+    scheduler = stack.client("scheduler")
+    group = stack.config["resources"]["refs"]["ScheduleGroup"]
+    armed = scheduler.get_schedule(Name=made["id"], GroupName=group)
+    scheduler.update_schedule(
+        Name=made["id"],
+        GroupName=group,
+        ScheduleExpression="cron(* * * * ? *)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        State="ENABLED",
+        Target=armed["Target"],
+    )
+    # then the local scheduler fires a run within its minute, and the run's operation gives the
+    # PNG a second thumbnail job
+    deadline = time.monotonic() + 100
+    shown = {}
+    while time.monotonic() < deadline:
+        shown = stack.api(f"/schedules/{made['id']}")[1]
+        if shown.get("runs"):
+            break
+        time.sleep(2)
+    assert shown.get("runs") == 1, shown
+    operation_id = shown["last_operation_id"]
+    while time.monotonic() < deadline:
+        operation = stack.api(f"/operations/{operation_id}")[1]
+        if operation["status"] != "running":
+            break
+        time.sleep(1)
+    assert (operation["status"], operation["changed"]) == ("succeeded", 1)
+    file_id = uploaded.file_ids["cli-photo.png"]
+    thumbnails = [
+        j for j in stack.api(f"/files/{file_id}")[1]["jobs"]
+        if j["job_type"] == "thumbnail_generation"
+    ]  # fmt: skip
+    assert len(thumbnails) == 2
+    # and it is paused, shown so, then removed
+    paused = cli("schedules", "pause", made["id"], cwd=stack.root)
+    assert paused.returncode == 0 and "(paused)" in paused.stdout
+    removed = cli("schedules", "remove", made["id"], cwd=stack.root)
+    assert removed.returncode == 0 and f"removed {made['id']}" in removed.stdout
+    gone = cli("schedules", "show", made["id"], cwd=stack.root)
+    assert gone.returncode != 0 and "Traceback" not in gone.stderr

@@ -127,6 +127,8 @@ def test_a_schedule_is_armed_in_eventbridge_scheduler_with_its_cron_and_message(
         ({"job_type": None}, "job_type"),
         ({"job_type": "virus_scan"}, "job_type"),
         ({"action": "rescan"}, "job_type"),  # a rescan takes no job_type
+        ({"input_data": {"sizes": [8000]}}, "input_data.sizes[0]"),
+        ({"input_data": {"quality": 5}}, "input_data.quality"),
     ],
 )
 def test_a_schedule_that_cannot_run_as_asked_is_refused_naming_the_field(

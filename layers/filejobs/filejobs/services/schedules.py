@@ -146,7 +146,7 @@ class Schedules:
             checked_expression(schedule.expression, time_zone(schedule.timezone), now)
             _check_prefix(schedule.tenant, schedule.prefix)
             self._check_action(schedule)
-        except ScheduleError as error:
+        except ValueError as error:  # a ScheduleError, or an option the job type refuses
             raise InvalidRequestError(str(error), log="schedule refused") from None
 
     def _check_action(self, schedule: Schedule) -> None:
@@ -159,10 +159,8 @@ class Schedules:
         if schedule.job_type is JobType.VIRUS_SCAN:
             raise ScheduleError("job_type", "use the rescan action to scan files again")
         if self._check_options is not None:
-            try:
-                self._check_options(schedule.job_type, schedule.options)
-            except ValueError as error:
-                raise ScheduleError("options", str(error)) from None
+            # Its error names the field: input_data.sizes[1]: ...
+            self._check_options(schedule.job_type, schedule.options)
 
 
 def _tenant_of(caller: Caller, named: str | None) -> str:
