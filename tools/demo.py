@@ -138,6 +138,7 @@ def run(out: Path, workers: int) -> int:
                 paths=[str(path) for _, path in written],
                 tenant=TENANT,
                 no_follow=False,
+                wait=False,
                 timeout=300,
             )
             followed = commands.upload(upload, target)

@@ -50,7 +50,9 @@ def register(
     add_.add_argument("--prefix", required=True, help="an object key prefix: uploads/TENANT/...")
     what = add_.add_mutually_exclusive_group(required=True)
     what.add_argument("--rescan", action="store_true", help="scan every file again")
-    what.add_argument("--run", choices=JOB_TYPES, metavar="JOB_TYPE", help="a new job on each")
+    what.add_argument(
+        "--run", dest="job_type", choices=JOB_TYPES, metavar="JOB_TYPE", help="a new job on each"
+    )
     add_.add_argument(
         "--option",
         action="append",
@@ -91,7 +93,7 @@ def schedule_id_argument(value: str) -> str:
 
 
 def check_add(arguments: argparse.Namespace) -> None:
-    if arguments.option and not arguments.run:
+    if arguments.option and not arguments.job_type:
         raise UsageError("schedules add: --option goes with --run JOB_TYPE")
 
 
@@ -101,10 +103,10 @@ def body_of(arguments: argparse.Namespace) -> dict[str, Any]:
         "expression": arguments.cron,
         "timezone": arguments.timezone,
         "prefix": arguments.prefix,
-        "action": "run" if arguments.run else "rescan",
+        "action": "run" if arguments.job_type else "rescan",
     }
-    if arguments.run:
-        body["job_type"] = arguments.run
+    if arguments.job_type:
+        body["job_type"] = arguments.job_type
         options = dict(arguments.option)
         if options:
             body["input_data"] = options

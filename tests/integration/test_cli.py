@@ -97,8 +97,9 @@ def test_upload_wait_returns_once_the_file_is_processed_with_each_job_s_outcome(
     buffer = io.BytesIO()
     Image.new("RGB", (320, 200), (20, 160, 90)).save(buffer, "PNG")
     (tmp_path / "cli-wait.png").write_bytes(buffer.getvalue())
+    # (a tenant of its own: the other tests count the module's tenant's files and jobs)
     result = cli(
-        "upload", str(tmp_path / "cli-wait.png"), "--tenant", TENANT, "--wait",
+        "upload", str(tmp_path / "cli-wait.png"), "--tenant", "cli-wait", "--wait",
         "--timeout", "150", cwd=stack.root, timeout=180,
     )  # fmt: skip
     # then it exits 0 with one line saying the file is processed and how each job ended
@@ -434,11 +435,11 @@ def test_schedules_are_added_listed_fired_by_the_local_scheduler_paused_and_remo
     added = cli(
         "schedules", "add", "cli nightly", "--cron", "cron(0 3 * * ? *)",
         "--timezone", "Europe/Paris", "--prefix", prefix, "--run", "thumbnail_generation",
-        "--option", "sizes=64", "--tenant", TENANT, "--json", cwd=stack.root,
+        "--option", "sizes=64,128", "--tenant", TENANT, "--json", cwd=stack.root,
     )  # fmt: skip
     assert added.returncode == 0, added.stdout + added.stderr
     made = json.loads(added.stdout)
-    assert made["input_data"] == {"sizes": [64]} and len(made["next_runs"]) == 3
+    assert made["input_data"] == {"sizes": [64, 128]} and len(made["next_runs"]) == 3
     listed = cli("schedules", "list", "--tenant", TENANT, cwd=stack.root)
     assert f"{made['id']}  {TENANT}  'cli nightly': thumbnail_generation on {prefix}" in (
         listed.stdout
