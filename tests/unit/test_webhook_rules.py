@@ -245,6 +245,8 @@ def test_urls_allowed() -> None:
     assert check_url("http://127.0.0.1:8080/in", local_mode=True) is None
     assert check_url("http://127.0.0.1:8080/in") is not None
     assert check_url("http://localhost:8080/in", local_mode=True) is not None
+    assert check_url("https://2130706433/in", local_mode=True) is not None
+    assert check_url("http://0x7f.1:8080/in", local_mode=True) is not None
     assert check_url("http://10.0.0.1/in", local_mode=True) is not None
     assert check_url("http://hooks.example.com/in", local_mode=True) is not None
 

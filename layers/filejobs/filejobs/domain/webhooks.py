@@ -413,13 +413,14 @@ def check_url(url: str, *, local_mode: bool = False) -> str | None:  # noqa: PLR
     if port == 0:
         return "url's port must not be 0"
     address = parse_ip(host)
-    if parts.scheme == "http" and local_mode and address == LOCAL_RECEIVER:
+    if parts.scheme == "http" and local_mode and host == str(LOCAL_RECEIVER):
         return None
     if parts.scheme != "https":
         allowed = "https (or http://127.0.0.1 on the local stack)" if local_mode else "https"
         return f"url must be {allowed}"
     if address is not None:
-        reason = refused_address(address, local_mode=local_mode)
+        # Local mode's one exception is 127.0.0.1 written so, never another form of it.
+        reason = refused_address(address, local_mode=local_mode and host == str(LOCAL_RECEIVER))
         return None if reason is None else f"url's host is {reason}"
     name = host.rstrip(".").lower()
     if name == "localhost" or name.endswith((".localhost", ".internal", ".local")):
