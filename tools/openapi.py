@@ -615,6 +615,7 @@ def _webhook_schemas() -> dict[str, Any]:
         "properties": {
             "id": {"type": "string", "pattern": DELIVERY_ID_PATTERN},
             "endpoint_id": {"type": "string", "pattern": ENDPOINT_ID_PATTERN},
+            "tenant": {"type": "string", "pattern": TENANT_PATTERN},
             "event_id": _STR,
             "event_type": _STR,
             "status": {"type": "string", "enum": [s.value for s in webhook_rules.DeliveryStatus]},

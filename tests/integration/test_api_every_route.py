@@ -39,6 +39,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.operation_repository import OperationRepository
+from filejobs.data.webhook_repository import WebhookRepository
+from filejobs.domain import webhooks
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.operations import Action, JobFilter, Operation
@@ -153,6 +155,8 @@ class Owned:
     plan: IngestPlan
     stopped: ProcessingJob
     operation: str  # the id of a bulk operation the tenant started
+    webhook: str  # the id of a webhook endpoint of the tenant's
+    delivery: str  # the id of one of its deliveries
 
     @property
     def pending(self) -> ProcessingJob:
@@ -166,6 +170,8 @@ class Owned:
             ("<file>", self.plan.file.id),
             *((f"<job{n}>", job.id) for n, job in enumerate(self.plan.jobs)),
             ("<operation>", self.operation),
+            ("<webhook>", self.webhook),
+            ("<delivery>", self.delivery),
             ("<tenant>", self.tenant),
         ]
 
@@ -178,7 +184,43 @@ class Owned:
 def owned(tenant: str, name: str = "a.png") -> Owned:
     """A file of `tenant`, recorded with its jobs, the second of them cancelled."""
     plan = ingested(tenant, name)
-    return Owned(tenant, plan, cancelled(plan.jobs[1]), started_operation(tenant))
+    webhook, delivery = webhook_of(tenant)
+    return Owned(
+        tenant, plan, cancelled(plan.jobs[1]), started_operation(tenant), webhook, delivery
+    )
+
+
+def webhook_of(tenant: str) -> tuple[str, str]:
+    """An endpoint of `tenant`'s (the one it has, else a new one) and a new delivery of it."""
+    store = WebhookRepository(boto3.client("dynamodb"), os.environ["OPS_TABLE_NAME"])
+    now = utcnow()
+    existing = store.endpoints(tenant)
+    if existing:
+        endpoint = existing[0]
+    else:
+        endpoint = webhooks.Endpoint(
+            id=webhooks.new_endpoint_id(tenant),
+            tenant=tenant,
+            url="https://hooks.example.com/in",
+            event_types=frozenset({"Job Completed"}),
+            secrets=(webhooks.Secret(webhooks.new_secret(), now),),
+            created_at=now,
+            updated_at=now,
+            created_by=f"api:tenant:{tenant}",
+        )
+        store.create_endpoint(endpoint)
+    delivery = webhooks.Delivery(
+        id=webhooks.resend_id(now),
+        endpoint_id=endpoint.id,
+        tenant=tenant,
+        event_id=f"job:{uuid.uuid4()}:1:completed:x",
+        event_type="Job Completed",
+        body="{}",
+        created_at=now,
+        updated_at=now,
+    )
+    assert store.create_delivery(delivery)
+    return endpoint.id, delivery.id
 
 
 def started_operation(tenant: str) -> str:
@@ -201,7 +243,15 @@ def started_operation(tenant: str) -> str:
 def never_recorded(tenant: str) -> Owned:
     """Ids and a key of the same shapes as `owned`'s, that no table holds."""
     plan = ingest_plan(utcnow(), "image/png", tenant=tenant, name="a.png")
-    return Owned(tenant, plan, plan.jobs[1], f"op-{utcnow():%Y%m%dT%H%M%SZ}-0123abcd")
+    now = utcnow()
+    return Owned(
+        tenant,
+        plan,
+        plan.jobs[1],
+        f"op-{now:%Y%m%dT%H%M%SZ}-0123abcd",
+        f"wh-{'0' * 24}-{tenant}",
+        webhooks.resend_id(now),
+    )
 
 
 @dataclass(frozen=True)
@@ -321,6 +371,46 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ),
     ("GET", "/tenants/{tenant}/quotas"): RouteCase(
         Access.TENANT, lambda o: Request(f"/tenants/{o.tenant}/quotas")
+    ),
+    ("POST", "/webhooks"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(
+            "/webhooks",
+            body=json.dumps(
+                {
+                    "url": "https://hooks.example.com/new",
+                    "event_types": ["File Processed"],
+                    "tenant": o.tenant,
+                }
+            ),
+        ),
+    ),
+    ("GET", "/webhooks"): RouteCase(
+        Access.TENANT, lambda o: Request("/webhooks", {"tenant": o.tenant}), lists=({},)
+    ),
+    ("GET", "/webhooks/{webhook_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}")
+    ),
+    ("DELETE", "/webhooks/{webhook_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}")
+    ),
+    ("POST", "/webhooks/{webhook_id}/rotate"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}/rotate")
+    ),
+    ("POST", "/webhooks/{webhook_id}/enable"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}/enable")
+    ),
+    ("GET", "/webhooks/{webhook_id}/deliveries"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(f"/webhooks/{o.webhook}/deliveries"),
+        lists=({}, {"limit": "1"}),
+    ),
+    ("GET", "/webhooks/{webhook_id}/deliveries/{delivery_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}/deliveries/{o.delivery}")
+    ),
+    ("POST", "/webhooks/{webhook_id}/deliveries/{delivery_id}/resend"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(f"/webhooks/{o.webhook}/deliveries/{o.delivery}/resend"),
     ),
     ("PUT", "/tenants/{tenant}/quotas"): RouteCase(
         Access.OPERATOR,

@@ -390,6 +390,7 @@ def delivery_view(delivery: Delivery, *, with_body: bool = False) -> dict[str, A
     view: dict[str, Any] = {
         "id": delivery.id,
         "endpoint_id": delivery.endpoint_id,
+        "tenant": delivery.tenant,
         "event_id": delivery.event_id,
         "event_type": delivery.event_type,
         "status": delivery.status.value,
