@@ -1,15 +1,17 @@
 """The template's resources created on the AWS emulator, and its intrinsics resolved to them.
 
 Everything comes from template.yaml (tables with their indexes, streams and TTL, queues with
-their redrive policies, buckets with their notifications, event buses): a resource added there
-exists locally with no new wiring. `Resources.resolve` answers the intrinsics the template's
-function settings use (`!Ref`, `!GetAtt X.Arn|StreamArn|QueueUrl|QueueName`, `!Sub` with the
-pseudo parameters and logical ids), the way CloudFormation would for the real stack.
+their redrive policies, buckets with their notifications, event buses and their rules): a
+resource added there exists locally with no new wiring. `Resources.resolve` answers the
+intrinsics the template's function settings use (`!Ref`, `!GetAtt
+X.Arn|StreamArn|QueueUrl|QueueName`, `!Sub` with the pseudo parameters and logical ids), the
+way CloudFormation would for the real stack.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -178,7 +180,29 @@ def provision(
     for logical_id, arn in create_event_buses(events, bus_names, template).items():
         resources.refs[logical_id] = bus_names[logical_id]
         resources.attributes[logical_id] = {"Arn": arn, "Name": bus_names[logical_id]}
+    create_rules(events, resources, template)
     return resources
+
+
+def create_rules(events: Any, resources: Resources, template: dict[str, Any]) -> None:
+    """Each AWS::Events::Rule on its bus with its pattern and targets, as CloudFormation would
+    (the webhooks' rule sends the tenants' events to the webhooks queue): moto's EventBridge
+    delivers a matching event to an SQS target of the same emulator."""
+    for logical_id, rule in resources_of_type(template, "AWS::Events::Rule").items():
+        properties = resources.resolve(rule["Properties"])
+        name = f"{resources.stack_name}-{logical_id}"
+        bus = properties.get("EventBusName", "default")
+        answer = events.put_rule(
+            Name=name,
+            EventBusName=bus,
+            EventPattern=json.dumps(properties["EventPattern"]),
+            State=properties.get("State", "ENABLED"),
+        )
+        resources.refs[logical_id] = name
+        resources.attributes[logical_id] = {"Arn": answer["RuleArn"]}
+        targets = [{"Id": t["Id"], "Arn": t["Arn"]} for t in properties.get("Targets", [])]
+        if targets:
+            events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
 
 
 def _parameter_defaults(template: dict[str, Any]) -> dict[str, str]:
