@@ -504,3 +504,15 @@ def test_event_time_is_kept_in_the_payload() -> None:
     )
     assert event is not None and event.time == datetime(2026, 12, 4, 12, tzinfo=UTC)
     assert bus_event({"detail-type": "Webhook Disabled", "detail": {"tenant": "acme"}}) is None
+
+
+def test_the_sample_event_file_fans_out_to_the_tenants_endpoint(
+    hooks: Hooks, receiver: Receiver
+) -> None:
+    endpoint = hooks.register(receiver.url, "Job Completed")
+    sample = json.loads((README.parent / "events" / "webhooks_bus_event.json").read_text())
+    assert webhooks_function.handler(sample, _context())["batchItemFailures"] == []
+    hooks.drain()
+    (delivery,) = hooks.deliveries(endpoint["id"])
+    assert delivery["status"] == "succeeded"
+    assert json.loads(receiver.received[0].body)["data"]["tenant"] == "acme"
