@@ -516,3 +516,31 @@ def test_the_sample_event_file_fans_out_to_the_tenants_endpoint(
     (delivery,) = hooks.deliveries(endpoint["id"])
     assert delivery["status"] == "succeeded"
     assert json.loads(receiver.received[0].body)["data"]["tenant"] == "acme"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[]",
+        "{",
+        '{"url": "https://hooks.example.com/in"}',
+        '{"url": "https://hooks.example.com/in", "event_types": []}',
+        '{"url": "https://hooks.example.com/in", "event_types": ["Job Done"]}',
+        '{"url": "https://hooks.example.com/in", "event_types": ["Job Failed"], "x": 1}',
+        '{"url": "https://h\\ud800.example.com/", "event_types": ["Job Failed"]}',
+        '{"url": "https://hooks.example.com/", "event_types": ["Job Failed"], '
+        '"description": "\\ud800"}',
+        '{"url": "https://hooks.example.com/", "event_types": ["Job Failed"], "tenant": "a b"}',
+    ],
+)
+def test_a_malformed_registration_is_refused_before_any_write(hooks: Hooks, body: str) -> None:
+    status, answer = hooks.api.call("POST", "/webhooks", who=ACME, body=body)
+    assert status in {400, 422}, answer
+    assert hooks.api.call("GET", "/webhooks", who=ACME)[1] == {"webhooks": []}
+
+
+@pytest.mark.parametrize("body", ['{"overlap_hours": 169}', '{"overlap_hours": "1"}', "Infinity"])
+def test_a_rotation_out_of_range_is_refused(hooks: Hooks, body: str) -> None:
+    endpoint = hooks.register("https://hooks.example.com/in")
+    status, _ = hooks.api.call("POST", f"/webhooks/{endpoint['id']}/rotate", who=ACME, body=body)
+    assert status in {400, 422}

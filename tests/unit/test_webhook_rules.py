@@ -233,6 +233,8 @@ def test_every_numeric_form_is_an_address(text: str, expected: str | None) -> No
         "ftp://hooks.example.com/",
         "https:///nohost",
         "https://hooks.example.com/a b",
+        "https://h\ud800.example.com/",
+        "https://bücher.example/in",
     ],
 )
 def test_urls_refused_on_aws(url: str) -> None:

@@ -48,7 +48,11 @@ def register(body: str | None) -> Register:
     if "tenant" in data and not (isinstance(tenant, str) and is_tenant(tenant)):
         raise InvalidRequestError("tenant must be a tenant name")
     description = data.get("description", "")
-    if not isinstance(description, str) or len(description) > rules.MAX_DESCRIPTION_LENGTH:
+    if (
+        not isinstance(description, str)
+        or len(description) > rules.MAX_DESCRIPTION_LENGTH
+        or not _is_text(description)
+    ):
         raise InvalidRequestError(
             f"description must be text of at most {rules.MAX_DESCRIPTION_LENGTH} characters"
         )
@@ -114,3 +118,12 @@ def deliveries(found: list[rules.Delivery], next_token: str | None) -> dict[str,
 
 def delivery(found: rules.Delivery) -> dict[str, Any]:
     return delivery_view(found, with_body=True)
+
+
+def _is_text(text: str) -> bool:
+    """Text DynamoDB stores as written: valid UTF-8 (no lone surrogate), no control character."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return all(c.isprintable() for c in text)

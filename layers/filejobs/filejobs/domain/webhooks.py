@@ -396,8 +396,11 @@ def check_url(url: str, *, local_mode: bool = False) -> str | None:  # noqa: PLR
     """Why `url` cannot be an endpoint, or None: https only (in local mode http://127.0.0.1 too),
     no credentials in it, no fragment, and a host that is no refused address nor localhost. A
     name is checked again, resolved, at every connection."""
-    if len(url) > MAX_URL_LENGTH or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in url):
-        return f"url must be at most {MAX_URL_LENGTH} characters, with no spaces or controls"
+    if len(url) > MAX_URL_LENGTH or not all(0x20 < ord(c) < 0x7F for c in url):
+        return (
+            f"url must be at most {MAX_URL_LENGTH} visible ASCII characters (an international "
+            "name in its punycode form, other characters percent-encoded)"
+        )
     try:
         parts = urlsplit(url)
         port = parts.port
