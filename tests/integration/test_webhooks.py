@@ -544,3 +544,64 @@ def test_a_rotation_out_of_range_is_refused(hooks: Hooks, body: str) -> None:
     endpoint = hooks.register("https://hooks.example.com/in")
     status, _ = hooks.api.call("POST", f"/webhooks/{endpoint['id']}/rotate", who=ACME, body=body)
     assert status in {400, 422}
+
+
+def test_tls_goes_to_the_checked_address_with_the_names_sni_host_and_certificate(
+    tmp_path: Path,
+) -> None:
+    # given an HTTPS receiver on 127.0.0.1 whose certificate names hooks.example.com, and a
+    # resolver that answers that name with 127.0.0.1 (local mode allows it)
+    import shutil  # noqa: PLC0415
+    import ssl  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is needed to make the receiver's certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=hooks.example.com",
+         "-addext", "subjectAltName=DNS:hooks.example.com"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    seen: dict[str, Any] = {}
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(cert, key)
+
+    def sni(_: Any, name: str | None, __: Any) -> None:
+        seen["sni"] = name
+
+    server_tls.sni_callback = sni
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            seen["host"] = self.headers.get("Host")
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = server_tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    loopback = [ipaddress.ip_address("127.0.0.1")]
+    try:
+        trusting = ssl.create_default_context(cafile=str(cert))
+        sender = PinnedSender(local_mode=True, resolver=lambda h, p: loopback, tls=trusting)
+        # when a delivery goes to the name
+        answer = sender.post(f"https://hooks.example.com:{port}/in", b"{}", {})
+        # then it reached the checked address, spoke TLS for the name and sent it as Host
+        assert answer.status_code == 204, answer
+        assert seen == {"sni": "hooks.example.com", "host": f"hooks.example.com:{port}"}
+        # and a certificate that does not name the host is refused
+        wrong = PinnedSender(local_mode=True, resolver=lambda h, p: loopback, tls=trusting)
+        refused = wrong.post(f"https://other.example.com:{port}/in", b"{}", {})
+        assert refused.status_code is None and refused.error is not None
+        assert "TLS" in refused.error
+    finally:
+        server.shutdown()
+        server.server_close()
