@@ -283,3 +283,25 @@ def test_rotation_signs_with_both_secrets_until_the_overlap_ends(bench: Bench) -
     assert bench.sender.posts[-1][1][rules.SIGNATURE_HEADER].count("v1=") == 1
     with pytest.raises(InvalidRequestError):
         bench.service().rotate(ACME, endpoint.id, timedelta(days=8))
+
+
+def test_the_queue_delays_each_hop_at_most_15_minutes() -> None:
+    from typing import Any, cast  # noqa: PLC0415
+
+    from filejobs.adapters.webhook_http import SqsWebhookQueue, delivery_task_of  # noqa: PLC0415
+
+    sent: list[dict[str, Any]] = []
+
+    class Client:
+        def send_message(self, **request: Any) -> None:
+            sent.append(request)
+
+    queue = SqsWebhookQueue(cast("Any", Client()), "https://queue")
+    task = DeliveryTask(
+        "wh-0123456789abcdef01234567-acme", "dl-20261204T120000Z-0123456789abcdef0123"
+    )
+    for delay in (timedelta(hours=6), timedelta(seconds=42), timedelta(seconds=-5)):
+        queue.send(task, delay)
+    assert [r["DelaySeconds"] for r in sent] == [900, 42, 0]
+    assert delivery_task_of(sent[0]["MessageBody"]) == task
+    assert delivery_task_of('{"webhook_delivery": {"endpoint_id": 1}}') is None
