@@ -526,6 +526,7 @@ def test_the_sample_event_file_fans_out_to_the_tenants_endpoint(
         '{"url": "https://hooks.example.com/in"}',
         '{"url": "https://hooks.example.com/in", "event_types": []}',
         '{"url": "https://hooks.example.com/in", "event_types": ["Job Done"]}',
+        '{"url": "https://hooks.example.com/in", "event_types": ["Job Failed", "Job Failed"]}',
         '{"url": "https://hooks.example.com/in", "event_types": ["Job Failed"], "x": 1}',
         '{"url": "https://h\\ud800.example.com/", "event_types": ["Job Failed"]}',
         '{"url": "https://hooks.example.com/", "event_types": ["Job Failed"], '

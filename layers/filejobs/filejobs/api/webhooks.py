@@ -44,6 +44,8 @@ def register(body: str | None) -> Register:
         raise InvalidRequestError(
             f"event_types is required: a list of some of {', '.join(rules.EVENT_TYPES)}"
         )
+    if len(set(types)) != len(types):
+        raise InvalidRequestError("event_types must name each type once")
     tenant = data.get("tenant")
     if "tenant" in data and not (isinstance(tenant, str) and is_tenant(tenant)):
         raise InvalidRequestError("tenant must be a tenant name")
