@@ -107,7 +107,21 @@ def permissions_of(call: Call) -> list[tuple[str, str]]:
             ("events:PutEvents", bus_arn(e.get("EventBusName", "default")))
             for e in params["Entries"]
         ]
+    if call.service == "scheduler":
+        return _scheduler(call.operation, params)
     raise UnmappedCallError(f"no IAM mapping for {call.service}:{call.operation}")
+
+
+def _scheduler(operation: str, params: dict[str, Any]) -> list[tuple[str, str]]:
+    """A schedule's own ARN; creating or changing one also passes its target's role."""
+    if operation not in {"CreateSchedule", "UpdateSchedule", "DeleteSchedule", "GetSchedule"}:
+        raise UnmappedCallError(f"no IAM mapping for scheduler:{operation}")
+    group = params.get("GroupName", "default")
+    arn = f"arn:{PARTITION}:scheduler:{REGION}:{ACCOUNT}:schedule/{group}/{params['Name']}"
+    pairs = [(f"scheduler:{operation}", arn)]
+    if operation in {"CreateSchedule", "UpdateSchedule"}:
+        pairs.append(("iam:PassRole", params["Target"]["RoleArn"]))
+    return pairs
 
 
 def _dynamodb(operation: str, params: dict[str, Any]) -> list[tuple[str, str]]:
@@ -223,6 +237,10 @@ class Resolver:
                 r"\$\{([^}]+)\}", lambda m: self._substitute(m.group(1)), value["Fn::Sub"]
             )
         raise AssertionError(f"cannot resolve {value!r}")
+
+    def known(self, name: str) -> str | None:
+        """The value of "LogicalId.Attribute" (or a Ref's "LogicalId"), if the test made it."""
+        return self._attributes.get(name)
 
     def _substitute(self, name: str) -> str:
         return self._pseudo[name] if name in self._pseudo else self._attribute(name)

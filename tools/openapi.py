@@ -26,27 +26,32 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from filejobs.api.parsing import (
-    INPUT_INTEGER_BOUND,
-    INPUT_MAX_MAGNITUDE,
-    INPUT_MIN_MAGNITUDE,
-    LOCATION_FIELDS,
-    MAX_INPUT_DATA_BYTES,
-    REASON_PATTERN,
-)
+from filejobs.api.parsing import REASON_PATTERN
 from filejobs.api.webhooks import DELIVERY_ID_PATTERN, ENDPOINT_ID_PATTERN
 from filejobs.domain import webhooks as webhook_rules
+from filejobs.domain.delays import MAX_DELAY_SECONDS, PAST_SKEW
 from filejobs.domain.failures import FAILURE_GROUP_PATTERN
-from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
+from filejobs.domain.job import (
+    DEFAULT_MAX_RETRIES,
+    MAX_RETRIES_LIMIT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    JobStatus,
+    JobType,
+)
+from filejobs.domain.job_options import options_of
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.messages import UUID_PATTERN
 from filejobs.domain.operations import (
+    BULK_ACTIONS,
     MAX_ERROR_TEXT_CHARS,
     OPERATION_ID_PATTERN,
     Action,
     OperationStatus,
 )
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, UNLIMITED
+from filejobs.domain.schedules import MAX_NAME_CHARS, SCHEDULE_ID_PATTERN, ScheduleAction
+from filejobs.services.schedules import MAX_PREFIX_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"
@@ -59,6 +64,22 @@ _OPT_STR = {"type": ["string", "null"]}
 # spaces or line breaks alone), at most 500; the pattern spelled to mean that in any regex engine.
 _REASON = {"type": "string", "minLength": 1, "maxLength": 500, "pattern": REASON_PATTERN}
 _OPT_TIME = {"type": ["string", "null"], "format": "date-time"}
+# An attempt's progress and log (domain/attempt_notes.py): the log in GET /jobs/{job_id} only.
+_NOTES: dict[str, Any] = {
+    "fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+    "percent": {"type": ["integer", "null"], "minimum": 0, "maximum": 100},
+    "message": {"type": ["string", "null"], "maxLength": 120},
+    "log": {
+        "description": (
+            "The attempt's key lines: at most 20 of 200 bytes, its first 8 and latest kept, "
+            "with a line in between that says how many were left out"
+        ),
+        "type": "array",
+        "items": _STR,
+        "maxItems": 20,
+    },
+    "log_lines_dropped": {"type": "integer", "minimum": 0},
+}
 
 _PERCENTILES = {
     "type": ["object", "null"],
@@ -212,7 +233,15 @@ SCHEMAS: dict[str, Any] = {
             "attempt": {"type": "integer"},
             "retry_count": {"type": "integer"},
             "max_retries": {"type": "integer"},
-            "next_retry_at": _OPT_TIME,
+            "scheduled_at": {
+                **_OPT_TIME,
+                "description": "When a scheduled job is due: its requested time, or its retry",
+            },
+            "next_retry_at": {**_OPT_TIME, "description": "The same as scheduled_at"},
+            "options": {
+                "type": "object",
+                "description": "The options the job was requested with (input_data)",
+            },
             "started_at": _OPT_TIME,
             "completed_at": _OPT_TIME,
             "duration_seconds": {"type": ["number", "null"]},
@@ -220,7 +249,34 @@ SCHEMAS: dict[str, Any] = {
             "result": {"type": ["object", "null"]},
             "cancelled_by": _OPT_STR,
             "cancel_reason": _OPT_STR,
-            "attempts": {"type": "array", "items": {"type": "object"}},
+            "progress": {
+                "description": (
+                    "The running attempt's progress as its last heartbeat carried it (within a "
+                    "third of the lease); null when it reported none. A cancelled job keeps "
+                    "where its attempt stopped. `log` in GET /jobs/{job_id} only"
+                ),
+                "type": ["object", "null"],
+                "properties": {
+                    "attempt": {"type": "integer"},
+                    "updated_at": {"type": "string", "format": "date-time"},
+                    **_NOTES,
+                },
+            },
+            "attempts": {
+                "description": "The last 10 attempts, oldest first",
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "number": {"type": "integer"},
+                        "started_at": {"type": "string", "format": "date-time"},
+                        "ended_at": {"type": "string", "format": "date-time"},
+                        "outcome": {"enum": ["completed", "failed", "retrying", "lease_expired"]},
+                        "error": _OPT_STR,
+                        **_NOTES,
+                    },
+                },
+            },
             "created_at": _OPT_TIME,
             "updated_at": _OPT_TIME,
             "outputs": {
@@ -447,7 +503,7 @@ SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
         "required": ["action", "filter", "reason"],
         "properties": {
-            "action": {"type": "string", "enum": [a.value for a in Action]},
+            "action": {"type": "string", "enum": [a.value for a in BULK_ACTIONS]},
             "filter": {"$ref": "#/components/schemas/JobFilter"},
             "reason": _REASON,
             "dry_run": {"type": "boolean"},
@@ -473,6 +529,11 @@ SCHEMAS: dict[str, Any] = {
             "errors": {"type": "integer", "minimum": 0},
             "finished_at": _OPT_TIME,
             "error": _OPT_STR,
+            "files": {
+                "description": "A schedule's run: the files it acts on instead of jobs",
+                "type": ["object", "null"],
+            },
+            "schedule_id": _OPT_STR,
             "dry_run": {"const": False},
         },
     },
@@ -481,7 +542,7 @@ SCHEMAS: dict[str, Any] = {
         "required": ["dry_run", "action", "filter", "matched", "exact", "sample"],
         "properties": {
             "dry_run": {"const": True},
-            "action": {"type": "string", "enum": [a.value for a in Action]},
+            "action": {"type": "string", "enum": [a.value for a in BULK_ACTIONS]},
             "filter": {"type": "object"},
             "matched": {"type": "integer", "minimum": 0},
             "exact": {"type": "boolean", "description": "false: at least `matched`"},
@@ -500,6 +561,69 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "operations": {"type": "array", "items": {"$ref": "#/components/schemas/Operation"}},
             "next_token": _OPT_STR,
+        },
+    },
+    "ScheduleRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "expression", "action", "prefix"],
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS},
+            "expression": {
+                "type": "string",
+                "description": "cron(minutes hours day-of-month month day-of-week year)",
+                "examples": ["cron(0 3 * * ? *)", "cron(0 2 1 * ? *)"],
+            },
+            "timezone": {"type": "string", "description": "IANA time zone (default UTC)"},
+            "action": {"type": "string", "enum": [a.value for a in ScheduleAction]},
+            "prefix": {
+                "type": "string",
+                "description": "An object key prefix inside uploads/{tenant}/",
+                "maxLength": MAX_PREFIX_BYTES,
+            },
+            "tenant": {"type": "string", "pattern": TENANT_PATTERN},
+            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
+            "input_data": {"type": "object", "description": "The run's jobs' options (run)"},
+        },
+    },
+    "ScheduleChange": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["enabled"],
+        "properties": {"enabled": {"type": "boolean"}},
+    },
+    "Schedule": {
+        "type": "object",
+        "required": ["id", "tenant", "name", "expression", "action", "prefix", "enabled"],
+        "properties": {
+            "id": {"type": "string", "pattern": SCHEDULE_ID_PATTERN},
+            "tenant": _STR,
+            "name": _STR,
+            "expression": _STR,
+            "timezone": _STR,
+            "action": {"type": "string", "enum": [a.value for a in ScheduleAction]},
+            "prefix": _STR,
+            "job_type": _OPT_STR,
+            "input_data": {"type": ["object", "null"]},
+            "enabled": {"type": "boolean"},
+            "next_runs": {
+                "description": "The next three runs (none while paused)",
+                "type": "array",
+                "items": {"type": "string", "format": "date-time"},
+            },
+            "runs": {"type": "integer", "minimum": 0},
+            "last_run_at": _OPT_TIME,
+            "last_operation_id": _OPT_STR,
+            "created_by": _STR,
+            "created_at": {"type": "string", "format": "date-time"},
+            "updated_at": {"type": "string", "format": "date-time"},
+        },
+    },
+    "ScheduleList": {
+        "type": "object",
+        "required": ["schedules"],
+        "properties": {
+            "schedules": {"type": "array", "items": {"$ref": "#/components/schemas/Schedule"}}
         },
     },
 }
@@ -694,39 +818,15 @@ def _add_links(paths: dict[str, Any]) -> None:
             }
 
 
-def _input_value_schema() -> dict[str, Any]:
-    """Any JSON value DynamoDB can store in a map (services/api.py checks the same)."""
-    ref = {"$ref": "#/components/schemas/InputValue"}
-    return {
-        "description": "A JSON value DynamoDB can store (at most 16 levels deep)",
-        "anyOf": [
-            {"type": ["string", "boolean", "null"]},
-            {
-                "type": "integer",
-                "minimum": -INPUT_INTEGER_BOUND + 1,
-                "maximum": INPUT_INTEGER_BOUND - 1,
-            },
-            {
-                "type": "number",
-                "anyOf": [
-                    {"const": 0},
-                    {"minimum": INPUT_MIN_MAGNITUDE, "exclusiveMaximum": INPUT_MAX_MAGNITUDE},
-                    {"maximum": -INPUT_MIN_MAGNITUDE, "exclusiveMinimum": -INPUT_MAX_MAGNITUDE},
-                ],
-            },
-            {"type": "array", "items": ref},
-            {"type": "object", "propertyNames": {"minLength": 1}, "additionalProperties": ref},
-        ],
-    }
-
-
-def _job_request_schema() -> dict[str, Any]:
+def _request_schema(job_type: JobType) -> dict[str, Any]:
+    """The body of POST /files/{file_id}/jobs for one job type: its options are its own."""
+    options_ref = f"#/components/schemas/{_schema_name(job_type)}Options"
     return {
         "type": "object",
         "required": ["job_type"],
         "additionalProperties": False,
         "properties": {
-            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
+            "job_type": {"type": "string", "const": job_type.value},
             "priority": {
                 "type": "integer",
                 "minimum": PRIORITY_MIN,
@@ -737,16 +837,66 @@ def _job_request_schema() -> dict[str, Any]:
                 ),
             },
             "input_data": {
-                "type": ["object", "null"],
                 "description": (
-                    f"At most {MAX_INPUT_DATA_BYTES} bytes as JSON; may not set bucket, key, "
-                    "version_id, size or content_type. null: none"
+                    f"The {job_type.value} job's options (README: Job options); an unknown "
+                    "name or a value out of bounds answers 422 naming the field. null or "
+                    "absent: every default"
                 ),
-                "propertyNames": {"minLength": 1, "not": {"enum": sorted(LOCATION_FIELDS)}},
-                "additionalProperties": {"$ref": "#/components/schemas/InputValue"},
+                "anyOf": [{"$ref": options_ref}, {"type": "null"}],
+            },
+            "run_at": {
+                "type": "string",
+                "format": "date-time",
+                "description": (
+                    "Start the job at this time (RFC 3339 with its UTC offset), at most 30 days "
+                    f"ahead; up to {int(PAST_SKEW.total_seconds())} s in the past runs now, "
+                    "earlier answers 422. The job waits in `scheduled` until then. Not with "
+                    "delay_seconds"
+                ),
+            },
+            "delay_seconds": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_DELAY_SECONDS,
+                "description": (
+                    "Start the job this many seconds after the request (0: now). Not with run_at"
+                ),
+            },
+            "max_retries": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_RETRIES_LIMIT,
+                "default": DEFAULT_MAX_RETRIES,
+                "description": (
+                    "Retries after a transient failure (the job runs at most max_retries + 1 "
+                    "attempts before it fails for good; a permanent error fails it at once)"
+                ),
             },
         },
+        "not": {"required": ["run_at", "delay_seconds"]},
     }
+
+
+def _schema_name(job_type: JobType) -> str:
+    """thumbnail_generation -> ThumbnailGeneration."""
+    return "".join(part.capitalize() for part in job_type.value.split("_"))
+
+
+def _job_request_schemas() -> dict[str, Any]:
+    """JobRequest: one body per job type (oneOf, told apart by job_type), each with the options
+    of its type (domain/job_options.py, the definition the API and the processors read)."""
+    schemas: dict[str, Any] = {}
+    mapping = {}
+    for job_type in JobType:
+        name = _schema_name(job_type)
+        schemas[f"{name}Options"] = options_of(job_type).schema()
+        schemas[f"{name}JobRequest"] = _request_schema(job_type)
+        mapping[job_type.value] = f"#/components/schemas/{name}JobRequest"
+    schemas["JobRequest"] = {
+        "oneOf": [{"$ref": ref} for ref in mapping.values()],
+        "discriminator": {"propertyName": "job_type", "mapping": mapping},
+    }
+    return schemas
 
 
 def _complete(operation: dict[str, Any]) -> None:
@@ -807,8 +957,7 @@ def build_document() -> dict[str, Any]:
         schemas.pop(unused, None)
     schemas.update(SCHEMAS)
     schemas.update(CONSOLE_SCHEMAS)
-    schemas["JobRequest"] = _job_request_schema()
-    schemas["InputValue"] = _input_value_schema()
+    schemas.update(_job_request_schemas())
     schemas.update(_quota_schemas())
     schemas.update(_webhook_schemas())
     _add_links(document["paths"])

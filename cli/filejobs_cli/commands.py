@@ -30,6 +30,7 @@ from filejobs_cli.progress import (
     JobRow,
     LineDisplay,
     TableDisplay,
+    progress_phrase,
     render_table,
     row_of,
     summary,
@@ -396,19 +397,54 @@ def job_summary(job: dict[str, Any]) -> list[str]:
     for label, key in (
         ("started", "started_at"),
         ("finished", "completed_at"),
-        ("next try", "next_retry_at"),
     ):
         if job.get(key):
             lines.append(f"  {label + ':':<9} {job[key]}")
+    due = job.get("scheduled_at") or job.get("next_retry_at")
+    if due:
+        # a delayed job that has not run yet starts then; one that ran tries again then
+        lines.append(f"  {'next try:' if job.get('attempt') else 'starts:':<9} {due}")
     if job.get("duration_seconds") is not None:
         lines.append(f"  took:     {job['duration_seconds']:.2f} s")
     if job.get("error_message"):
         lines.append(f"  error:    {job['error_message']}")
     if job.get("cancel_reason"):
         lines.append(f"  cancelled by {job.get('cancelled_by')}: {job['cancel_reason']}")
+    if job.get("options"):
+        lines.append(f"  options:  {json.dumps(job['options'], sort_keys=True)}")
     if job.get("result"):
         lines.append(f"  result:   {json.dumps(job['result'], sort_keys=True)}")
+    lines.extend(attempt_lines(job))
     return lines
+
+
+def attempt_lines(job: dict[str, Any]) -> list[str]:
+    """The running attempt's progress and log so far, then each attempt with its log."""
+    lines: list[str] = []
+    progress = job.get("progress")
+    if isinstance(progress, dict):
+        state = "so far" if job.get("status") == "running" else "where it stopped"
+        at = f" at {progress['updated_at']}" if progress.get("updated_at") else ""
+        phrase = progress_phrase(progress) or "-"
+        lines.append(f"  progress: {phrase} (attempt {progress.get('attempt')}{at})")
+        lines.extend(_log_lines(progress.get("log"), f"log {state}"))
+    attempts = [a for a in job.get("attempts") or [] if isinstance(a, dict)]
+    if attempts:
+        lines.append("  attempts:")
+    for attempt in attempts:
+        head = f"    {attempt.get('number')}. {attempt.get('outcome')} {attempt.get('ended_at')}"
+        phrase = progress_phrase(attempt)
+        lines.append(head + (f" ({phrase})" if phrase else ""))
+        if attempt.get("error"):
+            lines.append(f"       error: {attempt['error']}")
+        lines.extend("    " + line for line in _log_lines(attempt.get("log"), "log"))
+    return lines
+
+
+def _log_lines(log: Any, title: str) -> list[str]:
+    if not isinstance(log, list) or not log:
+        return []
+    return [f"  {title}:", *(f"    | {line}" for line in log)]
 
 
 def file_summary(stored: dict[str, Any]) -> list[str]:

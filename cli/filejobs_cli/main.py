@@ -7,6 +7,8 @@ filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
 filejobs upload PATH... [--tenant T] [--no-follow | --wait] [--timeout S]
 filejobs status FILE_ID|JOB_ID [--json]
 filejobs jobs [--status S] [--type T] [--tenant T] [--limit N] [--json]
+filejobs request FILE_ID JOB_TYPE [--option NAME=VALUE]... [--options JSON]
+                 [--delay 10m | --at TIME] [--max-retries N] [--priority N] [--json]
 filejobs cancel JOB_ID [--reason R]  |  filejobs retry JOB_ID
 filejobs get FILE_ID [--out DIR]
 filejobs rescan FILE_ID... | --tenant T [--prefix P] [--dry-run]
@@ -24,6 +26,9 @@ filejobs bulk status OP_ID [--json]  |  filejobs bulk list [--tenant T] [--limit
 filejobs webhooks add URL --event TYPE... [--tenant T]  |  list [--tenant T]  |  show ID
 filejobs webhooks rotate ID [--overlap-hours H]  |  enable ID  |  deliveries ID  |  remove ID
 filejobs webhooks resend ID DELIVERY_ID
+filejobs schedules add NAME --cron EXPR [--timezone TZ] --prefix P --rescan | --run JOB_TYPE
+                   [--option NAME=VALUE]... [--tenant T]
+filejobs schedules list [--tenant T] | show|pause|resume|remove SCHEDULE_ID   [--json]
 
 Commands on files and jobs go to the local stack (`.filejobs/local.json`) unless given
 --stack-name NAME or --api-url URL (deployed: SigV4-signed with the caller's AWS credentials).
@@ -41,7 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from filejobs_cli import commands as commands_
-from filejobs_cli import console, quotas, scanning, webhooks
+from filejobs_cli import console, quotas, requests, scanning, schedules, webhooks
 from filejobs_cli.client import CliError
 
 # The commands that need the dev tools (moto, the template's parser), in the package that has them.
@@ -121,9 +126,11 @@ def parser() -> argparse.ArgumentParser:
     local = local_commands()
     local.register(commands, project_root)
     commands_.register(commands, project_root)
+    requests.register(commands, project_root)
     scanning.register(commands, project_root, local.invoker(project_root))
     quotas.register(commands, project_root)
     webhooks.register(commands, project_root)
+    schedules.register(commands, project_root)
     console.register(commands, project_root)
     return root
 

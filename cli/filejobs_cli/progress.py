@@ -23,6 +23,7 @@ class JobRow:
     status: str
     attempt: int
     detail: str  # a short result, or the error
+    percent: int | None = None  # a running attempt's progress, as its last heartbeat said
 
     @property
     def terminal(self) -> bool:
@@ -37,7 +38,25 @@ def row_of(file: str, job: Mapping[str, Any]) -> JobRow:
         status=str(job.get("status", "")),
         attempt=int(job.get("attempt") or 0),
         detail=detail_of(job),
+        percent=percent_of(job),
     )
+
+
+def percent_of(job: Mapping[str, Any]) -> int | None:
+    progress = job.get("progress")
+    if job.get("status") != "running" or not isinstance(progress, Mapping):
+        return None
+    percent = progress.get("percent")
+    return percent if isinstance(percent, int) else None
+
+
+def progress_phrase(progress: Any) -> str:
+    """'40% encoded 12 of 30 s' from a job's or an attempt's progress fields ('' if none)."""
+    if not isinstance(progress, Mapping):
+        return ""
+    percent, message = progress.get("percent"), progress.get("message")
+    parts = [f"{percent}%" if isinstance(percent, int) else "", str(message or "")]
+    return " ".join(p for p in parts if p)
 
 
 def detail_of(job: Mapping[str, Any]) -> str:
@@ -47,6 +66,8 @@ def detail_of(job: Mapping[str, Any]) -> str:
         return shorten(str(job.get("error_message") or "failed"))
     if status == "cancelled":
         return shorten(str(job.get("cancel_reason") or "cancelled"))
+    if status == "running" and progress_phrase(job.get("progress")):
+        return shorten(progress_phrase(job.get("progress")))
     if status in {"pending", "scheduled", "running"} and job.get("error_message"):
         return shorten(f"retrying: {job['error_message']}")
     result = job.get("result")
@@ -100,11 +121,12 @@ def change_line(row: JobRow) -> str:
 
 
 def changed(previous: Mapping[str, JobRow], rows: Iterable[JobRow]) -> list[JobRow]:
-    """The rows whose status or attempt differ from what was last shown."""
+    """The rows whose status, attempt or progress differ from what was last shown."""
     out = []
     for row in rows:
         before = previous.get(row.job_id)
-        if before is None or (before.status, before.attempt) != (row.status, row.attempt):
+        now = (row.status, row.attempt, row.percent)
+        if before is None or (before.status, before.attempt, before.percent) != now:
             out.append(row)
     return out
 

@@ -26,6 +26,7 @@ from filejobs.access import Caller, caller_from
 from filejobs.adapters.s3 import S3OutputLinks
 from filejobs.api import openapi, parsing, rendering
 from filejobs.api import webhooks as webhook_requests
+from filejobs.domain.time import utcnow
 from filejobs.observability import SERVICE, TRACED_MODULES
 from filejobs.ports import PageCursor
 from filejobs.services.api import Requested, StatusApi
@@ -33,6 +34,7 @@ from filejobs.services.errors import RequestRefusedError, UnidentifiedCallerErro
 from filejobs.services.operations import BulkOperations
 from filejobs.services.page_tokens import PageTokens
 from filejobs.services.quotas import TenantLimits
+from filejobs.services.schedules import Schedules
 from filejobs.services.webhooks import Webhooks, endpoint_view
 
 if TYPE_CHECKING:
@@ -56,6 +58,10 @@ def service() -> StatusApi:
 
 def operations() -> BulkOperations:
     return runtime.bulk_operations(service())
+
+
+def schedules() -> Schedules:
+    return runtime.schedules(service())
 
 
 def quotas() -> TenantLimits:
@@ -281,6 +287,45 @@ def list_operations() -> dict[str, Any]:
 def get_operation(operation_id: str) -> dict[str, Any]:
     who = caller()
     return rendering.operation(operations().get(who, parsing.operation_id(operation_id)))
+
+
+@app.post("/schedules", **openapi.CREATE_SCHEDULE)
+def create_schedule() -> Response[str]:
+    who = caller()
+    made = schedules().create(who, parsing.new_schedule(app.current_event.body))
+    return _json(201, json.dumps(rendering.schedule(made, utcnow())))
+
+
+@app.get("/schedules", **openapi.LIST_SCHEDULES)
+def list_schedules() -> dict[str, Any]:
+    who = caller()
+    found = schedules().of_tenant(who, parsing.optional_tenant(params()))
+    return rendering.schedules(found, utcnow())
+
+
+@app.get("/schedules/<schedule_id>", **openapi.GET_SCHEDULE)
+def get_schedule(schedule_id: str) -> dict[str, Any]:
+    _about("schedule_id", schedule_id)
+    who = caller()
+    found = schedules().get(who, parsing.schedule_id(schedule_id))
+    return rendering.schedule(found, utcnow())
+
+
+@app.patch("/schedules/<schedule_id>", **openapi.CHANGE_SCHEDULE)
+def change_schedule(schedule_id: str) -> dict[str, Any]:
+    _about("schedule_id", schedule_id)
+    who = caller()
+    enabled = parsing.schedule_change(app.current_event.body)
+    changed = schedules().set_enabled(who, parsing.schedule_id(schedule_id), enabled)
+    return rendering.schedule(changed, utcnow())
+
+
+@app.delete("/schedules/<schedule_id>", **openapi.DELETE_SCHEDULE)
+def delete_schedule(schedule_id: str) -> Response[str]:
+    _about("schedule_id", schedule_id)
+    who = caller()
+    schedules().delete(who, parsing.schedule_id(schedule_id))
+    return Response(status_code=204, body="")
 
 
 @app.get("/tenants/<tenant>/quotas", **openapi.GET_QUOTAS)

@@ -8,6 +8,11 @@ by detail.event_id) and is never skipped.
 A job that ended also has its file checked (services/file_completion.py): when all of the file's
 jobs are terminal its completion is recorded, and that write comes back on the files' stream as
 `File Processed`.
+
+A job's finish also applies its type's keep-last-N retention, when KeepLastFinishedJobs names
+the type (services/retention.py says why here), before its file is checked. Best effort after
+the announcement: a failure is logged and counted (RetentionFailed), never retried at the cost
+of holding the shard's outcomes back; the next finish on the file, or the TTL, catches up.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from filejobs.domain.job import ProcessingJob
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
 from filejobs.services.file_completion import FileCompletions
 from filejobs.services.outcomes import Change, FileChange, JobChange, OutcomeService
+from filejobs.services.retention import Retention
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
@@ -71,6 +77,8 @@ def record_handler(record: DynamoDBRecord) -> None:
     change = change_of(record)
     publisher = EventBridgePublisher(runtime.events(), runtime.settings().require_event_bus())
     event = OutcomeService(publisher).announce(change)
+    if isinstance(change, JobChange):
+        retire_beyond_keep_last(change)
     if event is None:
         return
     detail = event.detail
@@ -98,6 +106,24 @@ def check_file(job: ProcessingJob) -> None:
             jobs=completion.counts(),
         )
         metrics.add_metric(name="FilesProcessed", unit=MetricUnit.Count, value=1)
+
+
+def retire_beyond_keep_last(change: JobChange) -> None:
+    keep = runtime.settings().keep_last
+    if not keep:
+        return
+    retention = Retention(runtime.jobs(), keep)
+    if not retention.applies_to(change.before, change.after):
+        return
+    try:
+        retired = retention.on_change(change.before, change.after)
+    except Exception:  # the next finish on the file, or the TTL, catches up
+        logger.exception("keep-last retention failed")
+        metrics.add_metric(name="RetentionFailed", unit=MetricUnit.Count, value=1)
+        return
+    if retired:
+        logger.info("finished jobs retired", retired=retired)
+        metrics.add_metric(name="JobsRetired", unit=MetricUnit.Count, value=len(retired))
 
 
 @logger.inject_lambda_context

@@ -1,9 +1,11 @@
-"""Operations function: advances bulk operations (services/operations.py), one page a message.
+"""Operations function: advances bulk operations (services/operations.py), one page a message,
+and starts schedules' runs (services/schedules.py) as EventBridge Scheduler delivers them.
 
-Each message names an operation; the page it changes and the message that continues it are the
-service's. A message that names no operation is logged and acknowledged: it can never become
-valid. A page that fails on an AWS error is reported as failed, and SQS delivers it again (the
-operation's cursor makes a repeated page change nothing twice).
+Each message names an operation, or a schedule's run; the page it changes and the message that
+continues it are the service's. A message that names neither is logged and acknowledged: it can
+never become valid. A page that fails on an AWS error is reported as failed, and SQS delivers it
+again (the operation's cursor makes a repeated page change nothing twice; a run is started once
+per scheduled time).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from filejobs import runtime
-from filejobs.adapters.operations_queue import operation_of
+from filejobs.adapters.operations_queue import ScheduleRun, operation_of, schedule_run_of
 from filejobs.observability import SERVICE, TRACED_MODULES
 
 if TYPE_CHECKING:
@@ -34,7 +36,11 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 def record_handler(record: SQSRecord) -> None:
     operation_id = operation_of(record.body)
     if operation_id is None:
-        logger.warning("message names no operation; dropped", message_id=record.message_id)
+        run = schedule_run_of(record.body)
+        if run is None:
+            logger.warning("message names no operation; dropped", message_id=record.message_id)
+            return
+        start_run(run)
         return
     logger.append_keys(operation_id=operation_id)
     advanced = runtime.bulk_operations().advance(operation_id)
@@ -46,6 +52,19 @@ def record_handler(record: SQSRecord) -> None:
         status=advanced.status.value,
         processed=advanced.progress.processed,
         matched=advanced.matched,
+    )
+
+
+def start_run(run: ScheduleRun) -> None:
+    logger.append_keys(schedule_id=run.schedule_id, scheduled_time=run.scheduled_time.isoformat())
+    started = runtime.schedules().run(run.tenant, run.schedule_id, run.scheduled_time)
+    if started is None:
+        return
+    logger.info(
+        "schedule run started",
+        operation_id=started.operation.id,
+        replayed=started.replayed,
+        matched=started.operation.matched,
     )
 
 

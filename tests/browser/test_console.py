@@ -28,6 +28,7 @@ from playwright.sync_api import Page, expect
 
 from filejobs.data.mapping import job_to_model
 from filejobs.domain import transitions
+from filejobs.domain.attempt_notes import AttemptNotes
 from filejobs.domain.ingest import ObjectCreated, plan_ingest
 from filejobs.domain.time import utcnow
 from tests.browser.conftest import (
@@ -239,6 +240,59 @@ def test_a_job_page_shows_its_thumbnail_inline(console: Console, uploaded: Uploa
     expect(page.locator("#file-verdict")).to_contain_text("clean")
     expect(page.locator("#file-jobs tbody tr")).to_have_count(len(uploaded.photo["jobs"]))
     assert axe_violations(page) == []
+
+
+def seed_running(stack: RunningStack) -> str:
+    """A running job whose heartbeat carried progress and a log, written straight into the jobs
+    table as a worker's heartbeat leaves it (no worker holds it; its lease runs an hour)."""
+    now = utcnow()
+    record = ObjectCreated(
+        bucket=stack.config["uploads_bucket"],
+        key=f"uploads/acme/progress-{uuid.uuid4().hex[:8]}.mp4",
+        size=3_200_000,
+        etag="e",
+        version_id="v1",
+    )
+    job = next(iter(plan_ingest(record, "video/mp4", now=now).jobs))
+    job.apply(transitions.claim(now=now, lease=timedelta(hours=1), worker="seed"))
+    notes = AttemptNotes(0.4, "encoded 12 of 30 s", ("read 3.2 MB video/mp4, 1920x1080, 31.4 s",))
+    job.apply(
+        transitions.heartbeat(job, now=now, lease=timedelta(hours=1), worker="seed", notes=notes)
+    )
+    item = job_to_model(job).serialize()
+    stack.client("dynamodb").put_item(TableName=stack.config["table_name"], Item=item)
+    return job.id
+
+
+def test_a_job_page_shows_a_running_attempts_progress_and_each_attempts_log(
+    console: Console, uploaded: Uploaded
+) -> None:
+    # Given a completed thumbnail job
+    job = job_of(uploaded.photo, "thumbnail_generation")
+    console.sign_in()
+    page = console.page
+    # when its page is opened, then its attempt's log shows what it read and wrote
+    console.open(f"job/{job['id']}")
+    expect(page.locator("#attempt-1-log")).to_contain_text("decoded 1200x800")
+    expect(page.locator("#attempt-1-log")).to_contain_text("wrote derived/")
+    expect(page.locator("#attempts tbody tr").first).to_contain_text("100%")
+    assert axe_violations(page) == []
+    # Given a running job whose heartbeat carried its progress
+    running = seed_running(console.stack)
+    # when its page is opened, then a labelled progress bar shows it, with its log so far
+    console.open(f"job/{running}")
+    bar = page.get_by_label("Attempt 1")
+    expect(bar).to_have_attribute("value", "0.4")
+    expect(page.locator("#job-progress-text")).to_have_text("40% · encoded 12 of 30 s")
+    expect(page.locator("#job-progress-log")).to_contain_text("read 3.2 MB video/mp4")
+    assert axe_violations(page) == []
+    page.set_viewport_size(PHONE)
+    page.wait_for_timeout(300)
+    assert not body_overflows(page)
+    page.set_viewport_size(LAPTOP)
+    # and the search lists it with its progress
+    console.open("jobs?status=running")
+    expect(page.locator("#job-results")).to_contain_text("40% · encoded 12 of 30 s")
 
 
 def test_failures_are_grouped_by_type_and_error(console: Console, uploaded: Uploaded) -> None:

@@ -919,7 +919,18 @@ JOB_REQUESTS = st.fixed_dictionaries(
             st.integers(1, 40).map(lambda depth: {"bucket": "x"} if depth == 1 else nested(depth)),
             st.integers(10**37, 10**40).map(lambda n: {"n": n}),
             st.sampled_from([1e-200, 1e200, -0.0, 5e-324]).map(lambda x: {"x": x}),
+            st.fixed_dictionaries(
+                {}, optional={"sizes": JSON_VALUES, "format": JSON_VALUES, "level": JSON_VALUES}
+            ),
         ),
+        "run_at": st.one_of(
+            ST_TEXT,
+            JSON_VALUES,
+            st.datetimes(timezones=st.just(UTC)).map(datetime.isoformat),
+            st.datetimes().map(datetime.isoformat),  # no offset
+        ),
+        "delay_seconds": st.one_of(st.integers(), st.floats(), JSON_VALUES),
+        "max_retries": st.one_of(st.integers(), st.floats(), JSON_VALUES),
     },
 ).flatmap(
     lambda request: st.one_of(st.just({}), EXTRA_FIELDS).map(lambda extra: {**extra, **request})
@@ -1056,7 +1067,16 @@ ACCEPTABLE_JOB_REQUESTS = st.fixed_dictionaries(
     {"job_type": st.sampled_from(JOB_TYPES)},
     optional={
         "priority": st.integers(-100, 100),
-        "input_data": st.dictionaries(st.text(min_size=1, max_size=8), ST_TEXT, max_size=2),
+        # thumbnail options (a job type without options, or a file they do not fit: 422)
+        "input_data": st.fixed_dictionaries(
+            {},
+            optional={
+                "sizes": st.lists(st.integers(16, 4096), min_size=1, max_size=8),
+                "format": st.sampled_from(["webp", "jpeg"]),
+            },
+        ),
+        "delay_seconds": st.integers(0, 2_592_000),
+        "max_retries": st.integers(1, 25),
     },
 )
 ROUTE_BODIES = {

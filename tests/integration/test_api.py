@@ -30,6 +30,7 @@ from filejobs_dev.infra.template import (
     create_tables,
     function_definitions,
     load_template,
+    queue_arns,
     resources_of_type,
 )
 from functions.api import app as api
@@ -124,15 +125,29 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     create_tables(boto3.client("dynamodb"), tables, TEMPLATE)
     queues = {q: f"{q}-{suffix}" for q in resources_of_type(TEMPLATE, "AWS::SQS::Queue")}
     urls = create_queues(boto3.client("sqs"), queues, TEMPLATE)
-    refs = {**tables, **urls}
+    groups = {
+        g: f"{g}-{suffix}" for g in resources_of_type(TEMPLATE, "AWS::Scheduler::ScheduleGroup")
+    }
+    for group in groups.values():
+        boto3.client("scheduler").create_schedule_group(Name=group)
+    refs = {**tables, **urls, **groups}
+    arns = {
+        **queue_arns(boto3.client("sqs"), urls),
+        "SchedulerRole": f"arn:aws:iam::123456789012:role/SchedulerRole-{suffix}",
+    }
     parameters = TEMPLATE.get("Parameters", {})
     for name, value in function_definitions(TEMPLATE)["ApiFunction"].environment.items():
         resolved = value
         if isinstance(value, dict) and "Ref" in value:
             target = value["Ref"]
             resolved = refs.get(target, parameters.get(target, {}).get("Default", "unused"))
+        elif isinstance(value, dict) and "Fn::GetAtt" in value:
+            found = value["Fn::GetAtt"]
+            target, attribute = found.split(".", 1) if isinstance(found, str) else found
+            # a role's unique id: no IAM caller here (see every_route)
+            resolved = arns.get(target, "unused") if attribute == "Arn" else "unused"
         elif isinstance(value, dict):
-            resolved = "unused"  # a role's unique id: no IAM caller here (see every_route)
+            resolved = "unused"
         monkeypatch.setenv(name, str(resolved))
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
     monkeypatch.delenv("API_TOKEN_SECRET", raising=False)

@@ -39,11 +39,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.operation_repository import OperationRepository
+from filejobs.data.schedule_repository import ScheduleRepository
 from filejobs.data.webhook_repository import WebhookRepository
 from filejobs.domain import webhooks
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.operations import Action, JobFilter, Operation
+from filejobs.domain.schedules import Schedule, ScheduleAction
 from filejobs.domain.time import utcnow
 from filejobs_dev.infra.template import function_definitions, resources_of_type
 from filejobs_dev.local.stack import routes_of
@@ -155,6 +157,7 @@ class Owned:
     plan: IngestPlan
     stopped: ProcessingJob
     operation: str  # the id of a bulk operation the tenant started
+    schedule: str  # the id of a recurring schedule of the tenant's
     webhook: str  # the id of a webhook endpoint of the tenant's
     delivery: str  # the id of one of its deliveries
 
@@ -170,6 +173,7 @@ class Owned:
             ("<file>", self.plan.file.id),
             *((f"<job{n}>", job.id) for n, job in enumerate(self.plan.jobs)),
             ("<operation>", self.operation),
+            ("<schedule>", self.schedule),
             ("<webhook>", self.webhook),
             ("<delivery>", self.delivery),
             ("<tenant>", self.tenant),
@@ -184,10 +188,10 @@ class Owned:
 def owned(tenant: str, name: str = "a.png") -> Owned:
     """A file of `tenant`, recorded with its jobs, the second of them cancelled."""
     plan = ingested(tenant, name)
+    stopped = cancelled(plan.jobs[1])
     webhook, delivery = webhook_of(tenant)
-    return Owned(
-        tenant, plan, cancelled(plan.jobs[1]), started_operation(tenant), webhook, delivery
-    )
+    schedule = recorded_schedule(tenant)
+    return Owned(tenant, plan, stopped, started_operation(tenant), schedule, webhook, delivery)
 
 
 def webhook_of(tenant: str) -> tuple[str, str]:
@@ -240,16 +244,40 @@ def started_operation(tenant: str) -> str:
     return store.create(operation, caller=operation.created_by, key=operation.id).id
 
 
+def recorded_schedule(tenant: str) -> str:
+    """A nightly rescan schedule of `tenant`'s, as POST /schedules records it (not armed)."""
+    now = utcnow()
+    schedule = Schedule(
+        id=f"sch-{uuid.uuid4().hex[:16]}",
+        tenant=tenant,
+        name="nightly",
+        expression="cron(0 3 * * ? *)",
+        timezone="UTC",
+        action=ScheduleAction.RESCAN,
+        prefix=f"uploads/{tenant}/",
+        created_by=f"api:tenant:{tenant}",
+        created_at=now,
+        updated_at=now,
+    )
+    assert ScheduleRepository(boto3.client("dynamodb"), os.environ["OPS_TABLE_NAME"]).create(
+        schedule
+    )
+    return schedule.id
+
+
 def never_recorded(tenant: str) -> Owned:
     """Ids and a key of the same shapes as `owned`'s, that no table holds."""
     plan = ingest_plan(utcnow(), "image/png", tenant=tenant, name="a.png")
     now = utcnow()
+    operation = f"op-{now:%Y%m%dT%H%M%SZ}-0123abcd"
+    webhook = f"wh-{'0' * 24}-{tenant}"
     return Owned(
         tenant,
         plan,
         plan.jobs[1],
-        f"op-{now:%Y%m%dT%H%M%SZ}-0123abcd",
-        f"wh-{'0' * 24}-{tenant}",
+        operation,
+        "sch-0123456789abcdef",
+        webhook,
         webhooks.resend_id(now),
     )
 
@@ -368,6 +396,33 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ),
     ("GET", "/operations/{operation_id}"): RouteCase(
         Access.TENANT, lambda o: Request(f"/operations/{o.operation}")
+    ),
+    ("POST", "/schedules"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(
+            "/schedules",
+            body=json.dumps(
+                {
+                    "name": "weekly rescan",
+                    "expression": "cron(0 4 ? * SUN *)",
+                    "action": "rescan",
+                    "prefix": f"uploads/{o.tenant}/",
+                    "tenant": o.tenant,
+                }
+            ),
+        ),
+    ),
+    ("GET", "/schedules"): RouteCase(
+        Access.TENANT, lambda o: Request("/schedules", {"tenant": o.tenant}), lists=({},)
+    ),
+    ("GET", "/schedules/{schedule_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/schedules/{o.schedule}")
+    ),
+    ("PATCH", "/schedules/{schedule_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/schedules/{o.schedule}", body='{"enabled": false}')
+    ),
+    ("DELETE", "/schedules/{schedule_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/schedules/{o.schedule}")
     ),
     ("GET", "/tenants/{tenant}/quotas"): RouteCase(
         Access.TENANT, lambda o: Request(f"/tenants/{o.tenant}/quotas")

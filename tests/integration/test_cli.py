@@ -381,3 +381,107 @@ def recorded(stack: RunningStack, key: str, seconds: float = 60) -> dict[str, An
             return stored
         time.sleep(0.5)
     raise AssertionError(f"{key} was never recorded")
+
+
+# --- request: options, a delay, max retries ----------------------------------------------------
+
+REQUEST_TENANT = "cli-request"
+
+
+def test_request_makes_a_delayed_job_with_its_options_shows_it_and_cancels_it(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    # given a text file of a tenant of its own
+    (tmp_path / "r.txt").write_text("filejobs request\n" * 100)
+    done = cli(
+        "upload", str(tmp_path / "r.txt"), "--tenant", REQUEST_TENANT, "--no-follow",
+        cwd=stack.root,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    file_id = recorded(stack, f"uploads/{REQUEST_TENANT}/r.txt")["id"]
+    # when a gzip compression is requested for ten minutes from now, with one retry
+    made = cli(
+        "request", file_id, "compression", "--option", "algorithm=gzip", "--option", "level=9",
+        "--delay", "10m", "--max-retries", "1", cwd=stack.root,
+    )  # fmt: skip
+    # then the job waits, scheduled, and the CLI says when it starts and with what options
+    assert made.returncode == 0, made.stderr
+    assert "status:   scheduled (attempt 0, retries 0/1)" in made.stdout
+    assert re.search(r"^  starts: +\d{4}-\d\d-\d\dT", made.stdout, re.MULTILINE), made.stdout
+    assert 'options:  {"algorithm": "gzip", "level": 9}' in made.stdout
+    job_id = re.findall(r"^job ([0-9a-f-]{36})$", made.stdout, re.MULTILINE)[0]
+    view = stack.api(f"/jobs/{job_id}")[1]
+    assert (view["status"], view["max_retries"]) == ("scheduled", 1)
+    # and status shows it the same way, and it can be cancelled before it runs
+    assert "starts:" in cli("status", job_id, cwd=stack.root).stdout
+    cancelled = cli("cancel", job_id, cwd=stack.root)
+    assert cancelled.returncode == 0 and "cancelled" in cancelled.stdout, cancelled.stderr
+    # when an option is out of bounds, then the API's reason is said, field first, and no job
+    before = len(stack.api(f"/files/{file_id}/jobs")[1]["jobs"])
+    refused = cli("request", file_id, "compression", "--option", "level=25", cwd=stack.root)
+    assert refused.returncode == 2
+    assert "input_data.level: must be an integer from 1 to 19 for algorithm zstd" in (
+        refused.stderr
+    )
+    assert len(stack.api(f"/files/{file_id}/jobs")[1]["jobs"]) == before
+
+
+def test_schedules_are_added_listed_fired_by_the_local_scheduler_paused_and_removed(
+    stack: RunningStack, uploaded: Uploaded
+) -> None:
+    # given the uploaded PNG, and a nightly thumbnail schedule for its prefix made with the CLI
+    prefix = f"uploads/{TENANT}/cli-photo"
+    added = cli(
+        "schedules", "add", "cli nightly", "--cron", "cron(0 3 * * ? *)",
+        "--timezone", "Europe/Paris", "--prefix", prefix, "--run", "thumbnail_generation",
+        "--option", "sizes=64", "--tenant", TENANT, "--json", cwd=stack.root,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stdout + added.stderr
+    made = json.loads(added.stdout)
+    assert made["input_data"] == {"sizes": [64]} and len(made["next_runs"]) == 3
+    listed = cli("schedules", "list", "--tenant", TENANT, cwd=stack.root)
+    assert f"{made['id']}  {TENANT}  'cli nightly': thumbnail_generation on {prefix}" in (
+        listed.stdout
+    )
+    # when its EventBridge schedule comes due (moved to every minute, as if the night came)
+    scheduler = stack.client("scheduler")
+    group = stack.config["resources"]["refs"]["ScheduleGroup"]
+    armed = scheduler.get_schedule(Name=made["id"], GroupName=group)
+    scheduler.update_schedule(
+        Name=made["id"],
+        GroupName=group,
+        ScheduleExpression="cron(* * * * ? *)",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        State="ENABLED",
+        Target=armed["Target"],
+    )
+    # then the local scheduler fires a run within its minute, and the run's operation gives the
+    # PNG a second thumbnail job
+    deadline = time.monotonic() + 100
+    shown = {}
+    while time.monotonic() < deadline:
+        shown = stack.api(f"/schedules/{made['id']}")[1]
+        if shown.get("runs"):
+            break
+        time.sleep(2)
+    assert shown.get("runs") == 1, shown
+    operation_id = shown["last_operation_id"]
+    while time.monotonic() < deadline:
+        operation = stack.api(f"/operations/{operation_id}")[1]
+        if operation["status"] != "running":
+            break
+        time.sleep(1)
+    assert (operation["status"], operation["changed"]) == ("succeeded", 1)
+    file_id = uploaded.file_ids["cli-photo.png"]
+    thumbnails = [
+        j for j in stack.api(f"/files/{file_id}")[1]["jobs"]
+        if j["job_type"] == "thumbnail_generation"
+    ]  # fmt: skip
+    assert len(thumbnails) == 2
+    # and it is paused, shown so, then removed
+    paused = cli("schedules", "pause", made["id"], cwd=stack.root)
+    assert paused.returncode == 0 and "(paused)" in paused.stdout
+    removed = cli("schedules", "remove", made["id"], cwd=stack.root)
+    assert removed.returncode == 0 and f"removed {made['id']}" in removed.stdout
+    gone = cli("schedules", "show", made["id"], cwd=stack.root)
+    assert gone.returncode != 0 and "Traceback" not in gone.stderr

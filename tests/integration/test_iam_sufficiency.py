@@ -54,6 +54,7 @@ from functions.definitions import app as definitions
 from functions.events import app as events
 from functions.ingest import app as ingest
 from functions.ingest_router import app as ingest_router
+from functions.operations import app as operations
 from functions.rescan import app as rescan_policy
 from functions.stats import app as stats
 from functions.sweep import app as sweep
@@ -126,8 +127,13 @@ class Stack:
                 target = value["Ref"]
                 known = target in self.refs
                 resolved = self.refs[target] if known else parameters[target]["Default"]
+            elif isinstance(value, dict) and "Fn::GetAtt" in value:
+                target = value["Fn::GetAtt"]
+                attribute = target if isinstance(target, str) else ".".join(target)
+                # a role's unique id: only the API reads it, of IAM callers
+                resolved = self.resolver.known(attribute) or "unused"
             elif isinstance(value, dict):
-                resolved = "unused"  # a role's unique id: only the API reads it, of IAM callers
+                resolved = "unused"
             # The ClamAV layer's programs are this machine's (as on the local stack).
             self.monkeypatch.setenv(name, on_this_machine(str(resolved)))
         runtime.reset()
@@ -176,7 +182,16 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterato
         attributes[f"{group}.Arn"] = f"arn:{PARTITION}:logs:{REGION}:{ACCOUNT}:log-group:{group}:*"
     # A role's Ref is its name (the API reads the names of the roles its IAM callers assume).
     roles = {lid: f"{lid}-{suffix}" for lid in resources_of_type(TEMPLATE, "AWS::IAM::Role")}
-    refs = {**tables, **urls, **buckets, **roles, "JobEventsBus": f"bus-{suffix}"}
+    attributes["SchedulerRole.Arn"] = (
+        f"arn:{PARTITION}:iam::{ACCOUNT}:role/{roles['SchedulerRole']}"
+    )
+    groups = {
+        g: f"{g}-{suffix}" for g in resources_of_type(TEMPLATE, "AWS::Scheduler::ScheduleGroup")
+    }
+    for logical_id, group in groups.items():
+        boto3.client("scheduler").create_schedule_group(Name=group)
+        attributes[logical_id] = group  # its Ref, as ${ScheduleGroup} in a policy
+    refs = {**tables, **urls, **buckets, **roles, **groups, "JobEventsBus": f"bus-{suffix}"}
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
     # The scan fails closed: a stack scans once its updater has published definitions.
     publish_set(s3, buckets["OutputsBucket"], tmp_path / "definitions", "20261201T000000Z")
@@ -481,6 +496,66 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
     assert [c.params["Key"] for c in urls] == [output]
     assert urls[0].params["Bucket"] == stack.refs["OutputsBucket"]
     assert stack.refused("ApiFunction", recorder.calls + urls) == []
+
+
+def test_the_api_may_keep_and_arm_schedules(stack: Stack) -> None:
+    # given the API's environment (an operator, making schedules for acme)
+    stack.become("ApiFunction")
+    runtime.tables()
+    body = json.dumps(
+        {"name": "nightly", "expression": "cron(0 3 * * ? *)", "action": "rescan",
+         "prefix": "uploads/acme/", "tenant": "acme"}
+    )  # fmt: skip
+    # when a schedule is made, read, listed, paused and removed
+    with recording_calls() as recorder:
+        made = api.handler(api_request("POST", "/schedules", body=body), CONTEXT)
+        schedule_id = json.loads(made["body"])["id"]
+        responses = [
+            made,
+            api.handler(api_request("GET", f"/schedules/{schedule_id}"), CONTEXT),
+            api.handler(api_request("GET", "/schedules"), CONTEXT),
+            api.handler(
+                api_request("PATCH", f"/schedules/{schedule_id}", body='{"enabled": false}'),
+                CONTEXT,
+            ),
+            api.handler(api_request("DELETE", f"/schedules/{schedule_id}"), CONTEXT),
+        ]
+    # then each answered, and every call made (the scheduler's, passing its role) is granted
+    assert [r["statusCode"] for r in responses] == [201, 200, 200, 200, 204]
+    assert {c.operation for c in recorder.calls} >= {
+        "CreateSchedule",
+        "UpdateSchedule",
+        "DeleteSchedule",
+        "PutItem",
+        "DeleteItem",
+    }
+    assert stack.refused("ApiFunction", recorder.calls) == []
+
+
+def test_the_operations_function_may_start_a_schedule_s_run(stack: Stack) -> None:
+    # given a nightly thumbnail schedule of acme's and an image under its prefix
+    stack.become("ApiFunction")
+    runtime.tables()
+    FileRepository().record_ingest(ingest_plan(utcnow(), "image/png", name="avatars/a.png"))
+    body = json.dumps(
+        {"name": "nightly", "expression": "cron(0 3 * * ? *)", "action": "run",
+         "job_type": "thumbnail_generation", "prefix": "uploads/acme/avatars/",
+         "tenant": "acme"}
+    )  # fmt: skip
+    made = json.loads(api.handler(api_request("POST", "/schedules", body=body), CONTEXT)["body"])
+    run = {"tenant": "acme", "schedule_id": made["id"], "scheduled_time": "2030-01-01T03:00:00Z"}
+    stack.become("OperationsFunction")
+    runtime.tables()
+    queue = stack.refs["OperationsQueue"]
+    boto3.client("sqs").send_message(QueueUrl=queue, MessageBody=json.dumps({"schedule_run": run}))
+    # when the operations function starts the run, then runs its page
+    with recording_calls() as recorder:
+        for _ in range(2):
+            records = stack.queue_records("OperationsQueue")
+            assert operations.handler({"Records": records}, CONTEXT)["batchItemFailures"] == []
+    # then the file got its job, and every call made is granted
+    assert {c.operation for c in recorder.calls} >= {"TransactWriteItems", "SendMessage"}
+    assert stack.refused("OperationsFunction", recorder.calls) == []
 
 
 def test_the_events_function_may_do_everything_it_does(stack: Stack) -> None:

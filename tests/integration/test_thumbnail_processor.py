@@ -366,14 +366,16 @@ def test_a_large_jpeg_decoded_at_reduced_scale_gives_exact_sizes(media: MediaBen
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        ({"sizes": [8]}, "size 8 is outside 16..4096"),
-        ({"sizes": [5000]}, "size 5000 is outside 16..4096"),
-        ({"sizes": list(range(100, 109))}, "at most 8 sizes, got 9"),
-        ({"sizes": ["big"]}, "size 'big' is not a whole number"),
-        ({"sizes": [128.5]}, "size 128.5 is not a whole number"),
-        ({"sizes": []}, "non-empty list"),
-        ({"sizes": 128}, "non-empty list"),
-        ({"format": "png"}, "format 'png' is not one of jpeg, webp"),
+        ({"sizes": [8]}, "bad option input_data.sizes[0]: must be an integer from 16 to 4096"),
+        ({"sizes": [5000]}, "input_data.sizes[0]: must be an integer from 16 to 4096 pixels"),
+        ({"sizes": list(range(100, 109))}, "input_data.sizes: must hold at most 8 values; got 9"),
+        ({"sizes": ["big"]}, "input_data.sizes[0]: must be an integer from 16 to 4096 pixels"),
+        ({"sizes": [128, 128.5]}, "input_data.sizes[1]: must be an integer from 16 to 4096"),
+        ({"sizes": []}, "input_data.sizes: must be a list of 1 to 8 integers"),
+        ({"sizes": 128}, "input_data.sizes: must be a list of 1 to 8 integers"),
+        ({"format": "png"}, "input_data.format: must be one of webp, jpeg; got 'png'"),
+        # a job stored before options were checked at request time fails as readably
+        ({"format": "WEBP"}, "input_data.format: must be one of webp, jpeg; got 'WEBP'"),
     ],
 )
 def test_invalid_options_fail_the_job_permanently(

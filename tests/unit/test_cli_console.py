@@ -20,7 +20,7 @@ import pytest
 from filejobs.api import parsing
 from filejobs.domain.failures import FAILURE_GROUP_PATTERN
 from filejobs.domain.job import JobType
-from filejobs.domain.operations import OPERATION_ID_PATTERN, Action
+from filejobs.domain.operations import BULK_ACTIONS, OPERATION_ID_PATTERN
 from filejobs.services.api import MAX_KEY_BYTES
 from filejobs_cli import console
 from filejobs_cli.client import CliError, HttpError, UsageError
@@ -215,7 +215,7 @@ def test_the_cli_checks_ids_and_filter_fields_as_the_api_does() -> None:
     assert set(JOB_TYPES) == {t.value for t in JobType}
     assert f"^{console._OPERATION_ID.pattern}$" == OPERATION_ID_PATTERN
     assert set(console.FILTER_FIELDS) == parsing.FILTER_FIELDS
-    assert tuple(a.value for a in Action) == console.ACTIONS
+    assert tuple(a.value for a in BULK_ACTIONS) == console.ACTIONS
     assert (console.MAX_REASON, console.MAX_KEY_BYTES) == (
         parsing.MAX_REASON_LENGTH,
         MAX_KEY_BYTES,

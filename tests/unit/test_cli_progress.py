@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from filejobs_cli.commands import attempt_lines
 from filejobs_cli.progress import (
     LineDisplay,
     TableDisplay,
@@ -90,3 +91,60 @@ def test_redraw_cuts_lines_to_the_width_and_clears_a_longer_earlier_drawing() ->
 def test_the_summary_counts_each_terminal_status() -> None:
     rows = [row_of("f", job(s)) for s in ("completed", "completed", "failed", "running")]
     assert summary(rows) == "2 completed, 1 failed, 0 cancelled, 1 unfinished"
+
+
+def test_a_running_jobs_progress_is_its_detail_and_a_change_of_it_is_printed() -> None:
+    running = {
+        "id": "j1",
+        "job_type": "video_thumbnail",
+        "status": "running",
+        "attempt": 1,
+        "progress": {"attempt": 1, "fraction": 0.4, "percent": 40, "message": "downloaded 4 MB"},
+    }
+    assert row_of("clip.mp4", running).detail == "40% downloaded 4 MB"
+    out = io.StringIO()
+    display = LineDisplay(out)
+    display.show([row_of("clip.mp4", running)])
+    display.show([row_of("clip.mp4", running)])  # the same: nothing new
+    later = {**running, "progress": {"attempt": 1, "percent": 70, "message": "decoding"}}
+    display.show([row_of("clip.mp4", later)])
+    assert out.getvalue().splitlines() == [
+        "clip.mp4: video_thumbnail running (attempt 1): 40% downloaded 4 MB",
+        "clip.mp4: video_thumbnail running (attempt 1): 70% decoding",
+    ]
+
+
+def test_the_job_view_shows_the_progress_so_far_and_each_attempts_log() -> None:
+    job = {
+        "id": "j1",
+        "status": "running",
+        "attempt": 2,
+        "progress": {
+            "attempt": 2,
+            "updated_at": "2026-12-01T08:00:00+00:00",
+            "percent": 40,
+            "message": "compressed 4.0 MB of 10.0 MB",
+            "log": ["read text/csv, 10.0 MB: zstd level 3"],
+        },
+        "attempts": [
+            {
+                "number": 1,
+                "outcome": "retrying",
+                "ended_at": "2026-12-01T07:59:00+00:00",
+                "error": "TransientError: throttled",
+                "percent": 10,
+                "message": "compressed 1.0 MB of 10.0 MB",
+                "log": ["read text/csv, 10.0 MB: zstd level 3"],
+            }
+        ],
+    }
+    assert attempt_lines(job) == [
+        "  progress: 40% compressed 4.0 MB of 10.0 MB (attempt 2 at 2026-12-01T08:00:00+00:00)",
+        "  log so far:",
+        "    | read text/csv, 10.0 MB: zstd level 3",
+        "  attempts:",
+        "    1. retrying 2026-12-01T07:59:00+00:00 (10% compressed 1.0 MB of 10.0 MB)",
+        "       error: TransientError: throttled",
+        "      log:",
+        "        | read text/csv, 10.0 MB: zstd level 3",
+    ]

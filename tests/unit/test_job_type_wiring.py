@@ -13,6 +13,7 @@ import filejobs.api_docs
 from filejobs.config import dead_letter_url_variable, queue_url_variable
 from filejobs.domain import content
 from filejobs.domain.job import JobType
+from filejobs.domain.job_options import OPTIONS
 from filejobs.domain.messages import Lane
 from filejobs.domain.scanning import GATED_JOB_TYPES
 from filejobs.processors.registry import ScanSettings, processor_for
@@ -95,6 +96,7 @@ def test_its_processor_is_a_module_of_the_processors_package_built_by_the_regist
     assert callable(processor), step(3, job_type)
     module = getattr(processor, "__module__", type(processor).__module__)
     assert module.startswith("filejobs.processors."), f"{step(2, job_type)}: from {module}"
+    assert job_type in OPTIONS, f"{step(2, job_type)}: no OptionSet in domain/job_options.py"
 
 
 @EVERY_TYPE
@@ -205,5 +207,5 @@ def test_the_scan_may_release_it_when_it_waits_for_the_verdict(job_type: JobType
 def test_the_cli_and_the_openapi_document_know_it(job_type: JobType) -> None:
     message = step(9, job_type)
     assert job_type.value in CLI_JOB_TYPES, f"{message}: JOB_TYPES of filejobs_cli/commands.py"
-    request = OPENAPI["components"]["schemas"]["JobRequest"]["properties"]["job_type"]
-    assert job_type.value in request["enum"], f"{message}: run tools/openapi.py"
+    request = OPENAPI["components"]["schemas"]["JobRequest"]["discriminator"]["mapping"]
+    assert job_type.value in request, f"{message}: run tools/openapi.py"

@@ -386,3 +386,26 @@ def test_the_workers_read_a_tenants_own_cap_once_a_minute_and_keep_it_when_a_rea
     store.overrides = broken  # type: ignore[method-assign,assignment]
     now[0] = 200.0
     assert caps("acme") == 1  # the last known cap, not a failed job
+
+
+def test_an_early_message_of_a_delayed_job_over_the_cap_is_sent_again_for_its_time(
+    jobs: InMemoryJobStore,
+    sent: RecordingDispatcher,
+    clock: FakeClock,
+    tmp_path: Path,
+    slots: InMemoryTenantSlots,
+) -> None:
+    # given acme at its cap, and a scan of acme's delayed to ten minutes from now
+    hold(slots, "acme", 2, clock.now + INVOCATION)
+    plan = ingest_plan(clock.now, tenant="acme", name="later.jpg")
+    job = next(job for job in plan.jobs if job.job_type is SCAN)
+    job.status, job.scheduled_at = JobStatus.SCHEDULED, clock.now + timedelta(minutes=10)
+    assert jobs.create(job)
+    # when a copy of its message comes now, four minutes before its time
+    clock.advance(timedelta(minutes=4))
+    result = worker(jobs, sent, clock, tmp_path, slots).handle(JobMessage.for_job(job))
+    # then it is neither deferred nor run: it waits, its message sent again for its time
+    assert result.disposition is Disposition.SKIPPED
+    assert sent.sent == [(job.id, timedelta(minutes=6))]
+    stored = jobs.get(job.id)
+    assert stored is not None and (stored.status, stored.attempt) == (JobStatus.SCHEDULED, 0)

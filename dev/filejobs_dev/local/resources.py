@@ -1,11 +1,11 @@
 """The template's resources created on the AWS emulator, and its intrinsics resolved to them.
 
 Everything comes from template.yaml (tables with their indexes, streams and TTL, queues with
-their redrive policies, buckets with their notifications, event buses and their rules): a
-resource added there exists locally with no new wiring. `Resources.resolve` answers the
+their redrive policies, buckets with their notifications, event buses and their rules, schedule
+groups): a resource added there exists locally with no new wiring. `Resources.resolve` answers the
 intrinsics the template's function settings use (`!Ref`, `!GetAtt
-X.Arn|StreamArn|QueueUrl|QueueName`, `!Sub` with the pseudo parameters and logical ids), the
-way CloudFormation would for the real stack.
+X.Arn|StreamArn|QueueUrl|QueueName`, `!Sub` with the pseudo parameters and logical ids), the way
+CloudFormation would for the real stack.
 """
 
 from __future__ import annotations
@@ -180,6 +180,12 @@ def provision(
     for logical_id, arn in create_event_buses(events, bus_names, template).items():
         resources.refs[logical_id] = bus_names[logical_id]
         resources.attributes[logical_id] = {"Arn": arn, "Name": bus_names[logical_id]}
+    scheduler = client("scheduler")
+    for logical_id in resources_of_type(template, "AWS::Scheduler::ScheduleGroup"):
+        group = f"{stack_name}-{logical_id}"
+        arn = scheduler.create_schedule_group(Name=group)["ScheduleGroupArn"]
+        resources.refs[logical_id] = group  # a schedule group's Ref is its name
+        resources.attributes[logical_id] = {"Arn": arn}
     create_rules(events, resources, template)
     return resources
 

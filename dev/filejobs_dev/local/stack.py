@@ -9,7 +9,8 @@ CloudFormation does during a deploy, before the resources that depend on it), an
 process (host.py) per event source of every function: `workers` pollers per SQS-triggered
 function, one per schedule, stream and API. An HTTP router on 127.0.0.1 turns requests into API
 Gateway proxy events for the function whose `Api` event matches, after checking the bearer
-token. Nothing is wired by hand: a function, event or custom resource added to the template runs
+token; a scheduler thread (scheduler.py) fires the schedules the API arms in EventBridge
+Scheduler. Nothing is wired by hand: a function, event or custom resource added to the template runs
 here as it is.
 
 Ctrl-C (or SIGTERM) stops the router, asks every host to stop after the batch in hand, waits up
@@ -44,7 +45,12 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from filejobs_cli.local_stack_file import CONFIG_PATH, LOCAL_CREDENTIALS
-from filejobs_dev.infra.template import FunctionSpec, function_definitions, load_template
+from filejobs_dev.infra.template import (
+    FunctionSpec,
+    function_definitions,
+    load_template,
+    resources_of_type,
+)
 from filejobs_dev.local import emulator, moto_fixes, tokens
 from filejobs_dev.local.faults import (
     CRASH_EXIT_CODE,
@@ -65,6 +71,7 @@ from filejobs_dev.local.metering import METER_LOG_VARIABLE
 from filejobs_dev.local.mirror import DefinitionsMirror, build_local_databases
 from filejobs_dev.local.payloads import api_event, custom_resource_event
 from filejobs_dev.local.resources import ACCOUNT, Resources, provision
+from filejobs_dev.local.scheduler import LocalScheduler
 
 # filejobs/config.py reads it: webhooks may reach http://127.0.0.1 (set here and in tests only).
 WEBHOOKS_LOCAL_MODE_VARIABLE = "FILEJOBS_WEBHOOKS_LOCAL_MODE"
@@ -212,6 +219,7 @@ class LocalStack:
         # Services served apart from `endpoint_url` (the DynamoDB emulator's), by botocore name.
         self.endpoints: dict[str, str] = {}
         self._router: ThreadingHTTPServer | None = None
+        self._scheduler: LocalScheduler | None = None
         # Each host process with the arguments that started it (to start it again).
         self._hosts: list[subprocess.Popen[bytes]] = []
         self._host_args: dict[int, tuple[str, str, tuple[str, ...]]] = {}
@@ -258,6 +266,29 @@ class LocalStack:
             self._start_hosts(name, spec)
         self._wait_for_hosts()
         self._start_router()
+        self._start_scheduler(session)
+
+    def _start_scheduler(self, session: boto3.Session) -> None:
+        """EventBridge Scheduler's part (local/scheduler.py): the schedules the API arms in the
+        template's schedule groups, fired at their times into the stack's queues."""
+        assert self.resources is not None
+        resources = self.resources
+        groups = [
+            resources.refs[lid]
+            for lid in resources_of_type(self.template, "AWS::Scheduler::ScheduleGroup")
+        ]
+        queues = {
+            attributes["Arn"]: attributes["QueueUrl"]
+            for attributes in resources.attributes.values()
+            if "QueueUrl" in attributes
+        }
+
+        def client(service: str) -> Any:
+            url = self.endpoints.get(service, self.endpoint_url)
+            return session.client(service, endpoint_url=url)  # type: ignore[call-overload]
+
+        self._scheduler = LocalScheduler(client("scheduler"), client("sqs"), groups, queues)
+        self._scheduler.start()
 
     def _write_config(self) -> None:
         assert self.resources is not None
@@ -646,6 +677,8 @@ class LocalStack:
         return True
 
     def stop(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.stop()
         if self._router is not None:
             self._router.shutdown()
         for process in self._hosts:

@@ -36,6 +36,9 @@ _ASSUMED_ROLE = re.compile(
 class Caller:
     tenant: str | None  # None only for an operator who named no tenant
     operator: bool
+    # What acts with this caller's rights, when not a person through the API (a schedule's run:
+    # "schedule:<id>"): recorded as the caller's name.
+    agent: str | None = None
 
     def may_see(self, tenant: str) -> bool:
         """Whether the caller may see (and change) what belongs to `tenant`."""
@@ -44,6 +47,8 @@ class Caller:
     @property
     def name(self) -> str:
         """How the caller is recorded in `updated_by`, `cancelled_by`, `triggered_by`."""
+        if self.agent is not None:
+            return self.agent
         if self.operator:
             return "api:operator" if self.tenant is None else f"api:operator:{self.tenant}"
         return f"api:tenant:{self.tenant}"

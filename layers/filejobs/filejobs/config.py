@@ -10,6 +10,7 @@ from datetime import timedelta
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import Lane
 from filejobs.domain.quotas import TenantQuotas
+from filejobs.domain.retention import keep_last_setting
 from filejobs.domain.scanning import UnscannablePolicy
 
 MiB = 1024 * 1024
@@ -74,6 +75,15 @@ class Settings:
     # stack and the tests alone, never by the template) lets them reach http://127.0.0.1.
     webhooks_queue_url: str | None = None
     webhooks_local_mode: bool = False
+    # Where schedules are armed (EventBridge Scheduler): their group, the queue their runs go
+    # to (its ARN), the role the scheduler sends with, and where a run it cannot send goes.
+    schedule_group: str | None = None
+    operations_queue_arn: str | None = None
+    scheduler_role_arn: str | None = None
+    schedule_dead_letter_arn: str | None = None
+    # Finished jobs kept per file and job type beside the TTL (KeepLastFinishedJobs; only the
+    # events function reads it: services/retention.py). A type not named: the TTL alone.
+    keep_last: Mapping[JobType, int] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -116,6 +126,11 @@ class Settings:
             operation_rate=_count(env, "OPERATION_RATE", 50) or 50,
             webhooks_queue_url=env.get("WEBHOOKS_QUEUE_URL") or None,
             webhooks_local_mode=env.get(WEBHOOKS_LOCAL_MODE_VARIABLE) == "1",
+            schedule_group=env.get("SCHEDULE_GROUP_NAME") or None,
+            operations_queue_arn=env.get("OPERATIONS_QUEUE_ARN") or None,
+            scheduler_role_arn=env.get("SCHEDULER_ROLE_ARN") or None,
+            schedule_dead_letter_arn=env.get("SCHEDULE_DEAD_LETTER_ARN") or None,
+            keep_last=_keep_last(env),
         )
 
     @property
@@ -136,6 +151,14 @@ class Settings:
         if not self.webhooks_queue_url:
             raise ConfigurationError("WEBHOOKS_QUEUE_URL is not set")
         return self.webhooks_queue_url
+
+    def require_scheduler(self) -> tuple[str, str, str]:
+        """The schedule group, the operations queue's ARN and the scheduler's role."""
+        if not (self.schedule_group and self.operations_queue_arn and self.scheduler_role_arn):
+            raise ConfigurationError(
+                "SCHEDULE_GROUP_NAME, OPERATIONS_QUEUE_ARN and SCHEDULER_ROLE_ARN must be set"
+            )
+        return self.schedule_group, self.operations_queue_arn, self.scheduler_role_arn
 
     def require_outputs_bucket(self) -> str:
         if not self.outputs_bucket:
@@ -225,3 +248,10 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
     if not value.isascii() or not value.isdigit():
         raise ConfigurationError(f"{name} must be a whole number (0: unlimited); got {value!r}")
     return int(value)
+
+
+def _keep_last(env: Mapping[str, str]) -> dict[JobType, int]:
+    try:
+        return keep_last_setting(env.get("KEEP_LAST_FINISHED_JOBS"))
+    except ValueError as error:
+        raise ConfigurationError(str(error)) from error

@@ -25,6 +25,7 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.operations import Operation
 from filejobs.domain.outcome_events import OutcomeEvent
 from filejobs.domain.quotas import DayUsage, QuotaChange, QuotaOverrides, UsageCharge
+from filejobs.domain.schedules import Schedule
 from filejobs.domain.stats import FailureGroupSummary, Overview
 from filejobs.domain.transition_result import TransitionResult
 from filejobs.domain.transitions import Transition
@@ -493,3 +494,30 @@ class WebhookNotices(Protocol):
     def disabled(self, endpoint: Endpoint, reason: str, at: datetime) -> None:
         """Announce on the stack's bus that `endpoint` was disabled."""
         ...
+
+
+# --- schedules ---------------------------------------------------------------------------------
+
+
+class ScheduleStore(Protocol):
+    def create(self, schedule: Schedule) -> bool: ...
+
+    def get(self, schedule_id: str) -> Schedule | None: ...
+
+    def of_tenant(self, tenant: str | None) -> list[Schedule]: ...
+
+    def set_enabled(
+        self, schedule_id: str, enabled: bool, *, at: datetime, by: str
+    ) -> Schedule | None: ...
+
+    def delete(self, schedule_id: str) -> bool: ...
+
+    def record_run(self, schedule_id: str, scheduled_time: datetime, operation_id: str) -> bool: ...
+
+
+class Scheduler(Protocol):
+    """What runs the schedules' crons (adapters/scheduler.py)."""
+
+    def arm(self, schedule: Schedule) -> None: ...
+
+    def disarm(self, schedule_id: str) -> None: ...

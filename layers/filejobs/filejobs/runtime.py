@@ -29,12 +29,14 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_sqs import SQSClient
 
     from filejobs.data.file_repository import FileRepository
     from filejobs.data.stats_repository import StatsRepository
     from filejobs.data.tenant_slots import DynamoTenantSlots
     from filejobs.domain.definitions import DefinitionsManifest
+    from filejobs.domain.job import JobType
     from filejobs.ports import OutputLinks, WebhookSender
     from filejobs.services.api import StatusApi
     from filejobs.services.console import ConsoleViews
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from filejobs.services.page_tokens import PageTokens
     from filejobs.services.quotas import TenantLimits
     from filejobs.services.scan_gate import ScanGate
+    from filejobs.services.schedules import Schedules
     from filejobs.services.webhooks import Webhooks
 
 
@@ -82,6 +85,11 @@ def sqs() -> SQSClient:
 @cache
 def events() -> EventBridgeClient:
     return cast("EventBridgeClient", _client("events"))
+
+
+@cache
+def scheduler_client() -> EventBridgeSchedulerClient:
+    return cast("EventBridgeSchedulerClient", _client("scheduler"))
 
 
 @cache
@@ -279,6 +287,37 @@ def webhooks(
     )
 
 
+def schedules(api: StatusApi | None = None) -> Schedules:
+    """Recurring schedules (services/schedules.py): OpsTable, EventBridge Scheduler, and the
+    bulk operations each run starts."""
+    from filejobs.adapters.scheduler import EventBridgeScheduler  # noqa: PLC0415
+    from filejobs.data.schedule_repository import ScheduleRepository  # noqa: PLC0415
+    from filejobs.domain.job_options import options_of  # noqa: PLC0415
+    from filejobs.services.schedules import Schedules  # noqa: PLC0415
+
+    loaded = settings()
+
+    def scheduler() -> EventBridgeScheduler:
+        group, target, role = loaded.require_scheduler()
+        return EventBridgeScheduler(
+            scheduler_client(),
+            group=group,
+            target_arn=target,
+            role_arn=role,
+            dead_letter_arn=loaded.schedule_dead_letter_arn,
+        )
+
+    def check_options(job_type: JobType, options: dict[str, Any]) -> None:
+        options_of(job_type).check(options)
+
+    return Schedules(
+        store=ScheduleRepository(dynamodb(), loaded.require_ops_table()),
+        scheduler=scheduler,
+        operations=lambda: bulk_operations(api),
+        check_options=check_options,
+    )
+
+
 def worker_id(context_request_id: str | None = None) -> str:
     name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "worker")
     return f"{name}:{context_request_id}" if context_request_id else name
@@ -297,6 +336,6 @@ def once[T](name: str, build: Callable[[], T]) -> T:
 
 def reset() -> None:
     """Forget every cached client and setting (tests change the environment between cases)."""
-    for cached in (settings, tables, aws_session, s3, sqs, events, dynamodb):
+    for cached in (settings, tables, aws_session, s3, sqs, events, scheduler_client, dynamodb):
         cached.cache_clear()
     _built.clear()

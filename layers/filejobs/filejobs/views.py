@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from filejobs.domain.attempt_notes import AttemptNotes
 from filejobs.domain.file import ScanRecord, StoredFile
 from filejobs.domain.file_completion import FileCompletion
-from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.job import Attempt, JobStatus, ProcessingJob
+from filejobs.domain.job_options import OPTIONS
 from filejobs.domain.keys import DERIVED_PREFIX
 
 
@@ -54,9 +56,12 @@ def output_keys(job: ProcessingJob) -> list[str]:
     return list(found)
 
 
-def job_view(job: ProcessingJob, outputs: Sequence[Output] | None = None) -> dict[str, Any]:
-    """The job as the API shows it; `outputs` (single-job answers only) adds their URLs."""
-    view = _job_fields(job)
+def job_view(
+    job: ProcessingJob, outputs: Sequence[Output] | None = None, *, logs: bool = False
+) -> dict[str, Any]:
+    """The job as the API shows it; `outputs` (single-job answers only) adds their URLs, and
+    `logs` (GET /jobs/{id} only: a listing stays small) each attempt's log lines."""
+    view = _job_fields(job, logs=logs)
     if outputs is not None:
         view["outputs"] = [
             {"name": o.name, "key": o.key, "url": o.url, "expires_at": _iso(o.expires_at)}
@@ -65,8 +70,9 @@ def job_view(job: ProcessingJob, outputs: Sequence[Output] | None = None) -> dic
     return view
 
 
-def _job_fields(job: ProcessingJob) -> dict[str, Any]:
+def _job_fields(job: ProcessingJob, *, logs: bool) -> dict[str, Any]:
     duration = job.duration()
+    progress = job.current_progress()
     return {
         "id": job.id,
         "file_id": job.file_id,
@@ -77,7 +83,10 @@ def _job_fields(job: ProcessingJob) -> dict[str, Any]:
         "attempt": job.attempt,
         "retry_count": job.retry_count,
         "max_retries": job.max_retries,
+        # When a scheduled job is due: a delayed job's requested time, or its next retry.
+        "scheduled_at": _iso(job.scheduled_at),
         "next_retry_at": _iso(job.scheduled_at),
+        "options": job_options(job),
         "started_at": _iso(job.started_at),
         "completed_at": _iso(job.completed_at),
         "duration_seconds": None if duration is None else duration.total_seconds(),
@@ -85,19 +94,53 @@ def _job_fields(job: ProcessingJob) -> dict[str, Any]:
         "result": job.result_data,
         "cancelled_by": job.cancelled_by,
         "cancel_reason": job.cancel_reason,
+        "progress": None
+        if progress is None
+        else {
+            "attempt": progress.attempt,
+            "updated_at": _iso(progress.updated_at),
+            **_notes_view(progress.notes, logs=logs),
+        },
         "attempts": [
-            {
-                "number": a.number,
-                "started_at": _iso(a.started_at),
-                "ended_at": _iso(a.ended_at),
-                "outcome": a.outcome.value,
-                "error": a.error,
-            }
+            _attempt_view(a, logs=logs)
             for a in sorted(job.attempts.values(), key=lambda a: a.number)
         ],
         "created_at": _iso(job.metadata.created_at),
         "updated_at": _iso(job.metadata.updated_at),
     }
+
+
+def job_options(job: ProcessingJob) -> dict[str, Any]:
+    """The options the job was requested with (its input_data's option names, as given; the
+    object's location and what the system adds are not options)."""
+    names = OPTIONS[job.job_type].names
+    data = job.input_data or {}
+    return {name: data[name] for name in names if name in data}
+
+
+def _attempt_view(attempt: Attempt, *, logs: bool) -> dict[str, Any]:
+    return {
+        "number": attempt.number,
+        "started_at": _iso(attempt.started_at),
+        "ended_at": _iso(attempt.ended_at),
+        "outcome": attempt.outcome.value,
+        "error": attempt.error,
+        **_notes_view(attempt.notes, logs=logs),
+    }
+
+
+def _notes_view(notes: AttemptNotes, *, logs: bool) -> dict[str, Any]:
+    """An attempt's progress (fraction, percent, message) and, with `logs`, its log lines (the
+    line that says how many were left out in place) and how many were left out."""
+    view: dict[str, Any] = {
+        "fraction": notes.fraction,
+        "percent": None if notes.fraction is None else round(notes.fraction * 100),
+        "message": notes.message,
+    }
+    if logs:
+        view["log"] = list(notes.lines)
+        view["log_lines_dropped"] = notes.dropped
+    return view
 
 
 def _iso(moment: datetime | None) -> str | None:

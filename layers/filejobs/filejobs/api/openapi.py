@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from filejobs.api.parsing import BUCKET_NAME_PATTERN, DEFAULT_LIMIT, MAX_LIMIT
 from filejobs.domain.failures import FAILURE_GROUP_PATTERN
-from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType
+from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, MAX_RETRIES_LIMIT, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.operations import MAX_ERROR_TEXT_CHARS
 from filejobs.domain.quotas import API_JOBS_PER_FILE
+from filejobs.domain.schedules import MAX_SCHEDULES_PER_TENANT
 from filejobs.services.page_tokens import MAX_TOKEN_LENGTH
 
 if TYPE_CHECKING:
@@ -192,7 +193,15 @@ REQUEST_JOB = _doc(
     "One conditional write, then the job is sent to its worker (the sweep sends it if that "
     "send fails). A parsing job on a file not yet scanned waits for a clean verdict. A job "
     "that decodes content only fits the types it decodes (thumbnail_generation: images; "
-    "video_thumbnail: videos; document_preview: PDF and text): another answers 422. A file "
+    "video_thumbnail: videos; document_preview: PDF and text): another answers 422. "
+    "`input_data` holds the job type's options (thumbnail_generation: sizes, format; "
+    "compression: algorithm, level; the others none), checked now: an unknown option or a bad "
+    "value answers 422, its message opening with the field (`input_data.sizes[0]: ...`), and "
+    "makes no job. With `run_at` or `delay_seconds` the job is `scheduled` until its time "
+    f"(at most 30 days ahead); it starts then: within seconds for a delay of up to 15 minutes "
+    "(a delayed message), within the sweep's period (1 minute) beyond. `max_retries` bounds "
+    f"its retries (1 to {MAX_RETRIES_LIMIT}). A repeated Idempotency-Key answers the first "
+    "request's job, its time included. A file "
     f"is given at most {API_JOBS_PER_FILE} jobs this way over its life (a repeated "
     "Idempotency-Key counts none; without one, every request is a new job): beyond, 409.",
     ok=(201, "The new job", "Job"),
@@ -363,6 +372,67 @@ GET_OPERATION = _doc(
     "Progress counts jobs processed, changed, skipped (their status no longer allowed the "
     "action) and errors, against the count matched when it started.",
     ok=(200, "The operation", "Operation"),
+)
+
+# POST /schedules
+CREATE_SCHEDULE = _doc(
+    "Create a recurring schedule: an action on every file under a key prefix, on a cron",
+    "action rescan scans every file under prefix again; action run gives each of them a new job "
+    "of job_type (with input_data as its options). expression is an EventBridge Scheduler cron "
+    "expression, cron(minutes hours day-of-month month day-of-week year), in timezone (an IANA "
+    "name, default UTC); L, W and # are not supported, and runs closer together than 23 hours "
+    f"are refused. A tenant has at most {MAX_SCHEDULES_PER_TENANT}. Each run is a tracked "
+    "operation (GET /operations/{id}), started once per scheduled time; prefix must lie in the "
+    "tenant's uploads/{tenant}/. An operator names the tenant.",
+    ok=(201, "The schedule, armed", "Schedule"),
+    errors=(400, 401, 404, 409, 422),
+    body={
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ScheduleRequest"}}
+        },
+    },
+)
+
+# GET /schedules
+LIST_SCHEDULES = _doc(
+    "The recurring schedules",
+    "A tenant sees its own; an operator every tenant's, or one's with tenant=.",
+    ok=(200, "The schedules, oldest first", "ScheduleList"),
+    parameters=[
+        _query(
+            "tenant", "Only this tenant's (a tenant may name only its own)", pattern=TENANT_PATTERN
+        )
+    ],
+)
+
+# GET /schedules/<schedule_id>
+GET_SCHEDULE = _doc(
+    "A recurring schedule: its next runs and its last run's operation",
+    "",
+    ok=(200, "The schedule", "Schedule"),
+)
+
+# PATCH /schedules/<schedule_id>
+CHANGE_SCHEDULE = _doc(
+    "Pause or resume a recurring schedule",
+    "A paused schedule starts no run; resumed, it runs at its next time (missed runs are not "
+    "made up).",
+    ok=(200, "The schedule", "Schedule"),
+    errors=(400, 401, 404, 422),
+    body={
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ScheduleChange"}}
+        },
+    },
+)
+
+# DELETE /schedules/<schedule_id>
+DELETE_SCHEDULE = _doc(
+    "Remove a recurring schedule",
+    "Its runs stop; the operations it started stay in the audit list.",
+    ok=(204, "Removed", ""),
 )
 
 # GET /overview

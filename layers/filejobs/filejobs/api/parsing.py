@@ -3,8 +3,10 @@
 Ids must be UUIDs, enums must name a member, bodies must be JSON objects of known fields, and
 whatever DynamoDB would refuse in a stored map is refused here as the caller's mistake. A
 request that cannot be read is malformed (400); one that reads but asks for something not
-allowed is invalid (422). Validation is by hand: Powertools' own needs pydantic, which the
-layer does not ship.
+allowed is invalid (422), its message opening with the field it is about
+(`input_data.sizes[0]: must be ...`). Validation is by hand: Powertools' own needs pydantic,
+which the layer does not ship; a job's options are checked by their definition in the domain
+(domain/job_options.py), the one its processor reads them with.
 """
 
 from __future__ import annotations
@@ -13,14 +15,23 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
+from filejobs.domain.delays import MAX_DELAY_SECONDS
+from filejobs.domain.job import MAX_RETRIES_LIMIT, PRIORITY_MAX, PRIORITY_MIN, JobStatus, JobType
+from filejobs.domain.job_options import OptionError, options_of
 from filejobs.domain.keys import is_tenant
 from filejobs.domain.messages import is_uuid
-from filejobs.domain.operations import Action, FilterError, JobFilter, is_operation_id
+from filejobs.domain.operations import (
+    BULK_ACTIONS,
+    Action,
+    FilterError,
+    JobFilter,
+    is_operation_id,
+)
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, QuotaChange
+from filejobs.domain.schedules import SCHEDULE_ID_PATTERN, ScheduleAction
 from filejobs.services.api import (
     DEFAULT_CANCEL_REASON,
     DEFAULT_RESCAN_REASON,
@@ -36,15 +47,16 @@ from filejobs.services.api import (
 )
 from filejobs.services.errors import InvalidRequestError, MalformedRequestError, NotFoundError
 from filejobs.services.operations import StartOperation
+from filejobs.services.schedules import NewSchedule
 
 FILTER_FIELDS = frozenset({"tenant", "job_type", "status", "group", "error", "since", "until"})
 DEFAULT_LIMIT = 25
 MAX_LIMIT = 100
 MAX_REASON_LENGTH = 500
 MAX_INPUT_DATA_BYTES = 8 * 1024
-_MAX_INPUT_DEPTH = 16  # DynamoDB nests maps and lists 32 deep at most
-INPUT_INTEGER_BOUND = 10**38  # DynamoDB numbers carry 38 digits
-INPUT_MIN_MAGNITUDE, INPUT_MAX_MAGNITUDE = 1e-130, 1e126  # and range no wider than this
+JOB_REQUEST_FIELDS = frozenset(
+    {"job_type", "priority", "input_data", "run_at", "delay_seconds", "max_retries"}
+)
 # Visible ASCII: what an HTTP header carries unchanged through every proxy.
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,128}")
 _DIGITS = re.compile(r"[0-9]{1,9}")
@@ -82,17 +94,27 @@ def file_jobs(file_id: str, params: Mapping[str, str]) -> FileJobs:
 
 
 def request_job(file_id: str, body: str | None, idempotency_key: str | None) -> RequestJob:
-    """POST /files/{file_id}/jobs: {"job_type", "priority"?, "input_data"?}."""
+    """POST /files/{file_id}/jobs: {"job_type", "priority"?, "input_data"? (the job type's
+    options, domain/job_options.py), "run_at"? | "delay_seconds"?, "max_retries"?}."""
     data = _job_request_body(body)
+    job_type = JobType(data["job_type"])
     priority = _priority(data.get("priority", 0))
-    input_data = _input_data(data.get("input_data"))
+    input_data = _input_data(job_type, data.get("input_data"))
+    if "run_at" in data and "delay_seconds" in data:
+        raise InvalidRequestError("run_at, delay_seconds: give one of them, not both")
+    run_at = _run_at(data["run_at"]) if "run_at" in data else None
+    delay = _delay(data["delay_seconds"]) if "delay_seconds" in data else None
+    max_retries = _max_retries(data["max_retries"]) if "max_retries" in data else None
     key = _idempotency_key(idempotency_key)
     return RequestJob(
         file_id=canonical_id("file id", file_id),
-        job_type=JobType(data["job_type"]),
+        job_type=job_type,
         idempotency_key=key,
         priority=priority,
         input_data=input_data,
+        run_at=run_at,
+        delay=delay,
+        max_retries=max_retries,
     )
 
 
@@ -177,8 +199,8 @@ def start_operation(body: str | None, idempotency_key: str | None) -> StartOpera
     """POST /operations: {"action", "filter", "reason", "dry_run"?}."""
     data = _optional_object(body, {"action", "filter", "reason", "dry_run"})
     action = data.get("action")
-    if not isinstance(action, str) or action not in {a.value for a in Action}:
-        choices = ", ".join(a.value for a in Action)
+    if not isinstance(action, str) or action not in {a.value for a in BULK_ACTIONS}:
+        choices = ", ".join(a.value for a in BULK_ACTIONS)
         raise InvalidRequestError(f"action must be one of: {choices}")
     wanted = data.get("filter")
     if not isinstance(wanted, dict):
@@ -383,11 +405,12 @@ def _job_request_body(body: str | None) -> dict[str, Any]:
         data = json.loads(body, parse_constant=_no_constant)
     except ValueError:
         raise MalformedRequestError("the body must be JSON") from None
-    allowed = {"job_type", "priority", "input_data"}
-    if not isinstance(data, dict) or not set(data) <= allowed or "job_type" not in data:
-        raise InvalidRequestError(
-            'the body must be an object with "job_type" and at most "priority" and "input_data"'
-        )
+    if not isinstance(data, dict) or "job_type" not in data:
+        raise InvalidRequestError('the body must be an object with "job_type"')
+    unknown = sorted(set(data) - JOB_REQUEST_FIELDS)
+    if unknown:
+        allowed = ", ".join(f'"{name}"' for name in sorted(JOB_REQUEST_FIELDS))
+        raise InvalidRequestError(f"{unknown[0][:40]}: unknown field; the body takes {allowed}")
     job_type = data["job_type"]
     if not isinstance(job_type, str) or job_type not in JobType:
         known = ", ".join(member.value for member in JobType)
@@ -415,52 +438,74 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _input_data(input_data: object) -> dict[str, Any] | None:
+def _input_data(job_type: JobType, input_data: object) -> dict[str, Any] | None:
+    """The job type's options, checked by the definition its processor reads them with
+    (domain/job_options.py): unknown names, wrong types and values out of bounds are refused,
+    naming the field. Stored as given (a default may be the deployment's, read at run time)."""
     if input_data is None:
         return None
     if not isinstance(input_data, dict):
-        raise InvalidRequestError("input_data must be an object")
-    size = len(json.dumps(input_data, separators=(",", ":")).encode())
-    if size > MAX_INPUT_DATA_BYTES:
         raise InvalidRequestError(
-            f"input_data must be at most {MAX_INPUT_DATA_BYTES} bytes as JSON; it is {size}"
+            f"input_data: must be an object (the {job_type.value} job's options) or null"
         )
     reserved = sorted(LOCATION_FIELDS & set(input_data))
     if reserved:
         raise InvalidRequestError(
-            f"input_data may not set {', '.join(reserved)}: the file's location is the job's own"
+            f"input_data.{reserved[0]}: may not be set: the file's location is the job's own"
         )
-    _check_input_value(input_data, 1)
-    return input_data or None
+    try:
+        checked = options_of(job_type).check(input_data)
+    except OptionError as error:
+        raise InvalidRequestError(str(error), log="job options refused") from None
+    return checked or None
 
 
-def _check_input_value(value: object, depth: int) -> None:
-    """What DynamoDB would refuse in a stored map, refused up front as the caller's mistake (on
-    AWS it would otherwise be a ValidationException, a 500): nesting, empty or non-text keys,
-    non-text strings, numbers out of its range."""
-    if depth > _MAX_INPUT_DEPTH:
-        raise InvalidRequestError(f"input_data nests deeper than {_MAX_INPUT_DEPTH} levels")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not key or not _is_text(key):
-                raise InvalidRequestError("input_data keys must be non-empty Unicode text")
-            _check_input_value(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            _check_input_value(item, depth + 1)
-    elif isinstance(value, str):
-        if not _is_text(value):
-            raise InvalidRequestError("input_data strings must be Unicode text")
-    elif isinstance(value, bool):
-        return
-    elif isinstance(value, int) and abs(value) >= INPUT_INTEGER_BOUND:
-        raise InvalidRequestError("input_data numbers must have at most 38 digits")
-    elif (
-        isinstance(value, float)
-        and value
-        and not INPUT_MIN_MAGNITUDE <= abs(value) < INPUT_MAX_MAGNITUDE
-    ):
-        raise InvalidRequestError("input_data numbers must be 0 or from 1e-130 to 1e126 in size")
+# RFC 3339's date-time: a date, "T" (or a space, or "t"), a time with seconds, and an offset.
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
+def _run_at(value: object) -> datetime:
+    shape = "an RFC 3339 time with its UTC offset, e.g. 2026-12-04T12:00:00Z"
+    if not isinstance(value, str) or not _RFC3339.fullmatch(value):
+        raise InvalidRequestError(f"run_at: must be {shape}; got {json.dumps(value)[:60]}")
+    text = value.upper().replace(" ", "T")
+    text = re.sub(r"(\.[0-9]{6})[0-9]+", r"\1", text)  # Python reads microseconds at most
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidRequestError(f"run_at: must be {shape}; got {value[:60]!r}") from None
+    return moment.astimezone(UTC)
+
+
+def _whole_number(value: object) -> int | None:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON's 5.0 is the integer 5, as for priority
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    return value
+
+
+def _delay(value: object) -> timedelta:
+    seconds = _whole_number(value)
+    if seconds is None or not 0 <= seconds <= MAX_DELAY_SECONDS:
+        raise InvalidRequestError(
+            f"delay_seconds: must be an integer from 0 to {MAX_DELAY_SECONDS} (30 days); "
+            f"got {json.dumps(value)[:40]}"
+        )
+    return timedelta(seconds=seconds)
+
+
+def _max_retries(value: object) -> int:
+    retries = _whole_number(value)
+    if retries is None or not 1 <= retries <= MAX_RETRIES_LIMIT:
+        raise InvalidRequestError(
+            f"max_retries: must be an integer from 1 to {MAX_RETRIES_LIMIT} (retries after the "
+            f"first attempt); got {json.dumps(value)[:40]}"
+        )
+    return retries
 
 
 def _is_text(value: str) -> bool:
@@ -471,3 +516,69 @@ def _is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+# --- schedules -----------------------------------------------------------------------------------
+
+_SCHEDULE_FIELDS = {"name", "expression", "timezone", "action", "prefix", "tenant", "job_type"}
+
+
+def new_schedule(body: str | None) -> NewSchedule:
+    """POST /schedules: {"name", "expression", "action", "prefix", "timezone"?, "tenant"?,
+    "job_type"? and "input_data"? (the job's options, action "run" only)}."""
+    data = _optional_object(body, _SCHEDULE_FIELDS | {"input_data"})
+    missing = sorted({"name", "expression", "action", "prefix"} - set(data))
+    if missing:
+        raise InvalidRequestError(f"{', '.join(missing)}: required")
+    texts = {name: data.get(name) for name in _SCHEDULE_FIELDS}
+    for name, value in texts.items():
+        if value is not None and (not isinstance(value, str) or not _is_text(value)):
+            raise InvalidRequestError(f"{name}: must be text")
+    action = data["action"]
+    if action not in {a.value for a in ScheduleAction}:
+        choices = ", ".join(a.value for a in ScheduleAction)
+        raise InvalidRequestError(f"action: must be one of {choices}")
+    tenant = data.get("tenant")
+    if tenant is not None and not is_tenant(tenant):
+        raise InvalidRequestError(f"tenant: must be a tenant name; got {tenant[:80]!r}")
+    job_type = data.get("job_type")
+    if job_type is not None and job_type not in JobType:
+        known = ", ".join(member.value for member in JobType)
+        raise InvalidRequestError(f"job_type: must be one of {known}; got {job_type[:80]!r}")
+    return NewSchedule(
+        name=data["name"],
+        expression=data["expression"],
+        action=ScheduleAction(action),
+        prefix=data["prefix"],
+        timezone=data.get("timezone") or "UTC",
+        tenant=tenant,
+        job_type=None if job_type is None else JobType(job_type),
+        options=_schedule_options(job_type, data.get("input_data")),
+    )
+
+
+def _schedule_options(job_type: str | None, given: object) -> dict[str, Any]:
+    """The run's jobs' options, as an object; the service checks them against the job type's
+    definition once it has checked the action and the type (domain/job_options.py)."""
+    if given is None:
+        return {}
+    if not isinstance(given, dict):
+        raise InvalidRequestError(
+            f"input_data: must be an object (the {job_type or 'job'}'s options) or null"
+        )
+    return given
+
+
+def schedule_change(body: str | None) -> bool:
+    """PATCH /schedules/{id}: {"enabled": true|false} (pause or resume)."""
+    data = _optional_object(body, {"enabled"})
+    enabled = data.get("enabled")
+    if not isinstance(enabled, bool):
+        raise InvalidRequestError("enabled: required, true or false")
+    return enabled
+
+
+def schedule_id(value: str) -> str:
+    if not re.match(SCHEDULE_ID_PATTERN, value):
+        raise NotFoundError(f"no schedule {value[:80]!r}")
+    return value

@@ -11,6 +11,7 @@ from typing import Any
 from filejobs.domain.job import TERMINAL_STATUSES, ProcessingJob
 from filejobs.domain.operations import Operation
 from filejobs.domain.quotas import UNLIMITED
+from filejobs.domain.schedules import Schedule, time_zone
 from filejobs.domain.stats import FailureGroupSummary, Percentiles
 from filejobs.services.api import (
     FileListing,
@@ -57,9 +58,10 @@ def error_body(code: str, message: str) -> str:
     return json.dumps({"error": {"code": code, "message": message}})
 
 
-def job_with_outputs(found: JobWithOutputs) -> dict[str, Any]:
-    """A single-job answer: the job with download URLs of its outputs."""
-    return job_view(found.job, outputs=found.outputs)
+def job_with_outputs(found: JobWithOutputs, *, logs: bool = True) -> dict[str, Any]:
+    """A single-job answer: the job with download URLs of its outputs and its attempts' logs
+    (a file's answer lists its jobs without their logs: `logs=False`)."""
+    return job_view(found.job, outputs=found.outputs, logs=logs)
 
 
 def job(found: ProcessingJob) -> dict[str, Any]:
@@ -70,7 +72,7 @@ def file_with_jobs(found: FileWithJobs) -> dict[str, Any]:
     return {
         **file_view(found.file),
         "processing_state": processing_state(found),
-        "jobs": [job_with_outputs(j) for j in found.jobs],
+        "jobs": [job_with_outputs(j, logs=False) for j in found.jobs],
         "duplicates": [
             {"id": f.id, "key": f.key, "created_at": _iso(f.metadata.created_at)}
             for f in found.duplicates
@@ -139,6 +141,8 @@ def operation(found: Operation) -> dict[str, Any]:
         "errors": found.progress.errors,
         "finished_at": _iso(found.finished_at),
         "error": found.error,
+        "files": None if found.files is None else found.files.to_dict(),
+        "schedule_id": found.schedule_id,
     }
 
 
@@ -264,3 +268,35 @@ def failure_groups(groups: list[FailureGroupSummary]) -> dict[str, Any]:
 
 def _percentiles(value: Percentiles | None) -> dict[str, float] | None:
     return None if value is None else value.to_json()
+
+
+# Upcoming runs a schedule's answer lists.
+NEXT_RUNS_SHOWN = 3
+
+
+def schedule(found: Schedule, now: datetime) -> dict[str, Any]:
+    zone = time_zone(found.timezone)
+    upcoming = found.cron().runs_after(now, zone, NEXT_RUNS_SHOWN) if found.enabled else []
+    return {
+        "id": found.id,
+        "tenant": found.tenant,
+        "name": found.name,
+        "expression": found.expression,
+        "timezone": found.timezone,
+        "action": found.action.value,
+        "prefix": found.prefix,
+        "job_type": None if found.job_type is None else found.job_type.value,
+        "input_data": found.options or None,
+        "enabled": found.enabled,
+        "next_runs": [_iso(run) for run in upcoming],
+        "runs": found.runs,
+        "last_run_at": _iso(found.last_run_at),
+        "last_operation_id": found.last_operation_id,
+        "created_by": found.created_by,
+        "created_at": _iso(found.created_at),
+        "updated_at": _iso(found.updated_at),
+    }
+
+
+def schedules(found: list[Schedule], now: datetime) -> dict[str, Any]:
+    return {"schedules": [schedule(s, now) for s in found]}

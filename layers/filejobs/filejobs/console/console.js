@@ -497,7 +497,8 @@ function jobsTable(jobs, caption, id) {
     ],
     rows: jobs.map((job) => [
       jobLink(job), job.tenant, job.job_type, badge(job.status), fmtNum(job.attempt),
-      fmtTime(job.created_at), fmtTime(job.updated_at), clip(job.error_message || job.cancel_reason || ""),
+      fmtTime(job.created_at), fmtTime(job.updated_at),
+      clip(job.error_message || job.cancel_reason || (job.status === "running" ? progressText(job.progress) : "")),
     ]),
     empty: "No job matches.",
   });
@@ -971,6 +972,44 @@ function block(id, label, text) {
   return h("pre", { id, tabindex: "0", title: label }, text);
 }
 
+// "40% · encoded 12 of 30 s" from a job's progress or an attempt's record ("" when it said none).
+function progressText(notes) {
+  if (!notes) return "";
+  const parts = [notes.percent == null ? "" : `${notes.percent}%`, notes.message || ""];
+  return parts.filter(Boolean).join(" · ");
+}
+
+// The running attempt's progress as its last heartbeat carried it (a cancelled job keeps where
+// its attempt stopped): a labelled <progress>, its text, and the log so far.
+function progressSection(job) {
+  const p = job.progress;
+  if (!p) return null;
+  const running = job.status === "running";
+  const label = running ? `Attempt ${p.attempt}` : `Attempt ${p.attempt}, where it stopped`;
+  const text = progressText(p) || "No fraction reported yet";
+  const bar = p.fraction == null
+    ? h("progress", { id: "job-progress", "aria-describedby": "job-progress-text" })
+    : h("progress", { id: "job-progress", max: "1", value: String(p.fraction), "aria-describedby": "job-progress-text" }, `${p.percent}%`);
+  return [
+    h("h2", {}, "Progress"),
+    h("div", { className: "field progress" },
+      h("label", { for: "job-progress" }, label), bar,
+      h("span", { id: "job-progress-text" }, text)),
+    h("p", { className: "hint" }, `As of ${fmtTime(p.updated_at)}: a heartbeat carries it, every third of the lease.`),
+    p.log && p.log.length ? block("job-progress-log", "Log so far", p.log.join("\n")) : null,
+  ];
+}
+
+// Each attempt's log (GET /jobs/{id} only), newest attempt first, folded.
+function attemptLogs(attempts) {
+  const logged = attempts.filter((a) => (a.log || []).length).reverse();
+  if (!logged.length) return h("p", { className: "empty", id: "attempt-logs" }, "No attempt logged a line.");
+  return h("div", { id: "attempt-logs" }, logged.map((a, index) => h("details", { open: index === 0 },
+    h("summary", {}, `Attempt ${a.number} (${a.outcome}): ${a.log.length} line${a.log.length === 1 ? "" : "s"}`
+      + (a.log_lines_dropped ? `, ${fmtNum(a.log_lines_dropped)} left out` : "")),
+    block(`attempt-${a.number}-log`, `Log of attempt ${a.number}`, a.log.join("\n")))));
+}
+
 function jobContent(job) {
   const attempts = job.attempts || [];
   const actions = [];
@@ -994,10 +1033,12 @@ function jobContent(job) {
       ["Started", fmtTime(job.started_at)],
       ["Completed", fmtTime(job.completed_at)],
       ["Duration", fmtSeconds(job.duration_seconds)],
-      job.next_retry_at ? ["Next retry", fmtTime(job.next_retry_at)] : null,
+      // A scheduled job that never ran is a delayed one: it starts then; one that ran retries then.
+      job.next_retry_at ? [job.attempt ? "Next retry" : "Starts", fmtTime(job.next_retry_at)] : null,
       job.cancelled_by ? ["Cancelled by", `${job.cancelled_by}${job.cancel_reason ? `: ${job.cancel_reason}` : ""}`] : null,
       ["Updated", fmtTime(job.updated_at)],
     ]),
+    progressSection(job),
     job.error_message ? [h("h2", {}, "Error"), block("job-error", "Error message", job.error_message)] : null,
     h("h2", {}, "Outputs"),
     outputsList(job),
@@ -1005,10 +1046,12 @@ function jobContent(job) {
     table({
       caption: "Attempts",
       id: "attempts",
-      columns: [{ label: "Attempt", num: true }, { label: "Started", cls: "nowrap" }, { label: "Ended", cls: "nowrap" }, { label: "Outcome" }, { label: "Error", cls: "wrap" }],
-      rows: attempts.map((a) => [fmtNum(a.number), fmtTime(a.started_at), fmtTime(a.ended_at), badge(a.outcome), a.error || ""]),
+      columns: [{ label: "Attempt", num: true }, { label: "Started", cls: "nowrap" }, { label: "Ended", cls: "nowrap" }, { label: "Outcome" }, { label: "Progress", cls: "wrap" }, { label: "Error", cls: "wrap" }],
+      rows: attempts.map((a) => [fmtNum(a.number), fmtTime(a.started_at), fmtTime(a.ended_at), badge(a.outcome), progressText(a), a.error || ""]),
       empty: "No attempt yet.",
     }),
+    h("h2", {}, "Attempt logs"),
+    attemptLogs(attempts),
     "input" in job ? [h("h2", {}, "Input"), block("job-input", "Input", pretty(job.input))] : null,
     h("h2", {}, "Result"),
     job.result ? block("job-result", "Result", pretty(job.result)) : h("p", { className: "empty" }, "No result."),

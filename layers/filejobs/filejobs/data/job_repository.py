@@ -25,8 +25,14 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from filejobs.data import index_keys
-from filejobs.data.mapping import attempt_to_map, job_from_model, job_to_model
+from filejobs.data.mapping import (
+    attempt_to_map,
+    job_from_model,
+    job_to_model,
+    progress_to_map,
+)
 from filejobs.data.models import JobModel
+from filejobs.domain.attempt_notes import AttemptProgress
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.domain.transitions import Changes, Conflict, Guard, Transition
@@ -324,6 +330,8 @@ def _condition(guard: Guard) -> Condition:
         condition &= _J.lease_expires_at <= guard.lease_expired_by
     if guard.attempts_below is not None:
         condition &= _J.attempt < guard.attempts_below
+    if guard.completed_at_is is not None:
+        condition &= _J.completed_at == guard.completed_at_is
     if guard.retry_budget:
         # Holds the spec's invariant in the database: retry_count never passes max_retries.
         condition &= _J.retry_count < _J.max_retries
@@ -351,7 +359,10 @@ def _actions(job_id: str, job_type: JobType, changes: Changes) -> list[Action]:
         _J.updated_by.set(changes.updated_by),
     ]
     for name, value in changes.set.items():
-        actions.append(_attribute(name).set(value))
+        if isinstance(value, AttemptProgress):  # a map of plain values, as the model stores it
+            actions.append(_attribute(name).set(progress_to_map(value)))
+        else:
+            actions.append(_attribute(name).set(value))
     for name in sorted(changes.remove):
         actions.append(_attribute(name).remove())
     for name, delta in changes.increment.items():

@@ -8,6 +8,7 @@ from typing import Any
 from filejobs.data import index_keys
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import keys
+from filejobs.domain.attempt_notes import AttemptNotes, AttemptProgress
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.file_completion import FileCompletion, JobSummary
 from filejobs.domain.job import (
@@ -47,6 +48,7 @@ def job_to_model(job: ProcessingJob) -> JobModel:
         cancelled_by=job.cancelled_by,
         cancel_reason=job.cancel_reason,
         expires_at=job.expires_at,
+        progress=None if job.progress is None else progress_to_map(job.progress),
         created_at=meta.created_at,
         updated_at=meta.updated_at,
         created_by=meta.created_by,
@@ -98,6 +100,7 @@ def job_from_model(model: JobModel) -> ProcessingJob:
         cancelled_by=model.cancelled_by,
         cancel_reason=model.cancel_reason,
         expires_at=None if model.expires_at is None else int(model.expires_at),
+        progress=None if model.progress is None else progress_from_map(_plain(model.progress)),
     )
 
 
@@ -110,6 +113,7 @@ def attempt_to_map(attempt: Attempt) -> dict[str, Any]:
     }
     if attempt.error is not None:
         entry["error"] = attempt.error
+    entry.update(notes_to_map(attempt.notes))
     return entry
 
 
@@ -120,6 +124,48 @@ def attempt_from_map(raw: dict[str, Any]) -> Attempt:
         ended_at=datetime.fromisoformat(raw["ended_at"]),
         outcome=AttemptOutcome(raw["outcome"]),
         error=raw.get("error"),
+        notes=notes_from_map(raw),
+    )
+
+
+def notes_to_map(notes: AttemptNotes) -> dict[str, Any]:
+    """Only what the attempt said: an attempt that said nothing adds no attribute."""
+    entry: dict[str, Any] = {}
+    if notes.fraction is not None:
+        # A DynamoDB number: four decimals are more than any progress bar shows.
+        entry["fraction"] = round(notes.fraction, 4)
+    if notes.message is not None:
+        entry["message"] = notes.message
+    if notes.lines:
+        entry["log"] = list(notes.lines)
+    if notes.dropped:
+        entry["log_dropped"] = notes.dropped
+    return entry
+
+
+def notes_from_map(raw: dict[str, Any]) -> AttemptNotes:
+    fraction = raw.get("fraction")
+    return AttemptNotes(
+        fraction=None if fraction is None else float(fraction),
+        message=raw.get("message"),
+        lines=tuple(str(line) for line in raw.get("log") or ()),
+        dropped=int(raw.get("log_dropped") or 0),
+    )
+
+
+def progress_to_map(progress: AttemptProgress) -> dict[str, Any]:
+    return {
+        "attempt": progress.attempt,
+        "updated_at": progress.updated_at.isoformat(),
+        **notes_to_map(progress.notes),
+    }
+
+
+def progress_from_map(raw: dict[str, Any]) -> AttemptProgress:
+    return AttemptProgress(
+        attempt=int(raw["attempt"]),
+        updated_at=datetime.fromisoformat(raw["updated_at"]),
+        notes=notes_from_map(raw),
     )
 
 

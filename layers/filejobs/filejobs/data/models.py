@@ -111,6 +111,9 @@ class JobModel(_Audited):
     cancelled_by = UnicodeAttribute(null=True)
     cancel_reason = UnicodeAttribute(null=True)
     expires_at = NumberAttribute(null=True)  # DynamoDB TTL, epoch seconds
+    # The running attempt's progress and log so far (domain/attempt_notes.py), written by its
+    # heartbeats: {attempt, updated_at, fraction, message, log, log_dropped}.
+    progress: MapAttribute[Any, Any] = MapAttribute(null=True)
 
     # Index keys, derived from the fields above by the repository on every write.
     status_type_shard = UnicodeAttribute()

@@ -67,14 +67,21 @@ def visible_at(job: ProcessingJob, released_at: datetime | None = None) -> datet
     """When the job's latest message became (or was due to become) visible to its workers; None
     when none is out (a retry due later than SQS can delay a message waits for the sweep).
 
-    A scheduled job's retry message is delayed until its retry is due; any other job's was sent
+    A scheduled job's message (a retry's, a delayed job's) is delayed until it is due; any other
+    job's was sent
     at its last dispatch, or at its creation. `released_at` is when a gate let the job go (the
     file's verdict, after which the scan sends the jobs that waited on it).
     """
     if job.status is JobStatus.SCHEDULED and job.scheduled_at is not None:
         failed = job.attempts.get(job.attempt)
-        if failed is not None and job.scheduled_at - failed.ended_at > MAX_MESSAGE_DELAY:
+        # A retry's message went out when its attempt failed; a delayed job's (one that never
+        # ran) when it was requested, and only if SQS could hold it that long.
+        sent = job.metadata.created_at if job.attempt == 0 else None
+        sent = failed.ended_at if failed is not None else sent
+        if sent is not None and job.scheduled_at - sent > MAX_MESSAGE_DELAY:
             return None
-        return job.scheduled_at
+        due = job.scheduled_at
+        # A gate that opened after the time: the verdict's release sent it then.
+        return due if released_at is None else max(due, released_at)
     sent = job.dispatched_at or job.metadata.created_at
     return sent if released_at is None else max(sent, released_at)

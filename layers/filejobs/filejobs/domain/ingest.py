@@ -8,8 +8,9 @@ from datetime import datetime
 
 from filejobs.domain import keys
 from filejobs.domain.content import job_types_for
+from filejobs.domain.delays import first_sweep_at
 from filejobs.domain.file import StoredFile
-from filejobs.domain.job import AuditMetadata, JobType, ProcessingJob
+from filejobs.domain.job import AuditMetadata, JobStatus, JobType, ProcessingJob
 from filejobs.domain.retry import DispatchPolicy
 
 UPLOAD_PREFIX = "uploads/"
@@ -120,8 +121,10 @@ def new_job(
     priority: int = 0,
     max_retries: int | None = None,
     input_data: dict[str, object] | None = None,
+    run_at: datetime | None = None,
 ) -> ProcessingJob:
-    """A pending job on `stored`. Its id derives from the idempotency key (tenant-scoped)."""
+    """A pending job on `stored`, or a scheduled one when `run_at` is later than `now` (a
+    delayed job, domain/delays.py). Its id derives from the idempotency key (tenant-scoped)."""
     key = idempotency_key or keys.ingest_idempotency_key(stored.id, job_type)
     job = ProcessingJob(
         id=keys.job_id_for(stored.tenant, key),
@@ -138,6 +141,10 @@ def new_job(
     )
     if max_retries is not None:
         job.max_retries = max_retries
+    if run_at is not None and run_at > now:
+        job.status = JobStatus.SCHEDULED
+        job.scheduled_at = run_at
+        job.sweep_at = first_sweep_at(now, run_at, dispatch.grace)
     return job
 
 

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from filejobs.domain import transitions
+from filejobs.domain.attempt_notes import AttemptProgress
 from filejobs.domain.job_values import (
     ACTIVE_STATUSES,
     ATTEMPT_HISTORY_LIMIT,
@@ -97,6 +98,9 @@ class ProcessingJob:
     cancel_reason: str | None = None
     # Epoch seconds after which DynamoDB TTL may delete a finished job.
     expires_at: int | None = None
+    # The running attempt's progress and log so far, as its last heartbeat wrote them; moved
+    # into the attempt's record when it ends (a cancel leaves it: where the attempt stopped).
+    progress: AttemptProgress | None = None
 
     def __post_init__(self) -> None:
         if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
@@ -145,6 +149,13 @@ class ProcessingJob:
 
     def cancel(self, *, now: datetime, by: str, reason: str, retention: timedelta) -> None:
         self.apply(transitions.cancel(now=now, by=by, reason=reason, retention=retention))
+
+    def current_progress(self) -> AttemptProgress | None:
+        """The progress of the job's current attempt, if its heartbeat carried any: never an
+        earlier attempt's."""
+        if self.progress is None or self.progress.attempt != self.attempt:
+            return None
+        return self.progress
 
     def duration(self) -> timedelta | None:
         """How long the last attempt ran; None until it has both started and finished.

@@ -7,9 +7,11 @@ entity that applies it) both build on them without importing each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+
+from filejobs.domain.attempt_notes import AttemptNotes
 
 
 class JobStatus(StrEnum):
@@ -67,6 +69,8 @@ class Attempt:
     ended_at: datetime
     outcome: AttemptOutcome
     error: str | None = None
+    # Its progress and bounded log as it ended (domain/attempt_notes.py); empty when it said none.
+    notes: AttemptNotes = field(default_factory=AttemptNotes)
 
 
 @dataclass

@@ -36,6 +36,9 @@ class Action(StrEnum):
     RUN = "run"
 
 
+# What POST /operations may ask for (RUN is a schedule's, over files).
+BULK_ACTIONS = (Action.RETRY, Action.CANCEL, Action.RESCAN, Action.DELETE)
+
 _ACTIVE = frozenset({JobStatus.PENDING, JobStatus.SCHEDULED, JobStatus.RUNNING})
 _FINISHED = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
 

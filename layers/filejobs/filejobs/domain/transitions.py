@@ -26,6 +26,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from filejobs.domain.attempt_notes import AttemptNotes, AttemptProgress
 from filejobs.domain.job_values import (
     ACTIVE_STATUSES,
     ATTEMPT_HISTORY_LIMIT,
@@ -79,6 +80,8 @@ class JobState(Protocol):
     scheduled_at: datetime | None
     lease_expires_at: datetime | None
     sweep_at: datetime | None
+    completed_at: datetime | None
+    progress: AttemptProgress | None
 
     def can_retry(self) -> bool: ...
 
@@ -99,6 +102,8 @@ class Guard:
     sweep_at_is: datetime | None = None
     # An explicit retry's ceiling: the job has run fewer attempts than this in all.
     attempts_below: int | None = None
+    # The retention's compare-and-set: the job still finished when the caller read it did.
+    completed_at_is: datetime | None = None
 
     def refusal(self, job: JobState) -> Conflict | None:
         """The conflict that refuses this transition for `job`, or None when it may proceed."""
@@ -128,6 +133,10 @@ class Guard:
             (
                 self.attempts_below is not None and job.attempt >= self.attempts_below,
                 Conflict.ATTEMPTS_SPENT,
+            ),
+            (
+                self.completed_at_is is not None and job.completed_at != self.completed_at_is,
+                Conflict.CHANGED,
             ),
         ]
         return next((conflict for failed, conflict in checks if failed), None)
@@ -219,23 +228,31 @@ def claim(
                 "lease_expires_at": lease_until,
                 "sweep_at": lease_until,
             },
-            remove=frozenset({"scheduled_at"}),
+            # A new attempt starts with no progress (a cancelled one's may be left).
+            remove=frozenset({"scheduled_at", "progress"}),
             increment={"attempt": 1},
         ),
     )
 
 
-def heartbeat(job: JobState, *, now: datetime, lease: timedelta, worker: str) -> Transition:
-    """Extend the lease of the caller's running attempt."""
+def heartbeat(
+    job: JobState,
+    *,
+    now: datetime,
+    lease: timedelta,
+    worker: str,
+    notes: AttemptNotes | None = None,
+) -> Transition:
+    """Extend the lease of the caller's running attempt; with `notes`, the attempt's progress
+    and log so far ride the same write (domain/attempt_notes.py: no write of their own)."""
     lease_until = now + lease
+    changes: dict[str, Any] = {"lease_expires_at": lease_until, "sweep_at": lease_until}
+    if notes is not None and not notes.empty:
+        changes["progress"] = AttemptProgress(job.attempt, now, notes)
     return Transition(
         "heartbeat",
         Guard(statuses=frozenset({JobStatus.RUNNING}), attempt=job.attempt),
-        Changes(
-            updated_at=now,
-            updated_by=worker,
-            set={"lease_expires_at": lease_until, "sweep_at": lease_until},
-        ),
+        Changes(updated_at=now, updated_by=worker, set=changes),
     )
 
 
@@ -246,8 +263,10 @@ def complete(
     now: datetime,
     retention: timedelta,
     worker: str = "worker",
+    notes: AttemptNotes | None = None,
 ) -> Transition:
-    """running (the caller's attempt) -> completed with its result."""
+    """running (the caller's attempt) -> completed with its result; the attempt's record keeps
+    its `notes` (its progress whole) and the live progress goes."""
     return Transition(
         "complete",
         Guard(statuses=frozenset({JobStatus.RUNNING}), attempt=job.attempt),
@@ -260,8 +279,10 @@ def complete(
                 "completed_at": now,
                 "expires_at": epoch_seconds(now + retention),
             },
-            remove=frozenset({"lease_expires_at", "sweep_at", "error_message"}),
-            record_attempt=_attempt_record(job, now, AttemptOutcome.COMPLETED, None),
+            remove=frozenset({"lease_expires_at", "sweep_at", "error_message", "progress"}),
+            record_attempt=_attempt_record(
+                job, now, AttemptOutcome.COMPLETED, None, (notes or AttemptNotes()).finished()
+            ),
         ),
     )
 
@@ -274,10 +295,12 @@ def fail(
     retry_at: datetime | None,
     retention: timedelta,
     worker: str = "worker",
+    notes: AttemptNotes | None = None,
 ) -> Transition:
     """running (the caller's attempt) -> scheduled for `retry_at` when a retry is left, else failed.
 
-    `retry_at=None` means the error is permanent: the job fails now whatever its budget.
+    `retry_at=None` means the error is permanent: the job fails now whatever its budget. The
+    attempt's record keeps its `notes` (progress and log as they were).
     """
     return _end_attempt(
         job,
@@ -288,6 +311,7 @@ def fail(
         by=worker,
         guard=Guard(statuses=frozenset({JobStatus.RUNNING}), attempt=job.attempt),
         retry_outcome=AttemptOutcome.RETRYING,
+        notes=notes,
     )
 
 
@@ -298,7 +322,10 @@ def recover_lease(
     retry_at: datetime | None,
     retention: timedelta,
 ) -> Transition:
-    """The sweep's rescue of a job whose worker vanished: a failed attempt, retried if allowed."""
+    """The sweep's rescue of a job whose worker vanished: a failed attempt, retried if allowed.
+
+    The attempt's record keeps what its last heartbeat carried (its progress and log so far).
+    """
     lease = job.lease_expires_at.isoformat() if job.lease_expires_at else "unknown"
     error = (
         f"attempt {job.attempt} lost its lease at {lease}: the worker crashed or timed out "
@@ -322,6 +349,9 @@ def recover_lease(
         # The attempt ended because its worker vanished, retry or not: the job's status says
         # whether it goes on.
         final_outcome=AttemptOutcome.LEASE_EXPIRED,
+        notes=None
+        if job.progress is None or job.progress.attempt != job.attempt
+        else (job.progress.notes),
     )
 
 
@@ -511,6 +541,7 @@ def retry(
                     "cancelled_by",
                     "cancel_reason",
                     "expires_at",
+                    "progress",
                 }
             ),
         ),
@@ -530,6 +561,32 @@ def delete(*, now: datetime, by: str) -> Transition:
             updated_at=now,
             updated_by=by,
             set={"deleted_at": now, "deleted_by": by},
+        ),
+    )
+
+
+RETENTION = "retention"
+
+
+def retire(job: JobState, *, now: datetime) -> Transition:
+    """Keep-last-N retention (services/retention.py): a finished job beyond its file's last N
+    of its type -> soft-deleted and due for TTL now (`expires_at`), out of every listing at once.
+
+    Guarded on the job being finished still, and finished when the caller read it (a job retried
+    and finished again since is one of the newest now, not one to retire); a running job never
+    qualifies. A second retirement of the same job loses on `deleted_at`.
+    """
+    return Transition(
+        "retire",
+        Guard(statuses=TERMINAL_STATUSES, completed_at_is=job.completed_at),
+        Changes(
+            updated_at=now,
+            updated_by=RETENTION,
+            set={
+                "deleted_at": now,
+                "deleted_by": RETENTION,
+                "expires_at": epoch_seconds(now),
+            },
         ),
     )
 
@@ -558,8 +615,10 @@ def _end_attempt(
     guard: Guard,
     retry_outcome: AttemptOutcome,
     final_outcome: AttemptOutcome = AttemptOutcome.FAILED,
+    notes: AttemptNotes | None = None,
 ) -> Transition:
     message = _truncate(error)
+    kept = notes or AttemptNotes()
     if retry_at is not None and job.can_retry():
         return Transition(
             "fail",
@@ -578,9 +637,9 @@ def _end_attempt(
                     "sweep_at": retry_at,
                     "error_message": message,
                 },
-                remove=frozenset({"lease_expires_at"}),
+                remove=frozenset({"lease_expires_at", "progress"}),
                 increment={"retry_count": 1},
-                record_attempt=_attempt_record(job, now, retry_outcome, message),
+                record_attempt=_attempt_record(job, now, retry_outcome, message, kept),
             ),
         )
     return Transition(
@@ -595,14 +654,18 @@ def _end_attempt(
                 "error_message": message,
                 "expires_at": epoch_seconds(now + retention),
             },
-            remove=frozenset({"lease_expires_at", "sweep_at"}),
-            record_attempt=_attempt_record(job, now, final_outcome, message),
+            remove=frozenset({"lease_expires_at", "sweep_at", "progress"}),
+            record_attempt=_attempt_record(job, now, final_outcome, message, kept),
         ),
     )
 
 
 def _attempt_record(
-    job: JobState, now: datetime, outcome: AttemptOutcome, error: str | None
+    job: JobState,
+    now: datetime,
+    outcome: AttemptOutcome,
+    error: str | None,
+    notes: AttemptNotes,
 ) -> Attempt:
     return Attempt(
         number=job.attempt,
@@ -610,6 +673,7 @@ def _attempt_record(
         ended_at=now,
         outcome=outcome,
         error=error,
+        notes=notes,
     )
 
 

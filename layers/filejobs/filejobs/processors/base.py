@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from filejobs.domain.attempt_notes import AttemptRecorder
 from filejobs.domain.job import ProcessingJob
 
 
@@ -39,6 +40,28 @@ class Work:
     # An empty directory of this attempt's own; removed with everything in it when it ends.
     workspace: Path
     outputs: OutputWriter
+    # The attempt's progress and bounded log (domain/attempt_notes.py): the worker's lease
+    # keeper reads it for each heartbeat, and the attempt's end records it.
+    notes: AttemptRecorder = field(default_factory=AttemptRecorder)
+
+    def report_progress(self, fraction: float, message: str | None = None) -> None:
+        """How far the attempt is (0..1, never going back) and what it is at, in a few words.
+
+        Costs no write: the lease's next heartbeat carries the latest report. Cheap enough to
+        call per chunk; thread-safe.
+        """
+        self.notes.report_progress(fraction, self._scrubbed(message))
+
+    def log(self, line: str) -> None:
+        """One key line of the attempt: what it read, decided or wrote (object keys and facts;
+        never a secret). Capped: 20 lines of 200 bytes, the first and the latest kept."""
+        self.notes.log(self._scrubbed(line) or "")
+
+    def _scrubbed(self, text: str | None) -> str | None:
+        """The text without this attempt's scratch directory (a local path says nothing)."""
+        if text is None:
+            return None
+        return str(text).replace(str(self.workspace), "<workspace>")
 
 
 # Does the job's work and returns its result_data (sizes, dimensions, output keys, verdicts).

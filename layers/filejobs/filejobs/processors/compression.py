@@ -24,9 +24,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import zstandard
 
 from filejobs.domain.content import ALREADY_COMPRESSED, SNIFF_BYTES, sniff_content_type
+from filejobs.domain.job_options import COMPRESSION_LEVELS, OPTIONS, OptionError
+from filejobs.domain.job_values import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import Work
-from filejobs.processors.source import ObjectSource, ReadLimits
+from filejobs.processors.source import (
+    ObjectSource,
+    ReadLimits,
+    declared_size,
+    human_size,
+    reading_progress,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -53,8 +61,16 @@ class Algorithm:
     content_type: str
 
 
-ZSTD = Algorithm("zstd", range(1, 20), 3, "compressed.zst", "application/zstd")
-GZIP = Algorithm("gzip", range(1, 10), 6, "compressed.gz", "application/gzip")
+def _algorithm(name: str, output_name: str, content_type: str) -> Algorithm:
+    """An algorithm with its levels as the job options define them (domain/job_options.py)."""
+    levels = COMPRESSION_LEVELS[name]
+    return Algorithm(
+        name, range(levels.minimum, levels.maximum + 1), levels.default, output_name, content_type
+    )
+
+
+ZSTD = _algorithm("zstd", "compressed.zst", "application/zstd")
+GZIP = _algorithm("gzip", "compressed.gz", "application/gzip")
 ALGORITHMS = {a.name: a for a in (ZSTD, GZIP)}
 
 
@@ -65,22 +81,14 @@ class Settings:
 
     @classmethod
     def of(cls, input_data: dict[str, Any] | None) -> Settings:
-        """From the job's input_data ("algorithm": zstd|gzip, "level"); PermanentError if bad.
-
-        zstd levels stop at 19: the "ultra" levels (20-22) use windows of up to 128 MiB.
-        """
-        data = input_data or {}
-        name = data.get("algorithm", ZSTD.name)
-        algorithm = ALGORITHMS.get(name) if isinstance(name, str) else None
-        if algorithm is None:
-            raise PermanentError(f"unknown compression algorithm {name!r} (zstd or gzip)")
-        level = data.get("level", algorithm.default_level)
-        if isinstance(level, bool) or not isinstance(level, int) or level not in algorithm.levels:
-            first, last = algorithm.levels[0], algorithm.levels[-1]
-            raise PermanentError(
-                f"{algorithm.name} level must be an integer {first}..{last}, got {level!r}"
-            )
-        return cls(algorithm, level)
+        """From the job's input_data ("algorithm": zstd|gzip, "level"), read by the definition
+        the API checks requests with (domain/job_options.py); PermanentError saying which
+        option is wrong and why."""
+        try:
+            options = OPTIONS[JobType.COMPRESSION].read(input_data)
+        except OptionError as error:
+            raise PermanentError(f"bad option {error}") from None
+        return cls(ALGORITHMS[options["algorithm"]], options["level"])
 
     def compressor(self) -> _StreamCompressor:
         if self.algorithm is GZIP:
@@ -154,15 +162,31 @@ class CompressionProcessor:
         settings = Settings.of(work.job.input_data)
         self._limits.refuse_declared(work.job)
         content_type = sniff_content_type(self._source.head(work.job, SNIFF_BYTES))
+        size = declared_size(work)
+        work.log(
+            f"read {content_type}"
+            + ("" if size is None else f", {human_size(size)}")
+            + f": {settings.algorithm.name} level {settings.level}"
+        )
         reason = skip_reason(content_type)
         if reason is not None:
+            work.log(f"skipped: {reason}")
             return {"skipped": True, "reason": reason, "content_type": content_type}
         compression = CompressionPass(settings)
-        chunks = self._source.chunks(work.job, work.should_stop, limits=self._limits)
+        # Progress is the bytes read of the object's size: the compressor and the upload keep
+        # pace with the read (one chunk, one part in memory).
+        chunks = self._source.chunks(
+            work.job,
+            work.should_stop,
+            limits=self._limits,
+            progress=reading_progress(work, verb="compressed", end=0.99),
+        )
         key = work.outputs.put_stream(
             settings.algorithm.output_name, compression.run(chunks), settings.algorithm.content_type
         )
         original, compressed = compression.original_bytes, compression.compressed_bytes
+        ratio = f" (ratio {compressed / original:.3f})" if original else ""
+        work.log(f"wrote {key}: {human_size(original)} -> {human_size(compressed)}{ratio}")
         return {
             "algorithm": settings.algorithm.name,
             "level": settings.level,

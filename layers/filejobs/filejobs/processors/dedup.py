@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from filejobs.processors.base import Work
-from filejobs.processors.source import ObjectSource, ReadLimits
+from filejobs.processors.source import ObjectSource, ReadLimits, human_size, reading_progress
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -38,6 +38,12 @@ class ContentDigest:
         self._limits = limits
 
     def __call__(self, work: Work) -> dict[str, Any]:
-        chunks = self._source.chunks(work.job, work.should_stop, limits=self._limits)
+        chunks = self._source.chunks(
+            work.job,
+            work.should_stop,
+            limits=self._limits,
+            progress=reading_progress(work, verb="hashed", end=0.95),
+        )
         sha256, size = sha256_of(chunks)
+        work.log(f"read {human_size(size)}: sha256 {sha256}")
         return {"sha256": sha256, "size": size}

@@ -34,7 +34,12 @@ from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded, Task
-from filejobs.processors.source import ObjectSource, content_type_of
+from filejobs.processors.source import (
+    ObjectSource,
+    content_type_of,
+    human_size,
+    reading_progress,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -379,7 +384,9 @@ class DocumentPreviewProcessor:
                 work.workspace / "document.pdf",
                 work.should_stop,
                 max_bytes=self._max_pdf_bytes,
+                progress=reading_progress(work, verb="downloaded", end=0.5),
             )
+            work.log(f"read {human_size(local.stat().st_size)} {content_type}")
             task: Task = decode_pdf_preview
             name, options = PDF_PREVIEW, {}
         elif content_type in TEXT_TYPES:
@@ -387,12 +394,17 @@ class DocumentPreviewProcessor:
             local = work.workspace / "head.txt"
             local.write_bytes(head[:TEXT_HEAD_BYTES])
             truncated = len(head) > TEXT_HEAD_BYTES
+            work.log(
+                f"read the first {human_size(len(local.read_bytes()))} of the {content_type} text"
+                + (" (the rest not typeset)" if truncated else "")
+            )
             task, name = decode_text_preview, TEXT_PREVIEW
             options = {"content_type": content_type, "truncated": truncated}
         else:
             raise PermanentError(f"document_preview does not support {content_type} files")
         if work.should_stop():
             raise StopRequested
+        work.report_progress(0.5, "rendering the preview")
         decoded = self._sandbox.decode(
             task,
             local,
@@ -406,9 +418,14 @@ class DocumentPreviewProcessor:
             raise PermanentError(f"the decoder returned no {name}")
         if work.should_stop():  # asked while the decoder finished: its preview is not written
             raise StopRequested
+        work.report_progress(0.9, "writing the preview")
         key = work.outputs.put_bytes(name, data, "image/webp")
         facts = dict(decoded.result)
         width, height = facts.pop("preview_width", None), facts.pop("preview_height", None)
+        pages = facts.get("page_count")
+        if isinstance(pages, int):
+            work.log(f"the document has {pages} page{'' if pages == 1 else 's'}")
+        work.log(f"wrote {key}: {width}x{height} WebP, {human_size(len(data))}")
         return {
             **facts,
             "content_type": content_type,

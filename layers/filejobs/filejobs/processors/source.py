@@ -22,7 +22,7 @@ from filejobs.adapters.aws_errors import error_code, is_missing_object
 from filejobs.domain.content import EMPTY, SNIFF_BYTES, media_type, sniff_content_type
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.retry import ObjectGoneError, PermanentError
-from filejobs.processors.base import StopRequested
+from filejobs.processors.base import StopRequested, Work
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -54,6 +54,38 @@ class ReadLimits:
 
 def _too_large(size: int, limit: int) -> str:
     return f"the object is {_human(size)}, larger than the {_human(limit)} this job type reads"
+
+
+def human_size(size: int) -> str:
+    """`3.2 MB`-style sizes for log lines and progress messages (decimal units, as S3 shows)."""
+    for unit, scale in (("GB", 1000**3), ("MB", 1000**2), ("KB", 1000)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def declared_size(work: Work) -> int | None:
+    """The object's size as ingest recorded it (the job's input), if it did."""
+    size = (work.job.input_data or {}).get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+
+
+def reading_progress(
+    work: Work, *, verb: str = "read", start: float = 0.0, end: float = 1.0
+) -> Callable[[int], None]:
+    """A callback for bytes read so far that reports them as the attempt's progress, from
+    `start` to `end` of the whole, against the object's recorded size ("read 3.2 MB of 10.0 MB").
+    Without a recorded size it reports the bytes alone, the fraction at `start`."""
+    total = declared_size(work)
+
+    def report(done: int) -> None:
+        if total:
+            fraction = start + (end - start) * min(done / total, 1.0)
+            work.report_progress(fraction, f"{verb} {human_size(done)} of {human_size(total)}")
+        else:
+            work.report_progress(start, f"{verb} {human_size(done)}")
+
+    return report
 
 
 def _human(size: int) -> str:
@@ -118,9 +150,11 @@ class ObjectSource:
         *,
         limits: ReadLimits = ReadLimits(),
         clock: Callable[[], float] = time.monotonic,
+        progress: Callable[[int], None] | None = None,
     ) -> Iterator[bytes]:
         """The object's bytes in order, `chunk` at a time; StopRequested once told to stop;
-        ObjectTooLargeError or ReadTooLongError past `limits`."""
+        ObjectTooLargeError or ReadTooLongError past `limits`. `progress`, if given, hears the
+        bytes read so far after each chunk (reading_progress)."""
         limits.refuse_declared(job)
         location = ObjectLocation.of(job)
         started, read = clock(), 0
@@ -132,6 +166,8 @@ class ObjectSource:
                     raise StopRequested
                 read += len(piece)
                 _check(limits, read, clock() - started)
+                if progress is not None:
+                    progress(read)
                 yield piece
         finally:
             body.close()
@@ -156,13 +192,15 @@ class ObjectSource:
         should_stop: Callable[[], bool],
         *,
         max_bytes: int | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> Path:
         """Copies the object to `into` (in the job's workspace), streaming; returns `into`.
 
         Refuses (PermanentError) an object larger than `max_bytes` before filling the disk.
         """
+        limits = ReadLimits(max_bytes=max_bytes)
         with into.open("wb") as out:
-            for piece in self.chunks(job, should_stop, limits=ReadLimits(max_bytes=max_bytes)):
+            for piece in self.chunks(job, should_stop, limits=limits, progress=progress):
                 out.write(piece)
         return into
 

@@ -28,12 +28,27 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final, cast
 from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from filejobs.config import ConfigurationError
+from filejobs.domain.job_options import (
+    OPTIONS,
+    THUMBNAIL_MAX_SIZE,
+    THUMBNAIL_MAX_SIZES,
+    THUMBNAIL_MIN_SIZE,
+    THUMBNAIL_SIZES,
+    OptionError,
+)
+from filejobs.domain.job_values import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
-from filejobs.processors.source import ObjectSource, content_type_of, decoder_for
+from filejobs.processors.source import (
+    ObjectSource,
+    content_type_of,
+    decoder_for,
+    human_size,
+    reading_progress,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -46,9 +61,9 @@ else:
     register_heif_opener()
 
 DEFAULT_SIZES: Final = (128, 256, 512)
-MIN_SIZE: Final = 16
-MAX_SIZE: Final = 4096
-MAX_SIZE_COUNT: Final = 8
+MIN_SIZE: Final = THUMBNAIL_MIN_SIZE
+MAX_SIZE: Final = THUMBNAIL_MAX_SIZE
+MAX_SIZE_COUNT: Final = THUMBNAIL_MAX_SIZES
 # Declared width x height above this is refused before decoding. Below Pillow's own
 # MAX_IMAGE_PIXELS (about 89 MP), so Pillow's DecompressionBombWarning never fires on an image we
 # accept; its DecompressionBombError (above twice that) is caught and reported the same way.
@@ -59,7 +74,7 @@ MAX_BYTES: Final = 200 * 1024 * 1024
 LIMITS: Final = DecoderLimits(memory_bytes=2048 * MiB, cpu_seconds=30, wall_seconds=90)
 
 FORMATS: Final[Mapping[str, tuple[str, str]]] = {
-    # input_data["format"] -> (Pillow format, content type)
+    # input_data["format"] (domain/job_options.py THUMBNAIL_FORMATS) -> (Pillow format, type)
     "webp": ("WEBP", "image/webp"),
     "jpeg": ("JPEG", "image/jpeg"),
 }
@@ -101,28 +116,23 @@ class Options:
     def of(
         cls, input_data: Mapping[str, Any] | None, default_sizes: tuple[int, ...] = DEFAULT_SIZES
     ) -> Options:
-        """The job's sizes (else the deployment's) and format, validated (PermanentError: a
-        retry cannot fix them)."""
-        data = input_data or {}
-        sizes = checked_sizes(data.get("sizes", default_sizes))
-        fmt = data.get("format", DEFAULT_FORMAT)
-        if not isinstance(fmt, str) or fmt.lower() not in FORMATS:
-            raise PermanentError(f"format {fmt!r} is not one of {', '.join(sorted(FORMATS))}")
-        return cls(sizes, fmt.lower())
+        """The job's sizes (else the deployment's) and format, read by the definition the API
+        checks requests with (domain/job_options.py); PermanentError saying which option is
+        wrong and why (a job stored before its options were checked: a retry cannot fix it)."""
+        try:
+            options = OPTIONS[JobType.THUMBNAIL_GENERATION].read(input_data)
+        except OptionError as error:
+            raise PermanentError(f"bad option {error}") from None
+        return cls(options["sizes"] or default_sizes, options["format"])
 
 
 def checked_sizes(raw_sizes: object) -> tuple[int, ...]:
     """Thumbnail sizes, largest first, each once; PermanentError saying what is wrong."""
-    if not isinstance(raw_sizes, (list, tuple)) or not raw_sizes:
-        raise PermanentError("sizes must be a non-empty list of pixel sizes")
-    if len(raw_sizes) > MAX_SIZE_COUNT:
-        raise PermanentError(f"at most {MAX_SIZE_COUNT} sizes, got {len(raw_sizes)}")
-    for size in raw_sizes:
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise PermanentError(f"size {size!r} is not a whole number of pixels")
-        if not MIN_SIZE <= size <= MAX_SIZE:
-            raise PermanentError(f"size {size} is outside {MIN_SIZE}..{MAX_SIZE} pixels")
-    return tuple(sorted(set(raw_sizes), reverse=True))
+    try:
+        sizes: tuple[int, ...] = THUMBNAIL_SIZES.read(raw_sizes, "sizes", {})
+    except OptionError as error:
+        raise PermanentError(str(error)) from None
+    return sizes
 
 
 def sizes_setting(value: str | None) -> tuple[int, ...]:
@@ -389,10 +399,19 @@ class ThumbnailProcessor:
             content_type, DECODERS, job_type="thumbnail_generation", empty=_EMPTY
         )
         path = self._source.download(
-            work.job, work.workspace / "source", work.should_stop, max_bytes=self._max_bytes
+            work.job,
+            work.workspace / "source",
+            work.should_stop,
+            max_bytes=self._max_bytes,
+            progress=reading_progress(work, verb="downloaded", end=0.4),
         )
         if work.should_stop():
             raise StopRequested
+        work.log(
+            f"read {human_size(path.stat().st_size)} {content_type}; sizes "
+            f"{', '.join(str(s) for s in options.sizes)} as {options.format}"
+        )
+        work.report_progress(0.4, "decoding and resizing")
         names = {f"thumb-{size}.{options.format}": size for size in options.sizes}
         decoded = self._sandbox.decode(
             decode_thumbnails,
@@ -409,14 +428,19 @@ class ThumbnailProcessor:
         )
         _, output_type = FORMATS[options.format]
         facts = {fact.get("size"): fact for fact in _facts(decoded.result.get("thumbnails"))}
+        work.log(_source_line(decoded.result.get("source")))
         thumbnails = []
-        for name, size in sorted(names.items(), key=lambda item: item[1]):
+        for done, (name, size) in enumerate(sorted(names.items(), key=lambda item: item[1])):
             if work.should_stop():
                 raise StopRequested
             data, fact = decoded.outputs.get(name), facts.get(size, {})
             if data is None:
                 raise PermanentError(f"the decoder returned no {name}")
+            work.report_progress(0.8 + 0.2 * done / len(names), f"writing {name}")
             key = work.outputs.put_bytes(name, data, output_type)
+            work.log(
+                f"wrote {key}: {fact.get('width')}x{fact.get('height')}, {human_size(len(data))}"
+            )
             thumbnails.append(
                 {
                     "size": size,
@@ -432,6 +456,21 @@ class ThumbnailProcessor:
             "thumbnails": thumbnails,
             "duration_ms": round((time.perf_counter() - started) * 1000),
         }
+
+
+def _source_line(source: object) -> str:
+    """What the decoder saw: 'decoded 4032x3024 JPEG (RGB), EXIF orientation applied'."""
+    if not isinstance(source, dict):
+        return "decoded the image"
+    line = f"decoded {source.get('width')}x{source.get('height')} {source.get('format')}"
+    if source.get("mode"):
+        line += f" ({source['mode']})"
+    frames = source.get("frames")
+    if isinstance(frames, int) and frames > 1:
+        line += f", {frames} frames (the first one used)"
+    if source.get("orientation_applied") is True:
+        line += ", EXIF orientation applied"
+    return line
 
 
 def _facts(value: object) -> list[dict[str, Any]]:

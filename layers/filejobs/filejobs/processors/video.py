@@ -35,7 +35,13 @@ from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
-from filejobs.processors.source import ObjectSource, content_type_of, decoder_for
+from filejobs.processors.source import (
+    ObjectSource,
+    content_type_of,
+    decoder_for,
+    human_size,
+    reading_progress,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -306,11 +312,21 @@ class VideoPosterProcessor:
         source = ObjectSource(self._s3)
         content_type = content_type_of(work.job, source)
         demuxer = decoder_for(content_type, DEMUXERS, job_type="video_thumbnail", empty=_EMPTY)
+        # Progress: the download is most of a poster's time on a large video (the decoder seeks
+        # to one keyframe and decodes forward to the poster's frame, at most 5 s in), measured
+        # in bytes; then the decode and the upload, one step each.
         local = source.download(
-            work.job, work.workspace / "video", work.should_stop, max_bytes=self._max_bytes
+            work.job,
+            work.workspace / "video",
+            work.should_stop,
+            max_bytes=self._max_bytes,
+            progress=reading_progress(work, verb="downloaded", end=0.7),
         )
-        if local.stat().st_size == 0:
+        size = local.stat().st_size
+        if size == 0:
             raise PermanentError(_EMPTY)
+        work.log(f"read {human_size(size)} {content_type} (demuxer {demuxer})")
+        work.report_progress(0.7, "decoding the poster frame")
         decoded = self._sandbox.decode(
             decode_poster,
             local,
@@ -325,8 +341,14 @@ class VideoPosterProcessor:
         data = decoded.outputs.get(POSTER_NAME)
         if data is None:
             raise PermanentError(f"the decoder returned no {POSTER_NAME}")
-        key = work.outputs.put_bytes(POSTER_NAME, data, "image/webp")
         facts = decoded.result
+        work.log(_video_line(facts))
+        work.report_progress(0.9, "writing the poster")
+        key = work.outputs.put_bytes(POSTER_NAME, data, "image/webp")
+        work.log(
+            f"wrote {key}: {facts.get('poster_width')}x{facts.get('poster_height')} WebP, "
+            f"{human_size(len(data))}"
+        )
         return {
             **{name: facts.get(name) for name in _FACTS},
             "poster": {
@@ -339,6 +361,20 @@ class VideoPosterProcessor:
 
 
 _FACTS: Final = ("duration_s", "codec", "width", "height", "fps", "frame_time_s")
+
+
+def _video_line(facts: Mapping[str, Any]) -> str:
+    """What the decoder found and chose: '1920x1080 h264, 31.4 s at 30 fps; poster at 3.1 s'."""
+    duration, fps = facts.get("duration_s"), facts.get("fps")
+    line = f"{facts.get('width')}x{facts.get('height')} {facts.get('codec')}"
+    if isinstance(duration, int | float):
+        line += f", {duration:.1f} s"
+    if isinstance(fps, int | float):
+        line += f" at {fps:g} fps"
+    frame = facts.get("frame_time_s")
+    if isinstance(frame, int | float):
+        line += f"; poster frame at {frame:.2f} s"
+    return line
 
 
 # Two 64x64 H.264 frames: decoded once in the sandbox's zygote (warm_up).

@@ -20,10 +20,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from filejobs.access import Caller
-from filejobs.domain import content, scanning, transitions
+from filejobs.domain import content, delays, scanning, transitions
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType, ProcessingJob
+from filejobs.domain.job_options import OptionError, options_of
 from filejobs.domain.operations import JobFilter
 from filejobs.domain.quotas import API_JOBS_PER_FILE
 from filejobs.domain.retry import DispatchPolicy
@@ -83,6 +84,11 @@ class RequestJob:
     idempotency_key: str
     priority: int = 0
     input_data: dict[str, Any] | None = None
+    # When to start it: a time (run_at) or a delay from the request (delay), never both;
+    # neither: now (domain/delays.py).
+    run_at: datetime | None = None
+    delay: timedelta | None = None
+    max_retries: int | None = None  # the model's default (3) when not given
 
 
 @dataclass(frozen=True)
@@ -256,19 +262,36 @@ class StatusApi:
                 "priority 0 or below",
                 log="tenant asked for a raised priority",
             )
+        try:
+            # Checked again here, whoever built the command (the API's parser has; a schedule's
+            # run may not have): the job type's one definition of its options.
+            options_of(command.job_type).check(command.input_data or {})
+        except OptionError as error:
+            raise InvalidRequestError(str(error), log="job options refused") from None
+        now = self.clock()
+        try:
+            run_at = delays.run_time(now, run_at=command.run_at, delay=command.delay)
+        except delays.DelayError as error:
+            raise InvalidRequestError(str(error), log="job requested at a time refused") from None
         job = new_job(
             stored,
             command.job_type,
-            now=self.clock(),
+            now=now,
             created_by=caller.name,
             dispatch=self.dispatch_policy,
             idempotency_key=f"api:{stored.id}:{key}",
             priority=command.priority,
+            max_retries=command.max_retries,
             input_data=command.input_data,
+            run_at=run_at,
         )
         store = self._counted_on_file if counted else self.files.add_job
         if store(job):
-            self._send(job, "requested job")
+            if job.scheduled_at is None:
+                self._send(job, "requested job")
+            elif (wait := delays.message_delay(now, job.scheduled_at)) is not None:
+                # SQS holds it until the time; a longer delay is the sweep's to start.
+                self._send(job, "delayed job", wait)
             return Requested(JobWithOutputs(job, []), replayed=False, idempotency_key=key)
         existing = self.jobs.get(job.id)
         if existing is None or existing.metadata.deleted_at is not None:
@@ -277,11 +300,14 @@ class StatusApi:
                 "exists; a key is never reused: send another",
                 log="idempotency key of a deleted job",
             )
-        same = (existing.job_type, existing.priority, existing.input_data) == (
-            job.job_type,
-            job.priority,
-            job.input_data,
-        )
+        # The time is not compared: a delay is from each request's own moment, and a job that
+        # ran no longer says when it was due. The replay answers the job as first requested.
+        same = (
+            existing.job_type,
+            existing.priority,
+            existing.input_data,
+            existing.max_retries,
+        ) == (job.job_type, job.priority, job.input_data, job.max_retries)
         if not same:
             raise ConflictError(
                 f"Idempotency-Key {key!r} was used for another request on file {stored.id} "
@@ -467,9 +493,9 @@ class StatusApi:
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _send(self, job: ProcessingJob, what: str) -> None:
+    def _send(self, job: ProcessingJob, what: str, delay: timedelta = timedelta(0)) -> None:
         try:
-            self.dispatcher().dispatch(job)
+            self.dispatcher().dispatch(job, delay)
         except Exception:
             # The job is pending with sweep_at = now + grace: the sweep sends it if this did not.
             logger.exception("%s not dispatched; the sweep will send it", what)

@@ -47,4 +47,9 @@ class DeduplicationCheck:
         )
         if recorded is None:
             raise PermanentError(f"file {job.file_id} is not recorded")
+        work.log(
+            "first of its tenant with this content: recorded as its owner"
+            if duplicate_of is None
+            else f"duplicate of file {duplicate_of}: recorded on the file"
+        )
         return {**found, "duplicate_of": duplicate_of, "owner": owner}

@@ -385,6 +385,9 @@ def _may_see(caller: Caller, operation: Operation) -> bool:
 
 
 def _caller_of(operation: Operation) -> Caller:
+    if operation.schedule_id is not None:
+        # A schedule acts for its tenant, and its jobs say it made them.
+        return Caller(tenant=operation.tenant, operator=False, agent=operation.created_by)
     operator = operation.created_by.startswith("api:operator")
     return Caller(tenant=None if operator else operation.tenant, operator=operator)
 

@@ -143,10 +143,19 @@ class ScanGate:
         if decision is not Gate.RUN:
             if not job.status.is_terminal:
                 self.refuse(JobMessage.for_job(job), stored)
-        elif job.status is JobStatus.PENDING:
+        elif job.status is JobStatus.PENDING or self._due(job):
+            # A scheduled job already due (a delayed job whose message came before the verdict,
+            # and was skipped) is sent now too: its claim takes it, as it is due.
             self._dispatcher.dispatch(job)
         elif job.status is JobStatus.CANCELLED and job.cancelled_by == SCANNER:
             self._give_back(job)
+
+    def _due(self, job: ProcessingJob) -> bool:
+        return (
+            job.status is JobStatus.SCHEDULED
+            and job.scheduled_at is not None
+            and job.scheduled_at <= self._clock()
+        )
 
     def _give_back(self, job: ProcessingJob) -> None:
         """A job the scan cancelled for want of a verdict, pending again now that one allows

@@ -75,7 +75,13 @@ class VirusScan:
             # The file already had a verdict this one may not replace (infected is final; an
             # unscannable rescan leaves a clean verdict standing): that one is acted on.
             result["recorded_verdict"] = None if recorded is None else recorded.value
-        return self._act(after, result)
+            work.log(f"the file keeps its verdict {result['recorded_verdict']}: acted on that")
+        acted = self._act(after, result)
+        if acted.get("quarantine_key"):
+            work.log(f"quarantined as {acted['quarantine_key']}; derived outputs withdrawn")
+        else:
+            work.log(f"verdict {record.verdict.value} recorded on the file")
+        return acted
 
     def _resumed(self, job: ProcessingJob, error: Exception) -> dict[str, Any] | None:
         """An attempt that finds its version gone because an earlier one recorded the infection

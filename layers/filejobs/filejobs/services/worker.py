@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from filejobs.domain import fairness, transitions
+from filejobs.domain.attempt_notes import AttemptNotes, AttemptRecorder
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
@@ -142,7 +143,7 @@ class WorkerService:
         # The worker's own type, not the message's, derives the index keys it writes.
         claimed = self._jobs.apply(message.job_id, self._job_type, claim)
         if isinstance(claimed, Lost):
-            return WorkResult(Disposition.SKIPPED, claimed.current, str(claimed.conflict))
+            return self._skipped(claimed)
         job = claimed.job
         if decided is not None and job.file_id != decided.id:
             # The message named another file than its job's: never parse an unchecked file.
@@ -188,26 +189,43 @@ class WorkerService:
         )
         deferred = self._jobs.apply(message.job_id, self._job_type, deferral)
         if isinstance(deferred, Lost):
-            return WorkResult(Disposition.SKIPPED, deferred.current, str(deferred.conflict))
+            return self._skipped(deferred)
         self._dispatcher.dispatch(deferred.job, wait)
         running = cap.max_running
         detail = f"tenant {message.tenant} has {running} {self._job_type.value} jobs running"
         return WorkResult(Disposition.DEFERRED, deferred.job, detail)
 
+    def _skipped(self, lost: Lost) -> WorkResult:
+        """A message whose job could not be taken (claimed or deferred) is acknowledged. One
+        that came before its job's time (a copy of a delayed job's or a retry's message) is
+        sent again for that time first: never run early, never lost; a time further off than
+        SQS can delay a message is the sweep's to start."""
+        if lost.conflict is transitions.Conflict.NOT_DUE and lost.current is not None:
+            dispatch_retry_if_soon(self._dispatcher, lost.current, self._clock())
+        return WorkResult(Disposition.SKIPPED, lost.current, str(lost.conflict))
+
     def _run(self, job: ProcessingJob) -> WorkResult:
         """The claimed job's attempt: its processor under a kept lease, in a fresh workspace."""
+        notes = AttemptRecorder()
         keeper = LeaseKeeper(
-            self._jobs, job, self._lease, self._worker, self._clock, look_every=self._look_every
+            self._jobs,
+            job,
+            self._lease,
+            self._worker,
+            self._clock,
+            look_every=self._look_every,
+            notes=notes.snapshot,
         )
         with keeper, self._scratch.for_job(job.id) as workspace:
-            work = Work(job, keeper.should_stop, workspace, self._outputs(job))
+            work = Work(job, keeper.should_stop, workspace, self._outputs(job), notes)
             try:
                 result = self._processor(work)
             except StopRequested:
                 return WorkResult(Disposition.ABANDONED, job, keeper.reason)
             except Exception as error:  # every failure is recorded on the job
-                return self._cancel_if_file_withdrawn(job, error) or self._fail(job, error)
-        return self._complete(job, result)
+                withdrawn = self._cancel_if_file_withdrawn(job, error)
+                return withdrawn or self._fail(job, error, notes.snapshot())
+        return self._complete(job, result, notes.snapshot())
 
     def _cancel_if_file_withdrawn(self, job: ProcessingJob, error: Exception) -> WorkResult | None:
         """A job that finds its object gone because the file was quarantined (or deleted) while
@@ -237,16 +255,25 @@ class WorkerService:
             return WorkResult(Disposition.SKIPPED, refused, detail), decided
         return None, decided
 
-    def _complete(self, job: ProcessingJob, result: dict[str, Any]) -> WorkResult:
+    def _complete(
+        self, job: ProcessingJob, result: dict[str, Any], notes: AttemptNotes
+    ) -> WorkResult:
         done = transitions.complete(
-            job, result=result, now=self._clock(), retention=self._retention, worker=self._worker
+            job,
+            result=result,
+            now=self._clock(),
+            retention=self._retention,
+            worker=self._worker,
+            notes=notes,
         )
         written = self._jobs.apply(job.id, job.job_type, done)
         if isinstance(written, Lost):
             return WorkResult(Disposition.ABANDONED, written.current, str(written.conflict))
         return WorkResult(Disposition.COMPLETED, written.job)
 
-    def _fail(self, job: ProcessingJob, error: Exception) -> WorkResult:
+    def _fail(
+        self, job: ProcessingJob, error: Exception, notes: AttemptNotes | None = None
+    ) -> WorkResult:
         now = self._clock()
         if self._retry.classify(error) is ErrorKind.TRANSIENT:
             logger.warning("job %s attempt %s failed: %s", job.id, job.attempt, error)
@@ -258,6 +285,7 @@ class WorkerService:
             retry_at=retry_at,
             retention=self._retention,
             worker=self._worker,
+            notes=notes,
         )
         written = self._jobs.apply(job.id, job.job_type, failure)
         if isinstance(written, Lost):
@@ -281,6 +309,9 @@ class LeaseKeeper:
     result would be refused anyway by the completion's condition. A look is an eventually
     consistent read, judged by the heartbeat's own guard; a read older than the claim (an
     earlier attempt) says nothing and is ignored.
+
+    Each heartbeat carries the attempt's `notes()` (its progress and log so far) in the same
+    write: progress costs no write of its own, and shows within a beat (a third of the lease).
     """
 
     def __init__(
@@ -292,8 +323,10 @@ class LeaseKeeper:
         clock: Callable[[], datetime],
         *,
         look_every: timedelta = CANCEL_LOOK_EVERY,
+        notes: Callable[[], AttemptNotes] | None = None,
     ) -> None:
         self._jobs, self._job, self._lease = jobs, job, lease
+        self._notes = notes
         self._worker, self._clock = worker, clock
         self._beat_every = max(lease.total_seconds() / 3, 0.05)
         self._look_every = min(max(look_every.total_seconds(), 0.05), self._beat_every)
@@ -329,7 +362,11 @@ class LeaseKeeper:
 
     def _heartbeat(self) -> transitions.Transition:
         return transitions.heartbeat(
-            self._job, now=self._clock(), lease=self._lease, worker=self._worker
+            self._job,
+            now=self._clock(),
+            lease=self._lease,
+            worker=self._worker,
+            notes=None if self._notes is None else self._notes(),
         )
 
     def _beat(self) -> transitions.Conflict | None:

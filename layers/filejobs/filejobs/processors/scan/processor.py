@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from filejobs.domain.retry import TransientError
 from filejobs.processors.base import StopRequested, Work
-from filejobs.processors.source import ObjectSource, ObjectTooLargeError
+from filejobs.processors.source import (
+    ObjectSource,
+    ObjectTooLargeError,
+    human_size,
+    reading_progress,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -143,17 +148,34 @@ class VirusScanProcessor:
         # Fails closed (TransientError) without usable definitions.
         engines = self._engines(bool((job.input_data or {}).get("rescan")))
         path = work.workspace / _local_name(str((job.input_data or {}).get("key", "")))
+        work.log(
+            f"definitions {engines.definitions_version or 'shipped with the code'}; engines "
+            + ", ".join(f"{n} {v}".strip() for n, v in engines.versions.items())
+        )
         try:
-            ObjectSource(self._s3).download(job, path, work.should_stop, max_bytes=self._max_bytes)
+            ObjectSource(self._s3).download(
+                job,
+                path,
+                work.should_stop,
+                max_bytes=self._max_bytes,
+                progress=reading_progress(work, verb="downloaded", end=0.5),
+            )
         except ObjectTooLargeError:  # larger than its record said (S3 sizes do not lie: a bug)
             return ScanReport(ScanVerdict.UNSCANNABLE, reason=self._too_large(None))
+        work.log(f"read {human_size(path.stat().st_size)}")
         results: list[ScanResult] = []
-        for engine in engines.engines:
+        for done, engine in enumerate(engines.engines):
             if work.should_stop():
                 raise StopRequested
-            results.append(engine.scan(path))
+            work.report_progress(
+                0.5 + 0.5 * done / len(engines.engines), f"scanning: {engine.name}"
+            )
+            result = engine.scan(path)
+            results.append(result)
+            work.log(_engine_line(result))
         verdict = combine(results)
         reason = _refusals(results) if verdict is ScanVerdict.UNSCANNABLE else None
+        work.log(f"verdict {verdict.value}" + (f": {reason}" if reason else ""))
         return ScanReport(verdict, tuple(results), engines, reason)
 
     def _too_large(self, size: int | None) -> str:
@@ -169,6 +191,16 @@ def _fixed(engines: EngineSet) -> EngineSource:
         return engines
 
     return source
+
+
+def _engine_line(result: ScanResult) -> str:
+    """One engine's finding: 'clamav: INFECTED (Eicar-Signature), 1 file scanned'."""
+    line = f"{result.engine}: {result.verdict.value}"
+    if result.signatures:
+        line += f" ({', '.join(result.signatures)})"
+    line += f", {result.scanned_files} file{'' if result.scanned_files == 1 else 's'} scanned"
+    problems = [*result.errors, *result.refusals]
+    return line + (f"; {'; '.join(problems)}" if problems else "")
 
 
 def _refusals(results: Sequence[ScanResult]) -> str:
