@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from filejobs.api.parsing import REASON_PATTERN
+from filejobs.api.webhooks import DELIVERY_ID_PATTERN, ENDPOINT_ID_PATTERN
+from filejobs.domain import webhooks as webhook_rules
 from filejobs.domain.delays import MAX_DELAY_SECONDS, PAST_SKEW
 from filejobs.domain.failures import FAILURE_GROUP_PATTERN
 from filejobs.domain.job import (
@@ -688,6 +690,122 @@ LINKS: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {
 }
 
 
+def _webhook_schemas() -> dict[str, Any]:
+    """Webhook endpoints and deliveries as the API shows them (services/webhooks.py views)."""
+    event_types = {
+        "type": "array",
+        "minItems": 1,
+        "uniqueItems": True,
+        "items": {"type": "string", "enum": list(webhook_rules.EVENT_TYPES)},
+    }
+    time = {"type": "string", "format": "date-time"}
+    endpoint_required = ["id", "tenant", "url", "event_types", "status", "secrets"]
+    endpoint_properties: dict[str, Any] = {
+        "id": {"type": "string", "pattern": ENDPOINT_ID_PATTERN},
+        "tenant": {"type": "string", "pattern": TENANT_PATTERN},
+        "url": _STR,
+        "event_types": event_types,
+        "description": _STR,
+        "status": {"type": "string", "enum": [s.value for s in webhook_rules.EndpointStatus]},
+        "created_at": time,
+        "updated_at": time,
+        "created_by": _STR,
+        "failing_since": _OPT_TIME,
+        "disabled_at": _OPT_TIME,
+        "disabled_reason": _OPT_STR,
+        "secrets": {
+            "type": "array",
+            "description": "When each active secret was made and ends (never the secret)",
+            "items": {
+                "type": "object",
+                "properties": {"created_at": time, "expires_at": _OPT_TIME},
+            },
+        },
+    }
+    endpoint = {"type": "object", "required": endpoint_required, "properties": endpoint_properties}
+    attempt = {
+        "type": "object",
+        "properties": {
+            "number": {"type": "integer", "minimum": 1},
+            "at": time,
+            "status_code": {"type": ["integer", "null"]},
+            "latency_ms": {"type": "integer", "minimum": 0},
+            "error": _OPT_STR,
+        },
+    }
+    delivery = {
+        "type": "object",
+        "required": ["id", "endpoint_id", "event_id", "event_type", "status", "attempts"],
+        "properties": {
+            "id": {"type": "string", "pattern": DELIVERY_ID_PATTERN},
+            "endpoint_id": {"type": "string", "pattern": ENDPOINT_ID_PATTERN},
+            "tenant": {"type": "string", "pattern": TENANT_PATTERN},
+            "event_id": _STR,
+            "event_type": _STR,
+            "status": {"type": "string", "enum": [s.value for s in webhook_rules.DeliveryStatus]},
+            "attempt": {"type": "integer", "minimum": 0},
+            "created_at": time,
+            "updated_at": time,
+            "next_attempt_at": _OPT_TIME,
+            "resend_of": _OPT_STR,
+            "response_code": {"type": ["integer", "null"]},
+            "latency_ms": {"type": ["integer", "null"]},
+            "error": _OPT_STR,
+            "attempts": {"type": "array", "items": attempt},
+            "body": {"type": "string", "description": "The JSON sent (one delivery's view)"},
+        },
+    }
+    return {
+        "WebhookRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["url", "event_types"],
+            "properties": {
+                "url": {"type": "string", "maxLength": webhook_rules.MAX_URL_LENGTH},
+                "event_types": event_types,
+                "tenant": {"type": "string", "pattern": TENANT_PATTERN},
+                "description": {
+                    "type": "string",
+                    "maxLength": webhook_rules.MAX_DESCRIPTION_LENGTH,
+                },
+            },
+        },
+        "Rotation": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"overlap_hours": {"type": "number", "minimum": 0, "maximum": 168}},
+        },
+        "Webhook": endpoint,
+        "WebhookWithSecret": {
+            "type": "object",
+            "required": [*endpoint_required, "secret"],
+            "properties": {
+                **endpoint_properties,
+                "secret": {"type": "string", "description": "Shown in this answer only"},
+            },
+        },
+        "WebhookList": {
+            "type": "object",
+            "required": ["webhooks"],
+            "properties": {
+                "webhooks": {"type": "array", "items": {"$ref": "#/components/schemas/Webhook"}}
+            },
+        },
+        "WebhookDelivery": delivery,
+        "WebhookDeliveryPage": {
+            "type": "object",
+            "required": ["deliveries", "next_token"],
+            "properties": {
+                "deliveries": {
+                    "type": "array",
+                    "items": {"$ref": "#/components/schemas/WebhookDelivery"},
+                },
+                "next_token": _OPT_STR,
+            },
+        },
+    }
+
+
 def _add_links(paths: dict[str, Any]) -> None:
     for (path, method, status), targets in LINKS.items():
         links = paths[path][method]["responses"][status].setdefault("links", {})
@@ -788,6 +906,10 @@ def _complete(operation: dict[str, Any]) -> None:
     for parameter in operation.get("parameters", []):
         if parameter["in"] == "path" and parameter["name"] == "operation_id":
             parameter["schema"] = {"type": "string", "pattern": OPERATION_ID_PATTERN}
+        elif parameter["in"] == "path" and parameter["name"] == "webhook_id":
+            parameter["schema"] = {"type": "string", "pattern": ENDPOINT_ID_PATTERN}
+        elif parameter["in"] == "path" and parameter["name"] == "delivery_id":
+            parameter["schema"] = {"type": "string", "pattern": DELIVERY_ID_PATTERN}
         elif parameter["in"] == "path" and parameter["name"].endswith("_id"):
             parameter["schema"] = {"type": "string", "format": "uuid", "pattern": UUID_PATTERN}
         if parameter["in"] == "path" and parameter["name"] == "tenant":
@@ -837,6 +959,7 @@ def build_document() -> dict[str, Any]:
     schemas.update(CONSOLE_SCHEMAS)
     schemas.update(_job_request_schemas())
     schemas.update(_quota_schemas())
+    schemas.update(_webhook_schemas())
     _add_links(document["paths"])
     components["securitySchemes"] = {
         "sigv4": {

@@ -23,6 +23,9 @@ filejobs failures [--tenant T] [--type JOB_TYPE] [--json]
 filejobs bulk retry|cancel|rescan|delete --reason TEXT [filters as search] [--dry-run] [--yes]
                 [--no-wait] [--json]
 filejobs bulk status OP_ID [--json]  |  filejobs bulk list [--tenant T] [--limit N] [--json]
+filejobs webhooks add URL --event TYPE... [--tenant T]  |  list [--tenant T]  |  show ID
+filejobs webhooks rotate ID [--overlap-hours H]  |  enable ID  |  deliveries ID  |  remove ID
+filejobs webhooks resend ID DELIVERY_ID
 filejobs schedules add NAME --cron EXPR [--timezone TZ] --prefix P --rescan | --run JOB_TYPE
                    [--option NAME=VALUE]... [--tenant T]
 filejobs schedules list [--tenant T] | show|pause|resume|remove SCHEDULE_ID   [--json]
@@ -43,7 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from filejobs_cli import commands as commands_
-from filejobs_cli import console, quotas, requests, scanning, schedules
+from filejobs_cli import console, quotas, requests, scanning, schedules, webhooks
 from filejobs_cli.client import CliError
 
 # The commands that need the dev tools (moto, the template's parser), in the package that has them.
@@ -126,6 +129,7 @@ def parser() -> argparse.ArgumentParser:
     requests.register(commands, project_root)
     scanning.register(commands, project_root, local.invoker(project_root))
     quotas.register(commands, project_root)
+    webhooks.register(commands, project_root)
     schedules.register(commands, project_root)
     console.register(commands, project_root)
     return root

@@ -25,6 +25,7 @@ from filejobs import console, runtime
 from filejobs.access import Caller, caller_from
 from filejobs.adapters.s3 import S3OutputLinks
 from filejobs.api import openapi, parsing, rendering
+from filejobs.api import webhooks as webhook_requests
 from filejobs.domain.time import utcnow
 from filejobs.observability import SERVICE, TRACED_MODULES
 from filejobs.ports import PageCursor
@@ -34,6 +35,7 @@ from filejobs.services.operations import BulkOperations
 from filejobs.services.page_tokens import PageTokens
 from filejobs.services.quotas import TenantLimits
 from filejobs.services.schedules import Schedules
+from filejobs.services.webhooks import Webhooks, endpoint_view
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -64,6 +66,10 @@ def schedules() -> Schedules:
 
 def quotas() -> TenantLimits:
     return runtime.tenant_limits()
+
+
+def webhooks() -> Webhooks:
+    return runtime.webhooks()
 
 
 def caller() -> Caller:
@@ -334,6 +340,76 @@ def set_quotas(tenant: str) -> dict[str, Any]:
     name = parsing.tenant_name(tenant)
     change = parsing.quota_change(app.current_event.body)
     return rendering.quota_report(quotas().change(who, name, change))
+
+
+# --- webhooks (services/webhooks.py; README, "Webhooks") ---------------------------------------
+
+
+@app.post("/webhooks", **openapi.REGISTER_WEBHOOK)
+def register_webhook() -> Response[str]:
+    who = caller()
+    command = webhook_requests.register(app.current_event.body)
+    made = webhooks().register(who, command)
+    return _json(201, json.dumps(webhook_requests.with_secret(made)))
+
+
+@app.get("/webhooks", **openapi.LIST_WEBHOOKS)
+def list_webhooks() -> dict[str, Any]:
+    who = caller()
+    tenant = webhook_requests.listing_tenant(params())
+    return webhook_requests.endpoints(webhooks().endpoints(who, tenant))
+
+
+@app.get("/webhooks/<webhook_id>", **openapi.GET_WEBHOOK)
+def get_webhook(webhook_id: str) -> dict[str, Any]:
+    who = caller()
+    return endpoint_view(webhooks().endpoint(who, webhook_requests.endpoint_id(webhook_id)))
+
+
+@app.delete("/webhooks/<webhook_id>", **openapi.REMOVE_WEBHOOK)
+def remove_webhook(webhook_id: str) -> Response[str]:
+    who = caller()
+    webhooks().remove(who, webhook_requests.endpoint_id(webhook_id))
+    return Response(status_code=204, body="")
+
+
+@app.post("/webhooks/<webhook_id>/rotate", **openapi.ROTATE_WEBHOOK)
+def rotate_webhook(webhook_id: str) -> dict[str, Any]:
+    who = caller()
+    endpoint_id = webhook_requests.endpoint_id(webhook_id)
+    overlap = webhook_requests.rotation(app.current_event.body)
+    return webhook_requests.with_secret(webhooks().rotate(who, endpoint_id, overlap))
+
+
+@app.post("/webhooks/<webhook_id>/enable", **openapi.ENABLE_WEBHOOK)
+def enable_webhook(webhook_id: str) -> dict[str, Any]:
+    who = caller()
+    return endpoint_view(webhooks().enable(who, webhook_requests.endpoint_id(webhook_id)))
+
+
+@app.get("/webhooks/<webhook_id>/deliveries", **openapi.WEBHOOK_DELIVERIES)
+def webhook_deliveries(webhook_id: str) -> dict[str, Any]:
+    who = caller()
+    endpoint_id = webhook_requests.endpoint_id(webhook_id)
+    limit, after = webhook_requests.page(params())
+    found, last = webhooks().deliveries(who, endpoint_id, after=after, limit=limit)
+    return webhook_requests.deliveries(found, last)
+
+
+@app.get("/webhooks/<webhook_id>/deliveries/<delivery_id>", **openapi.WEBHOOK_DELIVERY)
+def webhook_delivery(webhook_id: str, delivery_id: str) -> dict[str, Any]:
+    who = caller()
+    endpoint_id = webhook_requests.endpoint_id(webhook_id)
+    found = webhooks().delivery(who, endpoint_id, webhook_requests.delivery_id(delivery_id))
+    return webhook_requests.delivery(found)
+
+
+@app.post("/webhooks/<webhook_id>/deliveries/<delivery_id>/resend", **openapi.RESEND_DELIVERY)
+def resend_delivery(webhook_id: str, delivery_id: str) -> Response[str]:
+    who = caller()
+    endpoint_id = webhook_requests.endpoint_id(webhook_id)
+    again = webhooks().resend(who, endpoint_id, webhook_requests.delivery_id(delivery_id))
+    return _json(202, json.dumps(webhook_requests.delivery(again)))
 
 
 @cache

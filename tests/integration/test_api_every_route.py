@@ -40,6 +40,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.operation_repository import OperationRepository
 from filejobs.data.schedule_repository import ScheduleRepository
+from filejobs.data.webhook_repository import WebhookRepository
+from filejobs.domain import webhooks
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.operations import Action, JobFilter, Operation
@@ -156,6 +158,8 @@ class Owned:
     stopped: ProcessingJob
     operation: str  # the id of a bulk operation the tenant started
     schedule: str  # the id of a recurring schedule of the tenant's
+    webhook: str  # the id of a webhook endpoint of the tenant's
+    delivery: str  # the id of one of its deliveries
 
     @property
     def pending(self) -> ProcessingJob:
@@ -170,6 +174,8 @@ class Owned:
             *((f"<job{n}>", job.id) for n, job in enumerate(self.plan.jobs)),
             ("<operation>", self.operation),
             ("<schedule>", self.schedule),
+            ("<webhook>", self.webhook),
+            ("<delivery>", self.delivery),
             ("<tenant>", self.tenant),
         ]
 
@@ -183,7 +189,42 @@ def owned(tenant: str, name: str = "a.png") -> Owned:
     """A file of `tenant`, recorded with its jobs, the second of them cancelled."""
     plan = ingested(tenant, name)
     stopped = cancelled(plan.jobs[1])
-    return Owned(tenant, plan, stopped, started_operation(tenant), recorded_schedule(tenant))
+    webhook, delivery = webhook_of(tenant)
+    schedule = recorded_schedule(tenant)
+    return Owned(tenant, plan, stopped, started_operation(tenant), schedule, webhook, delivery)
+
+
+def webhook_of(tenant: str) -> tuple[str, str]:
+    """An endpoint of `tenant`'s (the one it has, else a new one) and a new delivery of it."""
+    store = WebhookRepository(boto3.client("dynamodb"), os.environ["OPS_TABLE_NAME"])
+    now = utcnow()
+    existing = store.endpoints(tenant)
+    if existing:
+        endpoint = existing[0]
+    else:
+        endpoint = webhooks.Endpoint(
+            id=webhooks.new_endpoint_id(tenant),
+            tenant=tenant,
+            url="https://hooks.example.com/in",
+            event_types=frozenset({"Job Completed"}),
+            secrets=(webhooks.Secret(webhooks.new_secret(), now),),
+            created_at=now,
+            updated_at=now,
+            created_by=f"api:tenant:{tenant}",
+        )
+        store.create_endpoint(endpoint)
+    delivery = webhooks.Delivery(
+        id=webhooks.resend_id(now),
+        endpoint_id=endpoint.id,
+        tenant=tenant,
+        event_id=f"job:{uuid.uuid4()}:1:completed:x",
+        event_type="Job Completed",
+        body="{}",
+        created_at=now,
+        updated_at=now,
+    )
+    assert store.create_delivery(delivery)
+    return endpoint.id, delivery.id
 
 
 def started_operation(tenant: str) -> str:
@@ -227,8 +268,18 @@ def recorded_schedule(tenant: str) -> str:
 def never_recorded(tenant: str) -> Owned:
     """Ids and a key of the same shapes as `owned`'s, that no table holds."""
     plan = ingest_plan(utcnow(), "image/png", tenant=tenant, name="a.png")
-    operation = f"op-{utcnow():%Y%m%dT%H%M%SZ}-0123abcd"
-    return Owned(tenant, plan, plan.jobs[1], operation, "sch-0123456789abcdef")
+    now = utcnow()
+    operation = f"op-{now:%Y%m%dT%H%M%SZ}-0123abcd"
+    webhook = f"wh-{'0' * 24}-{tenant}"
+    return Owned(
+        tenant,
+        plan,
+        plan.jobs[1],
+        operation,
+        "sch-0123456789abcdef",
+        webhook,
+        webhooks.resend_id(now),
+    )
 
 
 @dataclass(frozen=True)
@@ -375,6 +426,46 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ),
     ("GET", "/tenants/{tenant}/quotas"): RouteCase(
         Access.TENANT, lambda o: Request(f"/tenants/{o.tenant}/quotas")
+    ),
+    ("POST", "/webhooks"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(
+            "/webhooks",
+            body=json.dumps(
+                {
+                    "url": "https://hooks.example.com/new",
+                    "event_types": ["File Processed"],
+                    "tenant": o.tenant,
+                }
+            ),
+        ),
+    ),
+    ("GET", "/webhooks"): RouteCase(
+        Access.TENANT, lambda o: Request("/webhooks", {"tenant": o.tenant}), lists=({},)
+    ),
+    ("GET", "/webhooks/{webhook_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}")
+    ),
+    ("DELETE", "/webhooks/{webhook_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}")
+    ),
+    ("POST", "/webhooks/{webhook_id}/rotate"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}/rotate")
+    ),
+    ("POST", "/webhooks/{webhook_id}/enable"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}/enable")
+    ),
+    ("GET", "/webhooks/{webhook_id}/deliveries"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(f"/webhooks/{o.webhook}/deliveries"),
+        lists=({}, {"limit": "1"}),
+    ),
+    ("GET", "/webhooks/{webhook_id}/deliveries/{delivery_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/webhooks/{o.webhook}/deliveries/{o.delivery}")
+    ),
+    ("POST", "/webhooks/{webhook_id}/deliveries/{delivery_id}/resend"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(f"/webhooks/{o.webhook}/deliveries/{o.delivery}/resend"),
     ),
     ("PUT", "/tenants/{tenant}/quotas"): RouteCase(
         Access.OPERATOR,

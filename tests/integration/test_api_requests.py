@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import pytest
 
+from filejobs.api.webhooks import DELIVERY_ID_PATTERN, ENDPOINT_ID_PATTERN
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain import transitions
@@ -412,6 +413,8 @@ def test_the_committed_openapi_document_matches_the_routes() -> None:
                     pattern = {
                         "tenant": TENANT_PATTERN,
                         "operation_id": OPERATION_ID_PATTERN,
+                        "webhook_id": ENDPOINT_ID_PATTERN,
+                        "delivery_id": DELIVERY_ID_PATTERN,
                     }.get(parameter["name"], UUID_PATTERN)
                     assert parameter["schema"]["pattern"] == pattern, (method, path)
 

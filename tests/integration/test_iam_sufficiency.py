@@ -58,6 +58,7 @@ from functions.operations import app as operations
 from functions.rescan import app as rescan_policy
 from functions.stats import app as stats
 from functions.sweep import app as sweep
+from functions.webhooks import app as webhooks_function
 from functions.worker import app as worker
 from tests.definitions import EICAR, publish_set
 from tests.factories import ingest_plan
@@ -683,3 +684,113 @@ def test_the_definitions_updater_may_do_everything_it_does(stack: Stack, tmp_pat
     assert denied(recorder.calls, named) == []
     listed = [c.params.get("Prefix", "") for c in recorder.calls if c.operation == "ListObjectsV2"]
     assert listed and all(fnmatchcase(prefix, "signatures/*") for prefix in listed)
+
+
+# --- webhooks ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gone_receiver() -> Iterator[str]:
+    """A receiver on 127.0.0.1 that answers every POST 410 Gone (its endpoint is disabled, and
+    the notice published)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: PLC0415
+    from threading import Thread  # noqa: PLC0415
+
+    class Gone(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(410)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Gone)
+    Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_api_may_manage_webhooks(stack: Stack, gone_receiver: str) -> None:
+    stack.become("ApiFunction")
+    stack.monkeypatch.setenv("FILEJOBS_WEBHOOKS_LOCAL_MODE", "1")
+    runtime.reset()
+    body = json.dumps({"url": gone_receiver, "event_types": ["Job Completed"], "tenant": "acme"})
+    from filejobs.services.webhooks import BusEvent  # noqa: PLC0415
+
+    with recording_calls() as registering:
+        made = api.handler(api_request("POST", "/webhooks", body=body), CONTEXT)
+    assert made["statusCode"] == 201, made
+    webhook = json.loads(made["body"])["id"]
+    # a delivery of it, as the webhooks function makes one (not an API call: not recorded)
+    event = BusEvent("e-1", "Job Completed", utcnow(), "acme", {"tenant": "acme"})
+    (delivery,) = runtime.webhooks().fan_out(event)
+    with recording_calls() as recorder:
+        answers = [
+            api.handler(event, CONTEXT)
+            for event in (
+                api_request("GET", "/webhooks", {"tenant": "acme"}),
+                api_request("GET", f"/webhooks/{webhook}"),
+                api_request("POST", f"/webhooks/{webhook}/rotate"),
+                api_request("POST", f"/webhooks/{webhook}/enable"),
+                api_request("GET", f"/webhooks/{webhook}/deliveries"),
+                api_request("GET", f"/webhooks/{webhook}/deliveries/{delivery.id}"),
+                api_request("POST", f"/webhooks/{webhook}/deliveries/{delivery.id}/resend"),
+                api_request("DELETE", f"/webhooks/{webhook}"),
+            )
+        ]
+    assert [a["statusCode"] for a in answers] == [200] * 6 + [202, 204]
+    api_calls = registering.calls + recorder.calls
+    operations = {c.operation for c in api_calls}
+    assert operations >= {"PutItem", "GetItem", "Query", "DeleteItem", "SendMessage"}
+    assert stack.refused("ApiFunction", api_calls) == []
+
+
+def test_the_webhooks_function_may_do_everything_it_does(stack: Stack, gone_receiver: str) -> None:
+    stack.become("WebhooksFunction")
+    stack.monkeypatch.setenv("FILEJOBS_WEBHOOKS_LOCAL_MODE", "1")
+    runtime.reset()
+    from filejobs.domain import webhooks as rules  # noqa: PLC0415
+
+    now = utcnow()
+    endpoint = rules.Endpoint(
+        id=rules.new_endpoint_id("acme"),
+        tenant="acme",
+        url=gone_receiver,
+        event_types=frozenset({"Job Completed"}),
+        secrets=(rules.Secret("whsec_x", now),),
+        created_at=now,
+        updated_at=now,
+        created_by="api:tenant:acme",
+    )
+    from filejobs.data.webhook_repository import WebhookRepository  # noqa: PLC0415
+
+    WebhookRepository(boto3.client("dynamodb"), stack.refs["OpsTable"]).create_endpoint(endpoint)
+    event = {
+        "source": "filejobs",
+        "detail-type": "Job Completed",
+        "time": now.isoformat(),
+        "detail": {"event_id": "e-1", "tenant": "acme"},
+    }
+    boto3.client("sqs").send_message(
+        QueueUrl=stack.refs["WebhooksQueue"], MessageBody=json.dumps(event)
+    )
+    calls = []
+    for _ in range(2):  # the event, then its delivery
+        records = stack.queue_records("WebhooksQueue")
+        with recording_calls() as recorder:
+            answer = webhooks_function.handler({"Records": records}, CONTEXT)
+        assert answer["batchItemFailures"] == []
+        calls += recorder.calls
+    # it found the endpoint, recorded and queued the delivery, attempted it (410), recorded the
+    # attempt, disabled the endpoint and announced it: every call granted
+    assert {c.operation for c in calls} == {
+        "Query",
+        "PutItem",
+        "SendMessage",
+        "GetItem",
+        "PutEvents",
+    }
+    assert stack.refused("WebhooksFunction", calls) == []

@@ -45,6 +45,7 @@ DEAD_LETTER_QUEUE_OF = {
     "IngestQueue": "IngestDeadLetterQueue",
     "FairIngestQueue": "IngestDeadLetterQueue",
     "OperationsQueue": "OperationsDeadLetterQueue",
+    "WebhooksQueue": "WebhooksDeadLetterQueue",
     **{f"{t}Queue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
     **{f"{t}HighQueue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
 }
@@ -54,7 +55,7 @@ DEAD_LETTER_QUEUES = {*DEAD_LETTER_QUEUE_OF.values(), STREAM_FAILURE_QUEUE}
 JOB_QUEUES = {
     q
     for q in DEAD_LETTER_QUEUE_OF
-    if q not in {"IngestQueue", "FairIngestQueue", "OperationsQueue"}
+    if q not in {"IngestQueue", "FairIngestQueue", "OperationsQueue", "WebhooksQueue"}
 }
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +67,7 @@ FUNCTIONS = {
     "ApiFunction",
     "EventsFunction",
     "OperationsFunction",
+    "WebhooksFunction",
     "StatsFunction",
     "DefinitionsUpdater",
     "RescanPolicy",
@@ -169,9 +171,9 @@ def test_the_template_defines_every_work_queue_and_its_dead_letter_queue(
     queues = set(resources_of_type(template, "AWS::SQS::Queue"))
     # then there is S3's ingest queue and the fair one the router fills (sharing a DLQ), two
     # lanes per job type and one DLQ each, the events function's failure queue, the bulk
-    # operations' queue and its DLQ, and nothing else
+    # operations' queue and its DLQ, the webhooks' queue and its DLQ, and nothing else
     assert queues == set(DEAD_LETTER_QUEUE_OF) | DEAD_LETTER_QUEUES
-    assert len(queues) == 24
+    assert len(queues) == 26
 
 
 def test_every_work_queue_redrives_to_its_dead_letter_queue_after_5_receives(stack: Stack) -> None:
@@ -457,8 +459,8 @@ def test_every_sqs_event_reports_batch_item_failures_and_caps_concurrency(
 ) -> None:
     # given every SQS event source of every function
     events = [(name, e) for name, spec in functions.items() for e in _sqs_events(spec)]
-    # the ingest router's, the ingest's, the operations function's, the lanes
-    assert len(events) == 3 + 2 * len(JOB_TYPES)
+    # the ingest router's, the ingest's, the operations function's, the webhooks', the lanes
+    assert len(events) == 4 + 2 * len(JOB_TYPES)
     for name, event in events:
         # then a failed record is retried alone, not its whole batch
         assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"], name

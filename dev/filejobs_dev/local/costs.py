@@ -30,6 +30,7 @@ GROUPS_OF_FUNCTIONS = {
     "EventsFunction": "events",
     "ApiFunction": "api",
     "OperationsFunction": "operations",
+    "WebhooksFunction": "webhooks",
     "StatsFunction": "stats",
     "SweepFunction": "sweep",
     "DefinitionsUpdater": "definitions",

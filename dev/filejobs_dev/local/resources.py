@@ -1,8 +1,8 @@
 """The template's resources created on the AWS emulator, and its intrinsics resolved to them.
 
 Everything comes from template.yaml (tables with their indexes, streams and TTL, queues with
-their redrive policies, buckets with their notifications, event buses, schedule groups): a
-resource added there exists locally with no new wiring. `Resources.resolve` answers the
+their redrive policies, buckets with their notifications, event buses and their rules, schedule
+groups): a resource added there exists locally with no new wiring. `Resources.resolve` answers the
 intrinsics the template's function settings use (`!Ref`, `!GetAtt
 X.Arn|StreamArn|QueueUrl|QueueName`, `!Sub` with the pseudo parameters and logical ids), the way
 CloudFormation would for the real stack.
@@ -11,6 +11,7 @@ CloudFormation would for the real stack.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -185,7 +186,29 @@ def provision(
         arn = scheduler.create_schedule_group(Name=group)["ScheduleGroupArn"]
         resources.refs[logical_id] = group  # a schedule group's Ref is its name
         resources.attributes[logical_id] = {"Arn": arn}
+    create_rules(events, resources, template)
     return resources
+
+
+def create_rules(events: Any, resources: Resources, template: dict[str, Any]) -> None:
+    """Each AWS::Events::Rule on its bus with its pattern and targets, as CloudFormation would
+    (the webhooks' rule sends the tenants' events to the webhooks queue): moto's EventBridge
+    delivers a matching event to an SQS target of the same emulator."""
+    for logical_id, rule in resources_of_type(template, "AWS::Events::Rule").items():
+        properties = resources.resolve(rule["Properties"])
+        name = f"{resources.stack_name}-{logical_id}"
+        bus = properties.get("EventBusName", "default")
+        answer = events.put_rule(
+            Name=name,
+            EventBusName=bus,
+            EventPattern=json.dumps(properties["EventPattern"]),
+            State=properties.get("State", "ENABLED"),
+        )
+        resources.refs[logical_id] = name
+        resources.attributes[logical_id] = {"Arn": answer["RuleArn"]}
+        targets = [{"Id": t["Id"], "Arn": t["Arn"]} for t in properties.get("Targets", [])]
+        if targets:
+            events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
 
 
 def _parameter_defaults(template: dict[str, Any]) -> dict[str, str]:

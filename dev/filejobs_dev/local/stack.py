@@ -73,6 +73,9 @@ from filejobs_dev.local.payloads import api_event, custom_resource_event
 from filejobs_dev.local.resources import ACCOUNT, Resources, provision
 from filejobs_dev.local.scheduler import LocalScheduler
 
+# filejobs/config.py reads it: webhooks may reach http://127.0.0.1 (set here and in tests only).
+WEBHOOKS_LOCAL_MODE_VARIABLE = "FILEJOBS_WEBHOOKS_LOCAL_MODE"
+
 log = logging.getLogger("filejobs_dev.local")
 RESTART_LIMIT = 5  # host restarts within a minute before the stack gives up
 # `sam local invoke --env-vars` for those with Docker: each function's variables, on this stack.
@@ -362,7 +365,8 @@ class LocalStack:
         }
 
     def _local_knobs(self) -> dict[str, str]:
-        knobs = {INVOKE_SECRET_VARIABLE: self._invoke_secret}
+        # Webhooks may reach receivers on http://127.0.0.1 here (domain/webhooks.py), and only here.
+        knobs = {INVOKE_SECRET_VARIABLE: self._invoke_secret, WEBHOOKS_LOCAL_MODE_VARIABLE: "1"}
         if self.options.faults:
             knobs[FAULTS_VARIABLE] = self.options.faults
         if self.options.visibility_seconds is not None:

@@ -25,6 +25,8 @@ DEFAULT_TENANT_QUOTAS = TenantQuotas(
 # The engines of the virus scan (the ScanEngines parameter).
 CLAMAV_AND_YARA = "clamav+yara"
 YARA_ONLY = "yara"
+# Set by `filejobs dev` and the tests only: webhooks may then go to http://127.0.0.1.
+WEBHOOKS_LOCAL_MODE_VARIABLE = "FILEJOBS_WEBHOOKS_LOCAL_MODE"
 
 
 class ConfigurationError(RuntimeError):
@@ -69,6 +71,10 @@ class Settings:
     # Where a bulk operation's next page is sent, and how many jobs a second it changes.
     operations_queue_url: str | None = None
     operation_rate: int = 50
+    # Where webhook deliveries are queued (services/webhooks.py); local mode (set by the local
+    # stack and the tests alone, never by the template) lets them reach http://127.0.0.1.
+    webhooks_queue_url: str | None = None
+    webhooks_local_mode: bool = False
     # Where schedules are armed (EventBridge Scheduler): their group, the queue their runs go
     # to (its ARN), the role the scheduler sends with, and where a run it cannot send goes.
     schedule_group: str | None = None
@@ -118,6 +124,8 @@ class Settings:
             ops_table=env.get("OPS_TABLE_NAME") or None,
             operations_queue_url=env.get("OPERATIONS_QUEUE_URL") or None,
             operation_rate=_count(env, "OPERATION_RATE", 50) or 50,
+            webhooks_queue_url=env.get("WEBHOOKS_QUEUE_URL") or None,
+            webhooks_local_mode=env.get(WEBHOOKS_LOCAL_MODE_VARIABLE) == "1",
             schedule_group=env.get("SCHEDULE_GROUP_NAME") or None,
             operations_queue_arn=env.get("OPERATIONS_QUEUE_ARN") or None,
             scheduler_role_arn=env.get("SCHEDULER_ROLE_ARN") or None,
@@ -138,6 +146,11 @@ class Settings:
         if not self.operations_queue_url:
             raise ConfigurationError("OPERATIONS_QUEUE_URL is not set")
         return self.operations_queue_url
+
+    def require_webhooks_queue(self) -> str:
+        if not self.webhooks_queue_url:
+            raise ConfigurationError("WEBHOOKS_QUEUE_URL is not set")
+        return self.webhooks_queue_url
 
     def require_scheduler(self) -> tuple[str, str, str]:
         """The schedule group, the operations queue's ARN and the scheduler's role."""

@@ -29,6 +29,7 @@ from filejobs.domain.schedules import Schedule
 from filejobs.domain.stats import FailureGroupSummary, Overview
 from filejobs.domain.transition_result import TransitionResult
 from filejobs.domain.transitions import Transition
+from filejobs.domain.webhooks import Delivery, Endpoint
 from filejobs.processors.source import ObjectLocation
 
 # --- jobs ------------------------------------------------------------------------------------
@@ -424,6 +425,75 @@ class StatsReader(Protocol):
     ) -> list[FailureGroupSummary]: ...
 
     def failure_group(self, scope: str, group_id: str) -> FailureGroupSummary | None: ...
+
+
+# --- webhooks ------------------------------------------------------------------------------------
+
+
+class WebhookStore(Protocol):
+    """Tenants' endpoints and their deliveries (data/webhook_repository.py): every change one
+    conditional write."""
+
+    def create_endpoint(self, endpoint: Endpoint) -> None: ...
+
+    def endpoint(self, endpoint_id: str) -> Endpoint | None: ...
+
+    def endpoints(self, tenant: str) -> list[Endpoint]: ...
+
+    def replace_endpoint(self, before: Endpoint, after: Endpoint) -> bool:
+        """Writes `after` if the endpoint is still at `before.version`; False otherwise."""
+        ...
+
+    def delete_endpoint(self, endpoint: Endpoint) -> bool: ...
+
+    def create_delivery(self, delivery: Delivery) -> bool:
+        """Records a new delivery; False when one of that id exists already."""
+        ...
+
+    def delivery(self, endpoint_id: str, delivery_id: str) -> Delivery | None: ...
+
+    def deliveries(
+        self, endpoint_id: str, *, after: str | None, limit: int
+    ) -> tuple[list[Delivery], str | None]:
+        """An endpoint's deliveries, newest first; the id to continue after."""
+        ...
+
+    def update_delivery(self, before: Delivery, after: Delivery) -> bool:
+        """Writes `after` if the delivery is still as `before` left it (status, attempts)."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeliveryTask:
+    """One delivery to attempt (a message of the webhooks queue)."""
+
+    endpoint_id: str
+    delivery_id: str
+
+
+class WebhookQueue(Protocol):
+    def send(self, task: DeliveryTask, delay: timedelta) -> None:
+        """Visible after `delay`, at most the queue's longest delay (SQS: 15 minutes)."""
+        ...
+
+
+@dataclass(frozen=True)
+class WebhookAnswer:
+    """What one POST got: the status (None when no answer came), how long, and what went wrong."""
+
+    status_code: int | None
+    latency_ms: int
+    error: str | None = None
+
+
+class WebhookSender(Protocol):
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> WebhookAnswer: ...
+
+
+class WebhookNotices(Protocol):
+    def disabled(self, endpoint: Endpoint, reason: str, at: datetime) -> None:
+        """Announce on the stack's bus that `endpoint` was disabled."""
+        ...
 
 
 # --- schedules ---------------------------------------------------------------------------------

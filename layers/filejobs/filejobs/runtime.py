@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,6 +23,7 @@ from filejobs.adapters.sqs import SqsDeadLetters, SqsDispatcher, SqsQueueWatch
 from filejobs.config import Settings
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import Tables, bind_tables
+from filejobs.domain.time import utcnow
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from filejobs.data.tenant_slots import DynamoTenantSlots
     from filejobs.domain.definitions import DefinitionsManifest
     from filejobs.domain.job import JobType
-    from filejobs.ports import OutputLinks
+    from filejobs.ports import OutputLinks, WebhookSender
     from filejobs.services.api import StatusApi
     from filejobs.services.console import ConsoleViews
     from filejobs.services.operations import BulkOperations
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from filejobs.services.quotas import TenantLimits
     from filejobs.services.scan_gate import ScanGate
     from filejobs.services.schedules import Schedules
+    from filejobs.services.webhooks import Webhooks
 
 
 @cache
@@ -246,6 +249,41 @@ def bulk_operations(api: StatusApi | None = None) -> BulkOperations:
         status_api=api or status_api(),
         failed_in_group=failed_in_group,
         rate=loaded.operation_rate,
+    )
+
+
+def webhooks(
+    *, clock: Callable[[], datetime] | None = None, sender: WebhookSender | None = None
+) -> Webhooks:
+    """Tenants' webhooks (services/webhooks.py): OpsTable, the webhooks queue, the pinned HTTP
+    sender, the notice of a disabled endpoint on the stack's bus (where the environment names
+    one: the API function only manages endpoints)."""
+    from filejobs.adapters.webhook_http import (  # noqa: PLC0415 (two handlers)
+        EventBridgeWebhookNotices,
+        PinnedSender,
+        SqsWebhookQueue,
+    )
+    from filejobs.data.webhook_repository import WebhookRepository  # noqa: PLC0415
+    from filejobs.services.webhooks import Webhooks  # noqa: PLC0415
+
+    loaded = settings()
+
+    def queue() -> SqsWebhookQueue:
+        return SqsWebhookQueue(sqs(), loaded.require_webhooks_queue())
+
+    def pinned() -> WebhookSender:
+        return sender or PinnedSender(local_mode=loaded.webhooks_local_mode)
+
+    def notices() -> EventBridgeWebhookNotices:
+        return EventBridgeWebhookNotices(events(), loaded.require_event_bus())
+
+    return Webhooks(
+        WebhookRepository(dynamodb(), loaded.require_ops_table()),
+        queue=queue,
+        sender=pinned,
+        notices=notices if loaded.event_bus else None,
+        local_mode=loaded.webhooks_local_mode,
+        clock=clock or utcnow,
     )
 
 

@@ -495,6 +495,110 @@ SET_QUOTAS = _doc(
     },
 )
 
+# --- webhooks (README, "Webhooks") ---------------------------------------------------------------
+
+_WEBHOOK_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WebhookRequest"}}},
+}
+
+# POST /webhooks
+REGISTER_WEBHOOK = _doc(
+    "Register a webhook endpoint for the caller's tenant (an operator names the tenant)",
+    "The url must be https and its host a public address (a name is resolved and checked again "
+    "at every delivery; no redirect is followed). Each delivery of the event types chosen is a "
+    "POST signed with the endpoint's secret: Filejobs-Signature `t=<unix>,v1=<hex>`, the "
+    "HMAC-SHA256 of `<t>.<body>`. The answer shows the secret, once: no other answer does.",
+    ok=(201, "The endpoint and its secret (shown this once)", "WebhookWithSecret"),
+    errors=(400, 401, 404, 409, 422),
+    body=_WEBHOOK_BODY,
+)
+
+# GET /webhooks
+LIST_WEBHOOKS = _doc(
+    "A tenant's webhook endpoints",
+    "A tenant sees its own; an operator names the tenant (tenant=). No secret is shown.",
+    ok=(200, "The endpoints", "WebhookList"),
+    errors=(400, 401, 404, 422),
+    parameters=[
+        _query(
+            "tenant", "Whose (operators; a tenant may name only its own)", pattern=TENANT_PATTERN
+        )
+    ],
+)
+
+# GET /webhooks/<webhook_id>
+GET_WEBHOOK = _doc(
+    "A webhook endpoint",
+    "Its URL, event types, status (a disabled endpoint says when and why) and when each active "
+    "secret ends (never the secret).",
+    ok=(200, "The endpoint", "Webhook"),
+)
+
+# DELETE /webhooks/<webhook_id>
+REMOVE_WEBHOOK = _doc(
+    "Remove a webhook endpoint",
+    "Its deliveries stop (the next attempt of each fails: endpoint removed); their log expires "
+    "30 days after each was made.",
+    ok=(204, "Removed", ""),
+)
+
+# POST /webhooks/<webhook_id>/rotate
+ROTATE_WEBHOOK = _doc(
+    "Rotate a webhook endpoint's signing secret",
+    "A new secret signs every delivery from now on; the previous one stays valid for "
+    "overlap_hours (24 unless given, 0 to 168), and each delivery meanwhile carries a v1 "
+    "signature under each. The answer shows the new secret, once.",
+    ok=(200, "The endpoint and its new secret (shown this once)", "WebhookWithSecret"),
+    errors=(400, 401, 404, 409, 422),
+    body={
+        "required": False,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Rotation"}}},
+    },
+)
+
+# POST /webhooks/<webhook_id>/enable
+ENABLE_WEBHOOK = _doc(
+    "Enable a disabled webhook endpoint again",
+    "An endpoint is disabled when it answers 410 Gone, or when every attempt to it failed for 24 "
+    "hours; enabling it clears that. Deliveries that failed meanwhile are not sent again by "
+    "themselves: resend them.",
+    ok=(200, "The endpoint", "Webhook"),
+    errors=(400, 401, 404, 409),
+)
+
+# GET /webhooks/<webhook_id>/deliveries
+WEBHOOK_DELIVERIES = _doc(
+    "A webhook endpoint's deliveries, newest first (kept 30 days)",
+    "Each with its status (pending, retrying, succeeded, failed), attempts (time, response code, "
+    "latency in ms, a short error) and next attempt.",
+    ok=(200, "One page of deliveries", "WebhookDeliveryPage"),
+    parameters=[
+        _query("limit", "Page size (25)", type="integer", minimum=1, maximum=100),
+        _query(
+            "next_token",
+            "The previous page's next_token",
+            pattern=r"^dl-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{20}$",
+        ),
+    ],
+)
+
+# GET /webhooks/<webhook_id>/deliveries/<delivery_id>
+WEBHOOK_DELIVERY = _doc(
+    "One delivery, with the body sent",
+    "The body is the exact JSON signed and sent at every attempt.",
+    ok=(200, "The delivery", "WebhookDelivery"),
+)
+
+# POST /webhooks/<webhook_id>/deliveries/<delivery_id>/resend
+RESEND_DELIVERY = _doc(
+    "Send a delivery again",
+    "A new delivery (its own id, resend_of the original) of the same event and body, signed "
+    "anew and retried as any other. The endpoint must be enabled (409 otherwise).",
+    ok=(202, "The new delivery, queued", "WebhookDelivery"),
+    errors=(400, 401, 404, 409),
+)
+
 # GET /openapi.json
 OPENAPI_DOCUMENT = _doc(
     "This API's OpenAPI document",

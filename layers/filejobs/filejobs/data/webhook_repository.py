@@ -1,0 +1,309 @@
+"""Webhook endpoints and deliveries (domain/webhooks.py) in OpsTable, through the plain client.
+
+Items:
+- endpoint: `pk="webhooks#{tenant}"`, `sk="endpoint#{endpoint id}"`: url, event types, status,
+  the signing secrets (JSON; OpsTable is encrypted at rest under its KMS key, and no API answer
+  shows a secret but the one creating or rotating it), `failing_since`, `version`. One Query
+  reads a tenant's endpoints (the fan-out of each event). The id names the tenant
+  (`wh-<hex>-<tenant>`), so a route finds the item by the id alone. No TTL.
+- delivery: `pk="webhook-deliveries#{endpoint id}"`, `sk=<delivery id>` (`dl-<time>-<hex>`, so a
+  Query reads the log newest first): the body sent, status, attempts (JSON: number, time, status
+  code, latency, short error), next attempt, `expires_at` 30 days after its creation (TTL).
+
+Every change is one conditional write: an endpoint's on its `version`, a delivery's on its status
+and number of attempts, so two runs of one attempt cannot both record it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from filejobs.domain.webhooks import (
+    DELIVERY_RETENTION,
+    Attempt,
+    Delivery,
+    DeliveryStatus,
+    Endpoint,
+    EndpointStatus,
+    Secret,
+    tenant_of_endpoint,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_REFUSED = "ConditionalCheckFailedException"
+
+
+class WebhookRepository:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._client, self._table = client, table
+
+    # --- endpoints ----------------------------------------------------------------------------
+
+    def create_endpoint(self, endpoint: Endpoint) -> None:
+        self._client.put_item(
+            TableName=self._table,
+            Item=_endpoint_item(endpoint),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    def endpoint(self, endpoint_id: str) -> Endpoint | None:
+        tenant = tenant_of_endpoint(endpoint_id)
+        if tenant is None:
+            return None
+        found = self._client.get_item(
+            TableName=self._table, Key=_endpoint_key(tenant, endpoint_id), ConsistentRead=True
+        )
+        item = found.get("Item")
+        return None if item is None else _endpoint_from(item)
+
+    def endpoints(self, tenant: str) -> list[Endpoint]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :endpoint)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": f"webhooks#{tenant}"},
+                ":endpoint": {"S": "endpoint#"},
+            },
+        }
+        found: list[Endpoint] = []
+        while True:
+            answer = self._client.query(**request)
+            found += [_endpoint_from(item) for item in answer.get("Items", [])]
+            last = answer.get("LastEvaluatedKey")
+            if last is None:
+                return found
+            request["ExclusiveStartKey"] = last
+
+    def replace_endpoint(self, before: Endpoint, after: Endpoint) -> bool:
+        return self._put_if(
+            _endpoint_item(after), "version = :version", {":version": {"N": str(before.version)}}
+        )
+
+    def delete_endpoint(self, endpoint: Endpoint) -> bool:
+        try:
+            self._client.delete_item(
+                TableName=self._table,
+                Key=_endpoint_key(endpoint.tenant, endpoint.id),
+                ConditionExpression="attribute_exists(pk)",
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] == _REFUSED:
+                return False
+            raise
+        return True
+
+    # --- deliveries ---------------------------------------------------------------------------
+
+    def create_delivery(self, delivery: Delivery) -> bool:
+        return self._put_if(_delivery_item(delivery), "attribute_not_exists(pk)", None)
+
+    def delivery(self, endpoint_id: str, delivery_id: str) -> Delivery | None:
+        found = self._client.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": _deliveries_pk(endpoint_id)}, "sk": {"S": delivery_id}},
+            ConsistentRead=True,
+        )
+        item = found.get("Item")
+        return None if item is None else _delivery_from(item)
+
+    def deliveries(
+        self, endpoint_id: str, *, after: str | None, limit: int
+    ) -> tuple[list[Delivery], str | None]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": _deliveries_pk(endpoint_id)}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if after is not None:
+            request["ExclusiveStartKey"] = {
+                "pk": {"S": _deliveries_pk(endpoint_id)},
+                "sk": {"S": after},
+            }
+        answer = self._client.query(**request)
+        found = [_delivery_from(item) for item in answer.get("Items", [])]
+        last = answer.get("LastEvaluatedKey")
+        return found, None if last is None else last["sk"]["S"]
+
+    def update_delivery(self, before: Delivery, after: Delivery) -> bool:
+        return self._put_if(
+            _delivery_item(after),
+            "attribute_exists(pk) AND #status = :status AND attempt_count = :count",
+            {
+                ":status": {"S": before.status.value},
+                ":count": {"N": str(before.attempt_count)},
+            },
+            names={"#status": "status"},
+        )
+
+    def _put_if(
+        self,
+        item: dict[str, Any],
+        condition: str,
+        values: dict[str, Any] | None,
+        names: dict[str, str] | None = None,
+    ) -> bool:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Item": item,
+            "ConditionExpression": condition,
+        }
+        if values:
+            request["ExpressionAttributeValues"] = values
+        if names:
+            request["ExpressionAttributeNames"] = names
+        try:
+            self._client.put_item(**request)
+        except ClientError as error:
+            if error.response["Error"]["Code"] == _REFUSED:
+                return False
+            raise
+        return True
+
+
+def _endpoint_key(tenant: str, endpoint_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"webhooks#{tenant}"}, "sk": {"S": f"endpoint#{endpoint_id}"}}
+
+
+def _deliveries_pk(endpoint_id: str) -> str:
+    return f"webhook-deliveries#{endpoint_id}"
+
+
+def _endpoint_item(endpoint: Endpoint) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        **_endpoint_key(endpoint.tenant, endpoint.id),
+        "endpoint_id": {"S": endpoint.id},
+        "tenant": {"S": endpoint.tenant},
+        "url": {"S": endpoint.url},
+        "event_types": {"S": json.dumps(sorted(endpoint.event_types))},
+        "secrets": {
+            "S": json.dumps(
+                [
+                    {
+                        "value": s.value,
+                        "created_at": _iso(s.created_at),
+                        "expires_at": None if s.expires_at is None else _iso(s.expires_at),
+                    }
+                    for s in endpoint.secrets
+                ]
+            )
+        },
+        "status": {"S": endpoint.status.value},
+        "created_at": {"S": _iso(endpoint.created_at)},
+        "updated_at": {"S": _iso(endpoint.updated_at)},
+        "created_by": {"S": endpoint.created_by},
+        "description": {"S": endpoint.description},
+        "version": {"N": str(endpoint.version)},
+    }
+    for name, moment in (
+        ("failing_since", endpoint.failing_since),
+        ("disabled_at", endpoint.disabled_at),
+    ):
+        if moment is not None:
+            item[name] = {"S": _iso(moment)}
+    if endpoint.disabled_reason is not None:
+        item["disabled_reason"] = {"S": endpoint.disabled_reason}
+    return item
+
+
+def _endpoint_from(item: dict[str, Any]) -> Endpoint:
+    def moment(name: str) -> datetime | None:
+        value = item.get(name)
+        return None if value is None else _parse(value["S"])
+
+    return Endpoint(
+        id=item["endpoint_id"]["S"],
+        tenant=item["tenant"]["S"],
+        url=item["url"]["S"],
+        event_types=frozenset(json.loads(item["event_types"]["S"])),
+        secrets=tuple(
+            Secret(
+                s["value"],
+                _parse(s["created_at"]),
+                None if s["expires_at"] is None else _parse(s["expires_at"]),
+            )
+            for s in json.loads(item["secrets"]["S"])
+        ),
+        created_at=_parse(item["created_at"]["S"]),
+        updated_at=_parse(item["updated_at"]["S"]),
+        created_by=item["created_by"]["S"],
+        description=item.get("description", {}).get("S", ""),
+        status=EndpointStatus(item["status"]["S"]),
+        failing_since=moment("failing_since"),
+        disabled_at=moment("disabled_at"),
+        disabled_reason=item.get("disabled_reason", {}).get("S"),
+        version=int(item["version"]["N"]),
+    )
+
+
+def _delivery_item(delivery: Delivery) -> dict[str, Any]:
+    expires = delivery.created_at + DELIVERY_RETENTION
+    item: dict[str, Any] = {
+        "pk": {"S": _deliveries_pk(delivery.endpoint_id)},
+        "sk": {"S": delivery.id},
+        "endpoint_id": {"S": delivery.endpoint_id},
+        "tenant": {"S": delivery.tenant},
+        "event_id": {"S": delivery.event_id},
+        "event_type": {"S": delivery.event_type},
+        "body": {"S": delivery.body},
+        "created_at": {"S": _iso(delivery.created_at)},
+        "updated_at": {"S": _iso(delivery.updated_at)},
+        "status": {"S": delivery.status.value},
+        "attempt_count": {"N": str(delivery.attempt_count)},
+        "attempts": {
+            "S": json.dumps(
+                [
+                    {
+                        "number": a.number,
+                        "at": _iso(a.at),
+                        "status_code": a.status_code,
+                        "latency_ms": a.latency_ms,
+                        "error": a.error,
+                    }
+                    for a in delivery.attempts
+                ]
+            )
+        },
+        "expires_at": {"N": str(int(expires.timestamp()))},
+    }
+    if delivery.next_attempt_at is not None:
+        item["next_attempt_at"] = {"S": _iso(delivery.next_attempt_at)}
+    if delivery.resend_of is not None:
+        item["resend_of"] = {"S": delivery.resend_of}
+    return item
+
+
+def _delivery_from(item: dict[str, Any]) -> Delivery:
+    due = item.get("next_attempt_at")
+    return Delivery(
+        id=item["sk"]["S"],
+        endpoint_id=item["endpoint_id"]["S"],
+        tenant=item["tenant"]["S"],
+        event_id=item["event_id"]["S"],
+        event_type=item["event_type"]["S"],
+        body=item["body"]["S"],
+        created_at=_parse(item["created_at"]["S"]),
+        updated_at=_parse(item["updated_at"]["S"]),
+        status=DeliveryStatus(item["status"]["S"]),
+        next_attempt_at=None if due is None else _parse(due["S"]),
+        attempts=tuple(
+            Attempt(a["number"], _parse(a["at"]), a["status_code"], a["latency_ms"], a["error"])
+            for a in json.loads(item["attempts"]["S"])
+        ),
+        resend_of=item.get("resend_of", {}).get("S"),
+    )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat()
+
+
+def _parse(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
