@@ -117,6 +117,26 @@ def register(
         add_target_options(parser)
 
 
+def print_listing(
+    page: Any,
+    key: str,
+    line: Callable[[dict[str, Any]], str],
+    out: TextIO,
+    *,
+    as_json: bool,
+    empty: str,
+) -> None:
+    """A listing's answer: as the API's JSON, or one line per item of `page[key]`."""
+    if as_json:
+        print(json.dumps(page, indent=2), file=out)
+        return
+    items = (page.get(key) if isinstance(page, dict) else None) or []
+    if not items:
+        print(empty, file=out)
+    for item in items:
+        print(line(item), file=out)
+
+
 def targeted(
     command: Command,
     project_root: Callable[[], Path],

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from filejobs_cli.client import ApiClient, Target, UsageError, add_target_options
-from filejobs_cli.commands import targeted
+from filejobs_cli.commands import print_listing, targeted
 from filejobs_cli.quotas import tenant_argument
 from filejobs_cli.requests import option_argument
 
@@ -123,14 +123,9 @@ def add(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout)
 
 def list_schedules(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
     found = ApiClient(target).get("/schedules", {"tenant": arguments.tenant})
-    if arguments.json:
-        print(json.dumps(found, indent=2), file=out)
-        return 0
-    schedules = found.get("schedules") or []
-    if not schedules:
-        print("no schedules", file=out)
-    for schedule in schedules:
-        print(summary_line(schedule), file=out)
+    print_listing(
+        found, "schedules", summary_line, out, as_json=arguments.json, empty="no schedules"
+    )
     return 0
 
 

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 from filejobs_cli.client import ApiClient, Target, UsageError, add_target_options
-from filejobs_cli.commands import targeted
+from filejobs_cli.commands import print_listing, targeted
 from filejobs_cli.quotas import tenant_argument
 
 # The event types an endpoint may want (filejobs/domain/webhooks.py EVENT_TYPES).
@@ -147,16 +147,15 @@ def add(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout)
 
 def list_endpoints(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
     found = _object(ApiClient(target).get("/webhooks", {"tenant": arguments.tenant}))
-    if arguments.json:
-        print(json.dumps(found, indent=2), file=out)
-        return 0
-    endpoints = found.get("webhooks") or []
-    if not endpoints:
-        print("no webhook endpoints", file=out)
-    for endpoint in endpoints:
-        types = ", ".join(endpoint.get("event_types") or [])
-        print(f"{endpoint['id']}  {endpoint['status']:<8}  {endpoint['url']}  [{types}]", file=out)
+    print_listing(
+        found, "webhooks", endpoint_line, out, as_json=arguments.json, empty="no webhook endpoints"
+    )
     return 0
+
+
+def endpoint_line(endpoint: dict[str, Any]) -> str:
+    types = ", ".join(endpoint.get("event_types") or [])
+    return f"{endpoint['id']}  {endpoint['status']:<8}  {endpoint['url']}  [{types}]"
 
 
 def show(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
@@ -182,14 +181,9 @@ def enable(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdo
 def deliveries(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
     query = {"limit": str(arguments.limit)}
     page = _object(ApiClient(target).get(_path(arguments.webhook_id, "deliveries"), query))
-    if arguments.json:
-        print(json.dumps(page, indent=2), file=out)
-        return 0
-    found = page.get("deliveries") or []
-    if not found:
-        print("no deliveries", file=out)
-    for delivery in found:
-        print(delivery_line(delivery), file=out)
+    print_listing(
+        page, "deliveries", delivery_line, out, as_json=arguments.json, empty="no deliveries"
+    )
     return 0
 
 
