@@ -128,6 +128,8 @@ def test_a_schedule_is_armed_in_eventbridge_scheduler_with_its_cron_and_message(
         ({"job_type": "virus_scan"}, "job_type"),
         ({"action": "rescan"}, "job_type"),  # a rescan takes no job_type
         ({"input_data": {"sizes": [8000]}}, "input_data.sizes[0]"),
+        ({"prefix": None}, "prefix"),  # (schemathesis: a null where text is required)
+        ({"timezone": ""}, "timezone"),
         ({"input_data": {"quality": 5}}, "input_data.quality"),
     ],
 )

@@ -527,7 +527,7 @@ def new_schedule(body: str | None) -> NewSchedule:
     """POST /schedules: {"name", "expression", "action", "prefix", "timezone"?, "tenant"?,
     "job_type"? and "input_data"? (the job's options, action "run" only)}."""
     data = _optional_object(body, _SCHEDULE_FIELDS | {"input_data"})
-    missing = sorted({"name", "expression", "action", "prefix"} - set(data))
+    missing = sorted(n for n in ("name", "expression", "action", "prefix") if data.get(n) is None)
     if missing:
         raise InvalidRequestError(f"{', '.join(missing)}: required")
     texts = {name: data.get(name) for name in _SCHEDULE_FIELDS}
@@ -550,7 +550,7 @@ def new_schedule(body: str | None) -> NewSchedule:
         expression=data["expression"],
         action=ScheduleAction(action),
         prefix=data["prefix"],
-        timezone=data.get("timezone") or "UTC",
+        timezone="UTC" if data.get("timezone") is None else data["timezone"],
         tenant=tenant,
         job_type=None if job_type is None else JobType(job_type),
         options=_schedule_options(job_type, data.get("input_data")),

@@ -31,6 +31,7 @@ from filejobs.domain.job import JobType
 MIN_INTERVAL = timedelta(hours=23)
 MAX_SCHEDULES_PER_TENANT = 20
 MAX_NAME_CHARS = 100
+MAX_TIME_ZONE_CHARS = 64  # the longest IANA name is about 30
 # How far ahead a next run is looked for (a cron limited to past years never fires).
 HORIZON_DAYS = 5 * 366
 SCHEDULE_ID_PATTERN = r"^sch-[0-9a-f]{16}$"
@@ -188,10 +189,13 @@ def _number(text: str, spec: _Field) -> int:
 
 
 def time_zone(name: str) -> ZoneInfo:
+    refused = ScheduleError("timezone", f"{name[:60]!r} is not an IANA time zone")
+    if not 0 < len(name) <= MAX_TIME_ZONE_CHARS:
+        raise refused
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError("timezone", f"{name[:60]!r} is not an IANA time zone") from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise refused from None
 
 
 def checked_expression(text: str, zone: ZoneInfo, now: datetime) -> CronExpression:
