@@ -231,7 +231,7 @@ def per_unit(phase: Phase, group: str) -> int:
     """What a group's figures are divided by: jobs of its type, files, all jobs, or cancels."""
     if group in ("ingest_router", "ingest", "upload"):
         return phase.files
-    if group == "events":
+    if group in STREAM_GROUPS:
         return phase.total_jobs
     if group == "api":
         return max(phase.cancels or phase.queries, 1)
@@ -240,10 +240,13 @@ def per_unit(phase: Phase, group: str) -> int:
     return max(phase.jobs.get(group, 0), 1)
 
 
+# Functions that every job's changes reach (its stream records, its outcome events), whatever
+# its type: their figures are per job of every type, and they have no floor of their own.
+STREAM_GROUPS = ("events", "stats", "webhooks")
 UNIT_NAMES = {
     "ingest_router": "file",
     "ingest": "file",
-    "events": "job",
+    **dict.fromkeys(STREAM_GROUPS, "job"),
     "api": "cancel",
     "sweep": "window",
 }
@@ -278,6 +281,8 @@ def _group_order(group: str) -> tuple[int, str]:
         "ingest": 0,
         "virus_scan": 1,
         "events": 8,
+        "stats": 8,
+        "webhooks": 8,
         "api": 9,
         "sweep": 10,
     }
