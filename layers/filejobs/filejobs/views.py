@@ -174,17 +174,7 @@ def completion_view(completion: FileCompletion) -> dict[str, Any]:
         "completed_at": _iso(completion.completed_at),
         "fingerprint": completion.fingerprint,
         "counts": completion.counts(),
-        "jobs": [
-            {
-                "id": job.id,
-                "job_type": job.job_type,
-                "status": job.status,
-                "attempt": job.attempt,
-                "error": job.error,
-                "result": job.result,
-            }
-            for job in completion.jobs
-        ],
+        "jobs": [job.to_dict() for job in completion.jobs],
         "more_jobs": completion.more_jobs,
     }
 

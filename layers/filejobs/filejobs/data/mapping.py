@@ -240,17 +240,7 @@ def completion_to_map(completion: FileCompletion) -> dict[str, Any]:
     return {
         "completed_at": completion.completed_at.isoformat(),
         "more_jobs": completion.more_jobs,
-        "jobs": [
-            {
-                "id": job.id,
-                "job_type": job.job_type,
-                "status": job.status,
-                "attempt": job.attempt,
-                "error": job.error,
-                "result": job.result,
-            }
-            for job in completion.jobs
-        ],
+        "jobs": [job.to_dict() for job in completion.jobs],
     }
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +43,10 @@ class JobSummary:
     attempt: int
     error: str | None
     result: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the file item keeps it and the API shows it."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)

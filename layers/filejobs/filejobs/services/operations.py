@@ -209,19 +209,7 @@ class BulkOperations:
         progress = self._act_on(operation, page.jobs)
         if page.next is None:
             return self._finish(operation, progress)
-        now = self._clock()
-        moved = replace(
-            operation,
-            progress=operation.progress + progress,
-            cursor=_cursor_to(page.next),
-            updated_at=now,
-        )
-        if not self._store.record_page(operation, moved):
-            logger.info("operation %s: page recorded by another run", operation.id)
-            return self._store.get(operation.id)
-        pause = timedelta(seconds=math.ceil(progress.processed / self._rate))
-        self._queue().send(operation.id, min(pause, MAX_DELAY))
-        return moved
+        return self._go_on(operation, progress, _cursor_to(page.next))
 
     def _advance_files(self, operation: Operation, files: FileSelection) -> Operation | None:
         """One page of an operation over files: each file rescanned, or given its new job."""
@@ -238,10 +226,16 @@ class BulkOperations:
             progress += self._act_on_file(operation, files, caller, ref.id)
         if page.next is None:
             return self._finish(operation, progress)
+        return self._go_on(operation, progress, json.dumps(list(page.next)))
+
+    def _go_on(self, operation: Operation, progress: Progress, cursor: str) -> Operation | None:
+        """Records a page (by one write conditioned on the cursor it started from), then sends
+        the next, delayed to keep to `rate`; the page's other run, if it recorded first, goes on
+        instead."""
         moved = replace(
             operation,
             progress=operation.progress + progress,
-            cursor=json.dumps(list(page.next)),
+            cursor=cursor,
             updated_at=self._clock(),
         )
         if not self._store.record_page(operation, moved):
