@@ -292,6 +292,57 @@ def sniff_content_type(head: bytes) -> str:
 
 # --- which jobs a content type gets ------------------------------------------------------------
 
+SVG = "image/svg+xml"
+PHOTOSHOP = "image/vnd.adobe.photoshop"  # PSD and PSB (its large-document version)
+JPEG_XL = "image/jxl"
+
+# Camera RAW, each by its own markers (not as the TIFF or ISO-BMFF it is built on).
+RAW_IMAGES = frozenset(
+    {
+        "image/x-canon-cr2",
+        "image/x-canon-cr3",
+        "image/x-nikon-nef",
+        "image/x-sony-arw",
+        "image/x-fuji-raf",
+        "image/x-olympus-orf",
+        "image/x-panasonic-rw2",
+        "image/x-adobe-dng",
+    }
+)
+
+# Audio that may carry cover art (ID3 APIC, MP4 `covr`, FLAC PICTURE): its thumbnail is the art.
+AUDIO_WITH_ART = frozenset({"audio/mpeg", "audio/mp4", "audio/flac"})
+
+# Office documents: converted to PDF by LibreOffice, then previewed as a PDF.
+OOXML_DOCUMENTS = frozenset(
+    {
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.template",
+        "application/vnd.ms-word.document.macroEnabled.12",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.template",
+        "application/vnd.ms-excel.sheet.macroEnabled.12",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "application/vnd.openxmlformats-officedocument.presentationml.slideshow",
+        "application/vnd.openxmlformats-officedocument.presentationml.template",
+        "application/vnd.ms-powerpoint.presentation.macroEnabled.12",
+    }
+)
+ODF_DOCUMENTS = frozenset(
+    {
+        "application/vnd.oasis.opendocument.text",
+        "application/vnd.oasis.opendocument.spreadsheet",
+        "application/vnd.oasis.opendocument.presentation",
+        "application/vnd.oasis.opendocument.graphics",
+    }
+)
+EPUB = "application/epub+zip"
+OLE2_DOCUMENTS = frozenset(
+    {"application/msword", "application/vnd.ms-excel", "application/vnd.ms-powerpoint"}
+)
+RTF = "application/rtf"
+OFFICE_DOCUMENTS = frozenset({*OOXML_DOCUMENTS, *ODF_DOCUMENTS, EPUB, *OLE2_DOCUMENTS, RTF})
+
 VIDEO_TYPES = frozenset(
     {
         "video/mp4",
@@ -326,6 +377,11 @@ ALREADY_COMPRESSED: frozenset[str] = frozenset(
         "application/x-xz",
         "application/x-7z-compressed",
         "application/vnd.rar",
+        JPEG_XL,
+        *RAW_IMAGES,  # losslessly compressed by most cameras already
+        *OOXML_DOCUMENTS,
+        *ODF_DOCUMENTS,
+        EPUB,
         *VIDEO_TYPES,
     }
 )
@@ -341,6 +397,10 @@ THUMBNAILABLE_IMAGES = frozenset(
         "image/heic",
         "image/heif",
         "image/avif",
+        SVG,
+        PHOTOSHOP,
+        JPEG_XL,
+        *RAW_IMAGES,
     }
 )
 
@@ -352,6 +412,7 @@ _PREVIEWABLE_DOCUMENTS = frozenset(
         "text/csv",
         "text/tab-separated-values",
         "application/json",
+        *OFFICE_DOCUMENTS,
     }
 )
 
@@ -371,7 +432,9 @@ _EVERY_FILE = (JobType.VIRUS_SCAN, JobType.DEDUPLICATION_CHECK)
 # The jobs that decode a file's content, each on the types its decoder is for. The others (the
 # scan, the dedup check, compression) read any file's bytes as bytes.
 _PARSERS: dict[JobType, Callable[[str], bool]] = {
-    JobType.THUMBNAIL_GENERATION: THUMBNAILABLE_IMAGES.__contains__,
+    JobType.THUMBNAIL_GENERATION: lambda mime: (
+        mime in THUMBNAILABLE_IMAGES or mime in AUDIO_WITH_ART
+    ),
     JobType.VIDEO_THUMBNAIL: VIDEO_TYPES.__contains__,
     JobType.DOCUMENT_PREVIEW: _PREVIEWABLE_DOCUMENTS.__contains__,
 }
@@ -389,10 +452,14 @@ def media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
-def job_types_for(content_type: str) -> tuple[JobType, ...]:
-    """The jobs a file of this (sniffed) content type gets, in a stable order."""
+def job_types_for(content_type: str, *, cover_art: bool = False) -> tuple[JobType, ...]:
+    """The jobs a file of this (sniffed) content type gets by default, in a stable order.
+
+    Audio gets a thumbnail (of its art) only when the sniffer found cover art in it."""
     mime = media_type(content_type)
     applicable = {job for job, applies in _RULES if applies(mime)}
+    if mime in AUDIO_WITH_ART and not cover_art:
+        applicable.discard(JobType.THUMBNAIL_GENERATION)
     return _EVERY_FILE + tuple(job for job in JobType if job in applicable)
 
 
