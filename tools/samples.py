@@ -12,7 +12,9 @@ from fractions import Fraction
 from pathlib import Path
 
 import av
+from mutagen.id3 import APIC, ID3
 from PIL import Image, ImageDraw
+from psd_tools import PSDImage
 
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 ORIENTATION = 0x0112  # EXIF tag
@@ -80,6 +82,47 @@ def pdf(pages: int = 2, title: str = "filejobs demo report") -> bytes:
     return buffer.getvalue()
 
 
+def svg(width: int = 640, height: int = 400) -> bytes:
+    """A vector drawing: a gradient sky, a sun and hills, drawn at whatever size is asked."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}"><defs><linearGradient id="sky" x1="0" y1="0" x2="0" '
+        'y2="1"><stop offset="0" stop-color="#2b6cb0"/><stop offset="1" stop-color="#bee3f8"/>'
+        '</linearGradient></defs><rect width="100%" height="100%" fill="url(#sky)"/>'
+        f'<circle cx="{width * 3 // 4}" cy="{height // 4}" r="{height // 8}" fill="#f6e05e"/>'
+        f'<path d="M0 {height} L{width // 3} {height // 2} L{width * 2 // 3} {height} Z" '
+        f'fill="#2f855a"/></svg>'
+    ).encode()
+
+
+def photoshop(width: int = 800, height: int = 600) -> bytes:
+    """A PSD with its merged composite (as Photoshop writes it with "Maximize compatibility")."""
+    out = io.BytesIO()
+    PSDImage.frompil(Image.open(io.BytesIO(photo(width, height)))).save(out)
+    return out.getvalue()
+
+
+def mp3_with_cover(seconds: int = 1) -> bytes:
+    """An MP3 of a tone whose ID3v2 tag carries a front cover (APIC) JPEG."""
+    out = io.BytesIO()
+    rate = 44100
+    with av.open(out, "w", format="mp3") as container:
+        stream = container.add_stream("libmp3lame", rate=rate)
+        for number in range(seconds * rate // 1152):
+            frame = av.AudioFrame(format="s16p", layout="mono", samples=1152)
+            tone = bytes((number * 7 + i) % 64 for i in range(frame.planes[0].buffer_size))
+            frame.planes[0].update(tone)
+            frame.sample_rate, frame.pts = rate, number * 1152
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    tags = ID3()
+    tags.add(APIC(encoding=3, mime="image/jpeg", type=3, desc="Cover", data=photo(500, 500)))
+    tags.save(out)
+    return out.getvalue()
+
+
 def sample_set() -> list[Sample]:
     original = photo()
     infected = {job: "cancelled" for job in PARSING_JOBS}
@@ -107,6 +150,11 @@ def sample_set() -> list[Sample]:
             "a PDF today's definitions pass, tomorrow's know",
             rescan_finds="Demo.Offer.Exploit",
         ),
+        # Thumbnailed by processors/image_sources.py once the sniffer knows their types (SVG,
+        # Photoshop, camera RAW, audio with cover art): the demo routes them after that merge.
+        Sample("drawing.svg", svg(), "an SVG drawing (rendered by resvg)"),
+        Sample("poster.psd", photoshop(), "a Photoshop document with its merged composite"),
+        Sample("song.mp3", mp3_with_cover(), "an MP3 whose ID3 tag carries cover art"),
         Sample(
             "corrupt.jpg",
             original[:600],

@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from filejobs.config import ConfigurationError
-from filejobs.domain.content import THUMBNAILABLE_IMAGES
+from filejobs.domain.content import AUDIO_WITH_ART, THUMBNAILABLE_IMAGES
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.processors import registry
@@ -504,7 +504,7 @@ EPS = (
 
 
 def test_each_thumbnailable_type_has_one_decoder_pillow_has_and_none_runs_a_program() -> None:
-    assert set(DECODERS) == THUMBNAILABLE_IMAGES
+    assert set(DECODERS) == THUMBNAILABLE_IMAGES | AUDIO_WITH_ART
     Image.init()
     assert set(EVERY_DECODER) <= set(Image.OPEN)  # names Pillow (and pi-heif) registered
     assert not {"EPS", "PDF", "FITS", "HDF5", "GRIB", "BUFR", "WMF", "MPEG"} & set(EVERY_DECODER)

@@ -38,6 +38,7 @@ from filejobs.domain.job_options import (
 )
 from filejobs.domain.job_values import JobType
 from filejobs.domain.retry import PermanentError
+from filejobs.processors import image_sources
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
@@ -84,7 +85,7 @@ DEFAULT_FORMAT: Final = "webp"
 # THUMBNAILABLE_IMAGES). An image is opened with its sniffed type's decoder alone: bytes sniffed
 # as a PNG never reach another of Pillow's parsers, and none ever reaches those that run an
 # external program (EPS runs Ghostscript) or parse scientific formats (FITS, HDF5, GRIB).
-DECODERS: Final[Mapping[str, tuple[str, ...]]] = {
+PILLOW_DECODERS: Final[Mapping[str, tuple[str, ...]]] = {
     "image/jpeg": ("JPEG",),
     "image/png": ("PNG",),
     "image/gif": ("GIF",),
@@ -95,7 +96,10 @@ DECODERS: Final[Mapping[str, tuple[str, ...]]] = {
     "image/heif": ("HEIF",),
     "image/avif": ("AVIF",),
 }
-EVERY_DECODER: Final = tuple(sorted({name for names in DECODERS.values() for name in names}))
+EVERY_DECODER: Final = tuple(sorted({n for names in PILLOW_DECODERS.values() for n in names}))
+# SVG, Photoshop, camera RAW, JPEG XL and audio cover art: each type's one source
+# (processors/image_sources.py), which makes the Pillow image this module thumbnails.
+DECODERS: Final[Mapping[str, tuple[str, ...]]] = {**PILLOW_DECODERS, **image_sources.DECODERS}
 _EMPTY: Final = "the file is empty (0 bytes): there is no image to thumbnail"
 WEBP_QUALITY: Final = 80
 JPEG_QUALITY: Final = 85
@@ -199,7 +203,7 @@ def render_thumbnails(
     wanted = sorted(set(sizes), reverse=True)
     pil_format, _ = FORMATS[fmt]
     try:
-        with Image.open(path, formats=decoders) as im:
+        with image_sources.open_image(path, decoders, wanted[0], max_pixels) as im:
             info, base = _decode(im, wanted[0], max_pixels)
     except PermanentError:
         raise

@@ -1,0 +1,456 @@
+"""The images people have that Pillow alone does not open: each made into a Pillow image to
+thumbnail, in the decoder sandbox, by the least powerful reader that does the job.
+
+`DECODERS` adds to thumbnail.py's allow-list one source for each content type (domain/content.py
+sniffs them); `open_image` is thumbnail.py's one hook: the source's image, or Pillow's own
+decoder for every other type.
+
+SVG: resvg (`resvg-py`), not CairoSVG. resvg is Rust: no scripts, no network client at all, no
+libcairo to ship to Lambda, and its XML parser (roxmltree) expands no external entities and
+stops entity loops (the billion laughs) itself. CairoSVG parses XML in Python (lxml or
+ElementTree), fetches `http(s):` and `file:` URLs through urllib and has had SSRF and XXE
+advisories. resvg does read local files, though: an `<image href="/etc/...">` (or `file:`, or
+a path relative to its resources dir) is loaded and drawn into the thumbnail. So before it runs,
+a bounded scan of the text refuses every `href` and CSS `url()` that is not `#fragment` or
+`data:`, and entity declarations that could spell one; the resources dir is an empty dir. The
+SVG is rendered at the thumbnail's size, never its declared one (a declared 2,000,000 x
+1,000,000 canvas would be 8 TB of pixels), and absurd declared sizes are refused outright.
+
+Photoshop: a PSD's or PSB's merged composite (the flattened image Photoshop writes when
+"Maximize compatibility" is on), never its layers. PSD (version 1) by Pillow's PsdImagePlugin,
+already in the layer; PSB (version 2, which Pillow does not read) by `psd-tools`, whose only
+heavy dependency is numpy, which rawpy needs anyway. A file whose version-info resource says
+it has no real merged data fails permanently, saying how to save it.
+
+Camera RAW: LibRaw (`rawpy`). The camera's own embedded full-size JPEG preview where there is
+one large enough (LibRaw only locates it; Pillow's JPEG decoder decodes it), turned the way
+LibRaw says the camera was held; else a half-size demosaic (a quarter of the sensor's pixels)
+within the pixel budget.
+
+JPEG XL: `pillow-jxl-plugin` (libjxl through Rust; manylinux aarch64 wheels for CPython 3.13),
+registered only when a JXL is opened, and then the only decoder tried.
+
+Audio cover art: `mutagen` (pure Python) finds an MP3's ID3 APIC, an M4A's `covr` or a FLAC's
+PICTURE; the art's own bytes are sniffed and decoded by the one Pillow decoder that type names
+(JPEG or PNG), never by "any decoder". No art: a permanent failure.
+
+numpy (rawpy, psd-tools) is imported in the job's child, never in the sandbox's zygote:
+OpenBLAS starts threads on import, and the zygote must stay single-threaded to fork safely.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import struct
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, Final
+
+from PIL import Image
+
+from filejobs.domain.content import (
+    JPEG_XL,
+    PHOTOSHOP,
+    RAW_IMAGES,
+    SVG,
+    sniff_content_type,
+)
+from filejobs.domain.retry import PermanentError
+
+# Source names: strings, since the decoders' names travel to the sandbox in the task's options.
+SVG_RENDERER: Final = "SVG-RESVG"
+PHOTOSHOP_COMPOSITE: Final = "PHOTOSHOP-COMPOSITE"
+CAMERA_RAW: Final = "CAMERA-RAW-LIBRAW"
+ID3_COVER_ART: Final = "ID3-COVER-ART"
+MP4_COVER_ART: Final = "MP4-COVER-ART"
+FLAC_COVER_ART: Final = "FLAC-COVER-ART"
+JXL: Final = "JXL"  # pillow-jxl-plugin's Pillow format
+
+DECODERS: Final[Mapping[str, tuple[str, ...]]] = {
+    SVG: (SVG_RENDERER,),
+    PHOTOSHOP: (PHOTOSHOP_COMPOSITE,),
+    JPEG_XL: (JXL,),
+    **{raw: (CAMERA_RAW,) for raw in sorted(RAW_IMAGES)},
+    "audio/mpeg": (ID3_COVER_ART,),
+    "audio/mp4": (MP4_COVER_ART,),
+    "audio/flac": (FLAC_COVER_ART,),
+}
+
+# Cover art is decoded by its own sniffed type's one decoder: the types the tag formats name.
+ART_DECODERS: Final[Mapping[str, str]] = {"image/jpeg": "JPEG", "image/png": "PNG"}
+
+SVG_MAX_BYTES: Final = 8 * 1024 * 1024
+# Declared sizes above this (in CSS pixels) are refused: no real drawing is a kilometre wide.
+SVG_MAX_DECLARED: Final = 1_000_000
+_SVG_ROOT_WINDOW: Final = 64 * 1024  # the root <svg> tag is within the first 64 KB
+_SVG_DEFAULT_SIZE: Final = 100.0  # what resvg assumes when the SVG declares no size
+_CSS_UNITS: Final[Mapping[str, float]] = {
+    "": 1.0,
+    "px": 1.0,
+    "pt": 4 / 3,
+    "pc": 16.0,
+    "mm": 96 / 25.4,
+    "cm": 96 / 2.54,
+    "in": 96.0,
+    "em": 16.0,
+    "ex": 8.0,
+}
+_HREF: Final = re.compile(r"""(?<![\w.-])(?:[\w.-]+:)?href\s*=\s*(["'])(.*?)\1""", re.S | re.I)
+_CSS_URL: Final = re.compile(r"""url\(\s*(["']?)(.*?)\1\s*\)""", re.S | re.I)
+_ENTITY: Final = re.compile(r"<!ENTITY\s+(%?)\s*[\w.:-]*\s+(.*?)>", re.S)
+_LOCAL_REFERENCE: Final = re.compile(r"\s*(#|data:)", re.I)
+_SVG_ROOT: Final = re.compile(r"<svg\b([^>]*)>", re.S)
+_ATTRIBUTE: Final = re.compile(r"""(?<![\w:-])(width|height|viewBox)\s*=\s*(["'])(.*?)\2""", re.S)
+_LENGTH: Final = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-z%]*)\s*")
+
+_PSD_SIGNATURE: Final = b"8BPS"
+_PSD_HEADER: Final = struct.Struct(">4sH6xHIIHH")  # signature, version, channels, h, w, depth, mode
+_VERSION_INFO: Final = 1057  # image resource: version info, whose 5th byte is hasRealMergedData
+_MAX_RESOURCES: Final = 16 * 1024 * 1024
+NO_COMPOSITE: Final = (
+    "the Photoshop file has no merged composite image (it was saved without "
+    '"Maximize compatibility"): save it again with that option on to get a thumbnail'
+)
+NO_COVER_ART: Final = "no embedded cover art: the audio file carries no picture to thumbnail"
+
+# LibRaw's flip (how the camera was held) -> the turn that makes the preview upright.
+_FLIPS: Final[Mapping[int, Image.Transpose]] = {
+    3: Image.Transpose.ROTATE_180,
+    5: Image.Transpose.ROTATE_90,  # 90 degrees counter-clockwise
+    6: Image.Transpose.ROTATE_270,  # 90 degrees clockwise
+}
+
+Source = Callable[[BinaryIO, int, int], Image.Image]
+
+
+def open_image(
+    path: Path | BinaryIO, decoders: tuple[str, ...], largest: int, max_pixels: int
+) -> Image.Image:
+    """The image to thumbnail: from the one source `decoders` names, else from Pillow's own
+    decoders among `decoders` (only those)."""
+    source = _SOURCES.get(decoders[0]) if len(decoders) == 1 else None
+    if source is None:
+        if JXL in decoders:
+            import pillow_jxl  # noqa: F401, PLC0415 - registers JXL
+        return Image.open(path, formats=decoders)
+    if isinstance(path, Path):
+        with path.open("rb") as file:
+            return source(file, largest, max_pixels)
+    return source(path, largest, max_pixels)
+
+
+# --- SVG ---------------------------------------------------------------------------------------
+
+
+def render_svg(source: BinaryIO, largest: int, _max_pixels: int) -> Image.Image:
+    """The SVG rendered by resvg with its long edge at `largest` pixels, external references
+    refused first."""
+    import resvg_py  # noqa: PLC0415
+
+    text = _svg_text(source)
+    refuse_external_references(text)
+    width, height = declared_svg_size(text)
+    landscape = width >= height  # the long edge is the one given: resvg scales the other
+    with tempfile.TemporaryDirectory(prefix="svg-resources-") as empty:
+        try:
+            png = resvg_py.svg_to_bytes(
+                svg_string=text,
+                resources_dir=empty,
+                width=largest if landscape else None,
+                height=None if landscape else largest,
+            )
+        except ValueError as error:
+            raise PermanentError(f"the SVG could not be rendered: {_short(error)}") from None
+    image = _named(Image.open(io.BytesIO(bytes(png)), formats=("PNG",)), "SVG")
+    image.load()
+    if max(image.size) > largest + 1:  # resvg sized it otherwise than the declared size says
+        raise PermanentError(f"the SVG rendered at {image.size}, not within {largest} pixels")
+    return image
+
+
+def _svg_text(source: BinaryIO) -> str:
+    data = source.read(SVG_MAX_BYTES + 1)
+    if len(data) > SVG_MAX_BYTES:
+        raise PermanentError(f"the SVG is larger than the {SVG_MAX_BYTES // 2**20} MB accepted")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise PermanentError("the SVG is not UTF-8 text") from None
+
+
+def refuse_external_references(text: str) -> None:
+    """PermanentError for any reference that could make resvg read something beside the SVG:
+    an `href` or CSS `url()` that is not `#fragment` or `data:`, an external or parameter
+    entity, or an entity whose text holds markup or references (which could spell an href the
+    scan does not see). Regular expressions over at most SVG_MAX_BYTES: linear, no parser."""
+    for pattern in (_HREF, _CSS_URL):
+        for match in pattern.finditer(text):
+            if not _LOCAL_REFERENCE.match(match.group(2)):
+                raise PermanentError(
+                    "the SVG references an external resource "
+                    f"({_short(match.group(2), 80)!r}); only #fragments and data: URIs are drawn"
+                )
+    for match in _ENTITY.finditer(text):
+        parameter, definition = match.groups()
+        external = re.match(r"\s*(SYSTEM|PUBLIC)\b", definition)
+        if parameter or external or re.search(r"[<&%]", definition):
+            raise PermanentError(
+                "the SVG declares an entity that is external, a parameter entity or markup; "
+                "only plain-text entities are accepted"
+            )
+
+
+def declared_svg_size(text: str) -> tuple[float, float]:
+    """The root <svg>'s size in CSS pixels as resvg reads it (width and height, else the
+    viewBox scaled to whichever of them is given, else 100); PermanentError if absurd."""
+    root = _SVG_ROOT.search(text[:_SVG_ROOT_WINDOW])
+    attributes = (
+        {m.group(1): m.group(3) for m in _ATTRIBUTE.finditer(root.group(1))} if root else {}
+    )
+    width, height = _length(attributes.get("width")), _length(attributes.get("height"))
+    box = _view_box(attributes.get("viewBox"))
+    if width is None and height is None and box is not None:
+        width, height = box
+    elif width is not None and height is None:
+        height = width * box[1] / box[0] if box else _SVG_DEFAULT_SIZE
+    elif height is not None and width is None:
+        width = height * box[0] / box[1] if box else _SVG_DEFAULT_SIZE
+    size = (width or _SVG_DEFAULT_SIZE, height or _SVG_DEFAULT_SIZE)
+    sides = [*size, *(box or ())]
+    if max(sides) > SVG_MAX_DECLARED:
+        raise PermanentError(
+            f"the SVG declares a {size[0]:.0f}x{size[1]:.0f} canvas (viewBox {box}), above the "
+            f"{SVG_MAX_DECLARED:,} pixels a side accepted"
+        )
+    return size
+
+
+def _length(value: str | None) -> float | None:
+    """A positive CSS length in pixels; None for none, a percentage or what is not a length."""
+    match = _LENGTH.fullmatch(value) if value is not None else None
+    if match is None or match.group(2) not in _CSS_UNITS:
+        return None
+    pixels = float(match.group(1)) * _CSS_UNITS[match.group(2)]
+    return pixels if pixels > 0 else None
+
+
+def _view_box(value: str | None) -> tuple[float, float] | None:
+    parts = re.split(r"[\s,]+", value.strip()) if value else []
+    try:
+        width, height = float(parts[2]), float(parts[3])
+    except (IndexError, ValueError):
+        return None
+    return (width, height) if width > 0 and height > 0 else None
+
+
+# --- Photoshop ---------------------------------------------------------------------------------
+
+
+def photoshop_composite(source: BinaryIO, _largest: int, max_pixels: int) -> Image.Image:
+    """The PSD's or PSB's merged composite; PermanentError when there is none."""
+    version, width, height = _photoshop_header(source)
+    if width * height > max_pixels:
+        raise PermanentError(
+            f"the Photoshop file declares {width}x{height} pixels, above the "
+            f"{max_pixels / 1e6:.0f} MP this job accepts"
+        )
+    if not _has_real_merged_data(source):
+        raise PermanentError(NO_COMPOSITE)
+    source.seek(0)
+    if version == 1:
+        return Image.open(source, formats=("PSD",))
+    return _psb_composite(source)
+
+
+def _photoshop_header(source: BinaryIO) -> tuple[int, int, int]:
+    header = source.read(_PSD_HEADER.size)
+    if len(header) < _PSD_HEADER.size:
+        raise PermanentError("the Photoshop file is cut short inside its header")
+    signature, version, _channels, height, width, _depth, _mode = _PSD_HEADER.unpack(header)
+    if signature != _PSD_SIGNATURE or version not in (1, 2):
+        raise PermanentError("the file is not a Photoshop document (no 8BPS version 1 or 2)")
+    return version, width, height
+
+
+def _has_real_merged_data(source: BinaryIO) -> bool:
+    """Whether the version-info resource (1057) says the composite is real; True when the file
+    has no such resource (older writers), since their composite always is."""
+    (color_data,) = struct.unpack(">I", _read_exactly(source, 4))
+    source.seek(color_data, io.SEEK_CUR)
+    (length,) = struct.unpack(">I", _read_exactly(source, 4))
+    resources = _read_exactly(source, min(length, _MAX_RESOURCES))
+    at = 0
+    while at + 12 <= len(resources) and resources[at : at + 4] == b"8BIM":
+        (resource_id,) = struct.unpack_from(">H", resources, at + 4)
+        name_length = resources[at + 6]
+        at += 6 + (name_length + 2 if name_length % 2 == 0 else name_length + 1)
+        if at + 4 > len(resources):
+            break
+        (size,) = struct.unpack_from(">I", resources, at)
+        data = resources[at + 4 : at + 4 + size]
+        if resource_id == _VERSION_INFO and len(data) >= 5:
+            return data[4] != 0
+        at += 4 + size + size % 2
+    return True
+
+
+def _psb_composite(source: BinaryIO) -> Image.Image:
+    from psd_tools import PSDImage  # noqa: PLC0415 - numpy, in the job's child only
+
+    try:
+        image = PSDImage.open(source).topil()
+    except (ValueError, struct.error, OSError, EOFError, KeyError, IndexError, TypeError) as error:
+        raise PermanentError(f"the Photoshop file could not be read: {_short(error)}") from None
+    if image is None:
+        raise PermanentError(NO_COMPOSITE)
+    return _named(image, "PSB")
+
+
+# --- camera RAW --------------------------------------------------------------------------------
+
+
+def camera_raw(source: BinaryIO, largest: int, max_pixels: int) -> Image.Image:
+    """The RAW's embedded preview when it covers `largest`, upright; else a half-size demosaic."""
+    import rawpy  # noqa: PLC0415 - numpy, in the job's child only
+
+    try:
+        with rawpy.imread(source) as raw:
+            preview = _raw_preview(raw, largest)
+            if preview is not None:
+                return preview
+            return _demosaiced(raw, largest, max_pixels)
+    except rawpy.LibRawError as error:
+        reason = error.args[0] if error.args else error
+        if isinstance(reason, bytes):  # LibRaw's own message, as C bytes
+            reason = reason.decode("utf-8", "replace")
+        raise PermanentError(f"the camera RAW could not be decoded: {_short(reason)}") from None
+
+
+def _raw_preview(raw: Any, largest: int) -> Image.Image | None:
+    import rawpy  # noqa: PLC0415
+
+    try:
+        thumb = raw.extract_thumb()
+    except (rawpy.LibRawNoThumbnailError, rawpy.LibRawUnsupportedThumbnailError):
+        return None
+    preview: Image.Image
+    if thumb.format == rawpy.ThumbFormat.JPEG:
+        preview = Image.open(io.BytesIO(thumb.data), formats=("JPEG",))
+        if preview.getexif().get(0x0112, 1) != 1:
+            return preview  # its own EXIF orientation: thumbnail.py applies it
+    else:
+        preview = _named(Image.fromarray(thumb.data), "RAW preview")
+    if max(preview.size) < min(largest, max(raw.sizes.width, raw.sizes.height)):
+        return None  # a small thumbnail, not the full-size preview: demosaic instead
+    turn = _FLIPS.get(raw.sizes.flip)
+    if turn is None:
+        return preview
+    preview.load()
+    return _named(preview.transpose(turn), "RAW preview")
+
+
+def _demosaiced(raw: Any, largest: int, max_pixels: int) -> Image.Image:
+    """Half size (each 2x2 Bayer cell one pixel: a quarter of the work) when that still covers
+    `largest`, else full size; within the pixel budget either way."""
+    half = max(raw.sizes.width, raw.sizes.height) // 2 >= largest
+    width, height = raw.sizes.width // (2 if half else 1), raw.sizes.height // (2 if half else 1)
+    if width * height > max_pixels:
+        raise PermanentError(
+            f"the camera RAW demosaics to {width}x{height} pixels, above the "
+            f"{max_pixels / 1e6:.0f} MP this job accepts"
+        )
+    rgb = raw.postprocess(half_size=half, use_camera_wb=True, output_bps=8)
+    return _named(Image.fromarray(rgb), "RAW")  # LibRaw has applied the camera's orientation
+
+
+# --- audio cover art ---------------------------------------------------------------------------
+
+
+def id3_cover_art(source: BinaryIO, largest: int, max_pixels: int) -> Image.Image:
+    from mutagen.id3 import ID3, ID3NoHeaderError  # noqa: PLC0415
+
+    try:
+        tags = ID3(source)
+    except ID3NoHeaderError:
+        raise PermanentError(NO_COVER_ART) from None
+    pictures = tags.getall("APIC")
+    front = [p for p in pictures if p.type == 3] or pictures  # the front cover first
+    return _art([bytes(p.data) for p in front])
+
+
+def mp4_cover_art(source: BinaryIO, largest: int, max_pixels: int) -> Image.Image:
+    from mutagen.mp4 import MP4  # noqa: PLC0415
+
+    tags: Any = MP4(source).tags  # None when the file has no ilst atom
+    return _art([bytes(cover) for cover in (tags.get("covr", []) if tags else [])])
+
+
+def flac_cover_art(source: BinaryIO, largest: int, max_pixels: int) -> Image.Image:
+    from mutagen.flac import FLAC  # noqa: PLC0415
+
+    pictures = FLAC(source).pictures
+    front = [p for p in pictures if p.type == 3] or pictures
+    return _art([bytes(p.data) for p in front])
+
+
+def _art(candidates: list[bytes]) -> Image.Image:
+    if not candidates or not candidates[0]:
+        raise PermanentError(NO_COVER_ART)
+    art = candidates[0]
+    art_type = sniff_content_type(art[:4096])
+    decoder = ART_DECODERS.get(art_type)
+    if decoder is None:
+        raise PermanentError(
+            f"the embedded cover art is {art_type}, not an image type cover art is read as "
+            f"({', '.join(sorted(ART_DECODERS))})"
+        )
+    return Image.open(io.BytesIO(art), formats=(decoder,))
+
+
+def _with_audio_errors(read: Source) -> Source:
+    """mutagen's errors (a broken tag, a file that is not the container) as PermanentError."""
+
+    def reading(source: BinaryIO, largest: int, max_pixels: int) -> Image.Image:
+        from mutagen import MutagenError  # noqa: PLC0415
+
+        try:
+            return read(source, largest, max_pixels)
+        except MutagenError as error:
+            raise PermanentError(
+                f"the audio file's tags could not be read: {_short(error)}"
+            ) from None
+
+    return reading
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _named[I: Image.Image](image: I, source_format: str) -> I:
+    """The image, reporting the format it came from (the job's result says what was decoded)."""
+    image.format = source_format
+    return image
+
+
+def _read_exactly(source: BinaryIO, count: int) -> bytes:
+    data = source.read(count)
+    if len(data) < count:
+        raise PermanentError("the file is cut short inside its header")
+    return data
+
+
+def _short(error: BaseException | str, limit: int = 200) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_SOURCES: Final[Mapping[str, Source]] = {
+    SVG_RENDERER: render_svg,
+    PHOTOSHOP_COMPOSITE: photoshop_composite,
+    CAMERA_RAW: camera_raw,
+    ID3_COVER_ART: _with_audio_errors(id3_cover_art),
+    MP4_COVER_ART: _with_audio_errors(mp4_cover_art),
+    FLAC_COVER_ART: _with_audio_errors(flac_cover_art),
+}
