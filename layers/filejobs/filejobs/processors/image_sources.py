@@ -98,7 +98,7 @@ _CSS_UNITS: Final[Mapping[str, float]] = {
     "ex": 8.0,
 }
 _HREF: Final = re.compile(r"""(?<![\w.-])(?:[\w.-]+:)?href\s*=\s*(["'])(.*?)\1""", re.S | re.I)
-_CSS_URL: Final = re.compile(r"""url\(\s*(["']?)(.*?)\1\s*\)""", re.S | re.I)
+_CSS_URL: Final = re.compile(r"""(?:url\(|@import)\s*(["']?)(.*?)\1\s*[);]""", re.S | re.I)
 _ENTITY: Final = re.compile(r"<!ENTITY\s+(%?)\s*[\w.:-]*\s+(.*?)>", re.S)
 _LOCAL_REFERENCE: Final = re.compile(r"\s*(#|data:)", re.I)
 _SVG_ROOT: Final = re.compile(r"<svg\b([^>]*)>", re.S)
@@ -209,7 +209,8 @@ def declared_svg_size(text: str) -> tuple[float, float]:
     attributes = (
         {m.group(1): m.group(3) for m in _ATTRIBUTE.finditer(root.group(1))} if root else {}
     )
-    width, height = _length(attributes.get("width")), _length(attributes.get("height"))
+    width = _length("width", attributes.get("width"))
+    height = _length("height", attributes.get("height"))
     box = _view_box(attributes.get("viewBox"))
     if width is None and height is None and box is not None:
         width, height = box
@@ -227,16 +228,28 @@ def declared_svg_size(text: str) -> tuple[float, float]:
     return size
 
 
-def _length(value: str | None) -> float | None:
-    """A positive CSS length in pixels; None for none, a percentage or what is not a length."""
-    match = _LENGTH.fullmatch(value) if value is not None else None
-    if match is None or match.group(2) not in _CSS_UNITS:
+def _length(name: str, value: str | None) -> float | None:
+    """A CSS length in pixels; None when absent, a percentage or `auto` (resvg then sizes by
+    the viewBox). PermanentError for anything else that is not a positive length: an entity
+    or a unit resvg might read otherwise could make the size it draws at differ from ours."""
+    if value is None or value.strip().endswith("%") or value.strip() == "auto":
         return None
-    pixels = float(match.group(1)) * _CSS_UNITS[match.group(2)]
-    return pixels if pixels > 0 else None
+    match = _LENGTH.fullmatch(value)
+    pixels = (
+        float(match.group(1)) * _CSS_UNITS[match.group(2)]
+        if match and match.group(2) in _CSS_UNITS
+        else 0
+    )
+    if pixels <= 0:
+        raise PermanentError(
+            f"the SVG's {name} ({_short(value, 40)!r}) is not a length to size it by"
+        )
+    return pixels
 
 
 def _view_box(value: str | None) -> tuple[float, float] | None:
+    if value is not None and "&" in value:  # an entity: resvg would read what we cannot
+        raise PermanentError("the SVG's viewBox is spelt with an entity reference")
     parts = re.split(r"[\s,]+", value.strip()) if value else []
     try:
         width, height = float(parts[2]), float(parts[3])
