@@ -47,6 +47,7 @@ JOB_TYPES = (
 )
 # A file is processed once all its jobs are terminal and the API has recorded it so.
 PROCESSED = "processed"
+STORED = "stored"  # a file given no job: nothing to wait for
 DERIVED_PREFIX = "derived"
 POLL_SECONDS = 0.5
 CLOCK_SKEW = timedelta(seconds=5)  # between this machine and the API's clock
@@ -336,7 +337,7 @@ def follow(
         for label, file_id in files:
             stored = api.get(f"/files/{file_id}")
             jobs = stored.get("jobs") or []
-            settled = settled and stored.get("processing_state") == PROCESSED
+            settled = settled and stored.get("processing_state") in (PROCESSED, STORED)
             rows.extend(row_of(label, j) for j in sorted(jobs, key=lambda j: j["job_type"]))
         display.show(rows)
         if settled:
@@ -357,8 +358,10 @@ def wait_until_processed(
     while waiting:
         for label, file_id in list(waiting.items()):
             stored = api.get(f"/files/{file_id}")
-            if stored.get("processing_state") == PROCESSED:
-                print(f"{label}: {processed_line(stored)}", file=out, flush=True)
+            state = stored.get("processing_state")
+            if state in (PROCESSED, STORED):
+                line = processed_line(stored) if state == PROCESSED else stored_line(stored)
+                print(f"{label}: {line}", file=out, flush=True)
                 del waiting[label]
         if not waiting:
             break
@@ -376,6 +379,25 @@ def processed_line(stored: dict[str, Any]) -> str:
         f"{job.get('job_type')} {job.get('status')}" for job in completion.get("jobs") or []
     )
     return f"processed at {completion.get('completed_at')}: {outcomes}"
+
+
+def stored_line(stored: dict[str, Any]) -> str:
+    """'stored, no job (preset archive v2)' or 'stored, no job (rejected: ...)'"""
+    if stored.get("status") == "rejected":
+        return f"stored, no job (rejected: {stored.get('status_reason')})"
+    return f"stored, no job ({preset_line(stored)})"
+
+
+def preset_line(stored: dict[str, Any]) -> str:
+    """'avatars v3 (by prefix)', or 'none (the default jobs of its type)'."""
+    preset = stored.get("preset")
+    shown = (
+        "none (the default jobs of its type)"
+        if not preset
+        else f"{preset.get('name')} v{preset.get('version')} (by {preset.get('by')})"
+    )
+    note = stored.get("preset_note")
+    return f"{shown}; {note}" if note else shown
 
 
 # --- status, jobs, cancel, retry ------------------------------------------------------------
@@ -479,6 +501,7 @@ def file_summary(stored: dict[str, Any]) -> list[str]:
     ]
     if stored.get("duplicate_of"):
         lines.append(f"  duplicate of {stored['duplicate_of']}")
+    lines.append(f"  preset:   {preset_line(stored)}")
     state = stored.get("processing_state")
     if state == PROCESSED:
         lines.append(f"  state:    {processed_line(stored)}")

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from filejobs.adapters.aws_errors import error_code, is_missing_object
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.keys import derived_key
+from filejobs.domain.presets import METADATA_KEY as PRESET_METADATA_KEY
 from filejobs.domain.retry import ObjectGoneError
+from filejobs.ports import UploadHead
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -24,22 +26,30 @@ class S3HeadReader:
 
     def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
         """At most `length` leading bytes of the object (a ranged GET: no full download)."""
+        return self.read_upload_head(bucket, key, version_id, length).data
+
+    def read_upload_head(
+        self, bucket: str, key: str, version_id: str | None, length: int
+    ) -> UploadHead:
+        """The leading bytes and the preset the upload names in its metadata, one request."""
         request: dict[str, Any] = {"Bucket": bucket, "Key": key, "Range": f"bytes=0-{length - 1}"}
         if version_id:
             request["VersionId"] = version_id
         try:
             response = self._client.get_object(**request)
         except self._client.exceptions.ClientError as error:
-            # An empty object has no byte 0: S3 answers 416 InvalidRange.
+            # An empty object has no byte 0: S3 answers 416 InvalidRange (and no metadata: an
+            # empty upload is stored with the default jobs, of which its type has few).
             if error.response.get("Error", {}).get("Code") == "InvalidRange":
-                return b""
+                return UploadHead(b"")
             if is_missing_object(error):
                 raise ObjectGoneError(
                     f"s3://{bucket}/{key} is gone ({error_code(error)})"
                 ) from error
             raise
         body: bytes = response["Body"].read(length)
-        return body
+        preset = (response.get("Metadata") or {}).get(PRESET_METADATA_KEY)
+        return UploadHead(body, preset or None)
 
 
 class S3OutputLinks:
