@@ -55,6 +55,7 @@ PAGE_MAX = 100  # the API's largest page
 _TENANT = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _OUTPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _JOB_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_PRESET = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 # A file id as the API writes it: a hyphenated UUID, safe as a folder name.
 _FILE_ID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
@@ -84,6 +85,17 @@ def register(
     )
     upload_.add_argument(
         "--timeout", type=positive_float, default=300.0, help="seconds (default 300)"
+    )
+    upload_.add_argument(
+        "--folder",
+        type=folder_argument,
+        default="",
+        help="under this folder of the tenant's uploads (a preset may be bound to it)",
+    )
+    upload_.add_argument(
+        "--preset",
+        type=preset_argument,
+        help="the upload preset that says which jobs run (x-amz-meta-filejobs-preset)",
     )
     upload_.set_defaults(run=on_target(upload, check_upload))
 
@@ -198,12 +210,30 @@ def positive_float(value: str) -> float:
     return number
 
 
-def upload_key(tenant: str, path: Path) -> str:
+def upload_key(tenant: str, path: Path, folder: str = "") -> str:
     name = path.name
     if not _OUTPUT_NAME.match(name) or ".." in name:
         # The key is the object's name under the tenant's prefix: keep it a plain file name.
         raise UsageError(f"{path}: the file name must be letters, digits, '.', '_' or '-'")
-    return f"uploads/{tenant}/{name}"
+    return f"uploads/{tenant}/{folder}{name}"
+
+
+def folder_argument(value: str) -> str:
+    """'avatars' or 'avatars/staff/' -> 'avatars/staff/': plain names, no '..'."""
+    parts = [part for part in value.strip("/").split("/") if part]
+    if not parts or any(not _OUTPUT_NAME.match(part) or part == ".." for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"a folder is names of letters, digits, '.', '_' or '-' joined by '/'; got {value!r}"
+        )
+    return "/".join(parts) + "/"
+
+
+def preset_argument(value: str) -> str:
+    if not _PRESET.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"a preset name is 1-63 lower-case letters, digits, '-' or '_'; got {value!r}"
+        )
+    return value
 
 
 def output_path(out_dir: Path, file_id: str, job_type: str, name: str) -> Path:
@@ -241,7 +271,8 @@ def planned(arguments: argparse.Namespace) -> list[Upload]:
     for path in map(Path, arguments.paths):
         if not path.is_file():
             raise UsageError(f"{path}: no such file")
-        uploads.append(Upload(path, upload_key(arguments.tenant, path), None))
+        key = upload_key(arguments.tenant, path, arguments.folder)
+        uploads.append(Upload(path, key, None))
     keys = [u.key for u in uploads]
     if len(set(keys)) != len(keys):
         raise UsageError("two of the files have the same name: they would overwrite each other")
@@ -259,7 +290,11 @@ def upload(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdo
         try:
             with item.path.open("rb") as body:
                 answer = s3.put_object(
-                    Bucket=bucket, Key=item.key, Body=body, ContentType=content_type
+                    Bucket=bucket,
+                    Key=item.key,
+                    Body=body,
+                    ContentType=content_type,
+                    Metadata=upload_metadata(arguments),
                 )
         except Exception as error:
             raise CliError(f"{item.path}: upload failed ({_aws_message(error)})") from None
@@ -278,6 +313,10 @@ def upload(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdo
         TableDisplay(out, shutil.get_terminal_size().columns) if out.isatty() else LineDisplay(out)
     )
     return follow(api, labelled, display, deadline, out)
+
+
+def upload_metadata(arguments: argparse.Namespace) -> dict[str, str]:
+    return {} if arguments.preset is None else {"filejobs-preset": arguments.preset}
 
 
 def _wait_for_file(api: ApiClient, bucket: str, item: Upload, deadline: float) -> str:

@@ -4,7 +4,8 @@ tools installed (filejobs_dev), the local stack itself and Docker-free invocatio
 filejobs dev [--workers N] [--api-port 3000] [--emulator-port 4566] [--schedule-seconds S]
              [--definitions-mirror DIR] [--baseline]
 filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
-filejobs upload PATH... [--tenant T] [--no-follow | --wait] [--timeout S]
+filejobs upload PATH... [--tenant T] [--folder F] [--preset NAME] [--no-follow | --wait]
+                [--timeout S]
 filejobs status FILE_ID|JOB_ID [--json]
 filejobs jobs [--status S] [--type T] [--tenant T] [--limit N] [--json]
 filejobs request FILE_ID JOB_TYPE [--option NAME=VALUE]... [--options JSON]
