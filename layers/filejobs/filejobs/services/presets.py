@@ -35,6 +35,7 @@ from filejobs.domain.presets import (
 from filejobs.domain.time import utcnow
 from filejobs.ports import PresetStore
 from filejobs.services.errors import ConflictError, InvalidRequestError, NotFoundError
+from filejobs.services.tenancy import tenant_acted_for
 
 CACHE_SECONDS = 60.0
 _ATTEMPTS = 3  # a change that keeps losing races to others is refused, not retried forever
@@ -56,7 +57,7 @@ class Presets:
 
     def put(self, caller: Caller, tenant: str | None, name: str, change: PresetChange) -> Preset:
         """The preset made, or its next version; the uploads after it get it."""
-        owner = _tenant_of(caller, tenant)
+        owner = tenant_acted_for(caller, tenant, what="the preset")
         for _ in range(_ATTEMPTS):
             current = self._store.current(owner, consistent=True)
             saved = self._next_version(caller, owner, name, change, current)
@@ -76,13 +77,13 @@ class Presets:
         )
 
     def of_tenant(self, caller: Caller, tenant: str | None) -> tuple[Preset, ...]:
-        owner = _tenant_of(caller, tenant)
+        owner = tenant_acted_for(caller, tenant, what="the preset")
         return tuple(sorted(self._store.current(owner).presets, key=lambda p: p.name))
 
     def get(
         self, caller: Caller, tenant: str | None, name: str, version: int | None = None
     ) -> Preset:
-        owner = _tenant_of(caller, tenant)
+        owner = tenant_acted_for(caller, tenant, what="the preset")
         if version is not None:
             found = self._store.version(owner, name, version)
         else:
@@ -94,7 +95,7 @@ class Presets:
 
     def delete(self, caller: Caller, tenant: str | None, name: str) -> None:
         """Removed: later uploads no longer get it (files keep the version they were given)."""
-        owner = _tenant_of(caller, tenant)
+        owner = tenant_acted_for(caller, tenant, what="the preset")
         for _ in range(_ATTEMPTS):
             current = self._store.current(owner, consistent=True)
             if current.tenant_presets().named(name) is None:
@@ -134,16 +135,6 @@ class Presets:
         except ValueError as error:  # a PresetError, or an OptionError naming the option
             raise InvalidRequestError(str(error), log="preset refused") from None
         return saved
-
-
-def _tenant_of(caller: Caller, named: str | None) -> str:
-    if caller.operator:
-        if named is None:
-            raise InvalidRequestError("tenant: an operator names the tenant the preset is for")
-        return named
-    if caller.tenant is None or named not in (None, caller.tenant):
-        raise NotFoundError(f"no tenant {named!r}")
-    return caller.tenant
 
 
 def _check_description(description: str) -> None:
