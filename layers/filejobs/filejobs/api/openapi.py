@@ -450,6 +450,7 @@ LIST_PRESETS = _doc(
     "What runs on the tenant's uploads, where a preset applies: each preset's jobs, the key "
     "prefixes bound to it and whether it is the tenant's default. An operator names the tenant.",
     ok=(200, "The presets, by name", "PresetList"),
+    errors=(400, 401, 404, 422),
     parameters=[_TENANT_PARAMETER],
 )
 
@@ -479,6 +480,7 @@ GET_PRESET = _doc(
     "An upload preset: its current version, or a past one",
     "version= reads a past version (every version stays readable, a removed preset's too).",
     ok=(200, "The preset", "Preset"),
+    errors=(400, 401, 404, 422),
     parameters=[
         _TENANT_PARAMETER,
         _query("version", "A past version's number", pattern="^[1-9][0-9]{0,5}$"),
@@ -491,6 +493,7 @@ DELETE_PRESET = _doc(
     "Uploads after it get the next preset that applies (or the default jobs); files keep the "
     "version they were given, and its versions stay readable.",
     ok=(204, "Removed", ""),
+    errors=(400, 401, 404, 422),
     parameters=[_TENANT_PARAMETER],
 )
 
