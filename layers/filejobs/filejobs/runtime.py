@@ -336,13 +336,6 @@ def once[T](name: str, build: Callable[[], T]) -> T:
     return built
 
 
-def reset() -> None:
-    """Forget every cached client and setting (tests change the environment between cases)."""
-    for cached in (settings, tables, aws_session, s3, sqs, events, scheduler_client, dynamodb):
-        cached.cache_clear()
-    _built.clear()
-
-
 def presets() -> Presets:
     """Upload presets, managed through the API (services/presets.py), in OpsTable."""
     from filejobs.services.presets import Presets  # noqa: PLC0415
@@ -362,3 +355,20 @@ def _preset_store() -> PresetRepository:
     from filejobs.data.preset_repository import PresetRepository  # noqa: PLC0415
 
     return PresetRepository(dynamodb(), settings().require_ops_table())
+
+
+def reset() -> None:
+    """Forget every cached client and setting (tests change the environment between cases)."""
+    for cached in (
+        settings,
+        tables,
+        aws_session,
+        s3,
+        sqs,
+        events,
+        scheduler_client,
+        dynamodb,
+        preset_cache,
+    ):
+        cached.cache_clear()
+    _built.clear()
