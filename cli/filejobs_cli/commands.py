@@ -219,9 +219,12 @@ def upload_key(tenant: str, path: Path, folder: str = "") -> str:
 
 
 def folder_argument(value: str) -> str:
-    """'avatars' or 'avatars/staff/' -> 'avatars/staff/': plain names, no '..'."""
+    """'avatars' or 'avatars/staff/' -> 'avatars/staff/': plain names, no '..' ('' is the
+    tenant's own folder)."""
     parts = [part for part in value.strip("/").split("/") if part]
-    if not parts or any(not _OUTPUT_NAME.match(part) or part == ".." for part in parts):
+    if not parts:
+        return ""
+    if any(not _OUTPUT_NAME.match(part) or part == ".." for part in parts):
         raise argparse.ArgumentTypeError(
             f"a folder is names of letters, digits, '.', '_' or '-' joined by '/'; got {value!r}"
         )
