@@ -565,12 +565,36 @@ class InMemoryObjects:
     """ObjectStore: objects by (bucket, key); a missing one is gone (ObjectGoneError)."""
 
     objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    # (key, offset, length) of each ranged read beyond a head, as S3 would count GETs.
+    ranged_reads: list[tuple[str, int, int]] = field(default_factory=list)
 
     def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
+        return self._body(bucket, key)[:length]
+
+    def byte_ranges(
+        self, bucket: str, key: str, version_id: str | None, size: int
+    ) -> InMemoryRanges:
+        return InMemoryRanges(self, bucket, key, size)
+
+    def _body(self, bucket: str, key: str) -> bytes:
         try:
-            return self.objects[(bucket, key)][:length]
+            return self.objects[(bucket, key)]
         except KeyError:
             raise ObjectGoneError(f"no object s3://{bucket}/{key}") from None
+
+
+@dataclass
+class InMemoryRanges:
+    """ByteRanges of an InMemoryObjects object: each read recorded there."""
+
+    store: InMemoryObjects
+    bucket: str
+    key: str
+    size: int
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.store.ranged_reads.append((self.key, offset, length))
+        return self.store._body(self.bucket, self.key)[offset : offset + length]
 
 
 class TempWorkspaces:

@@ -14,6 +14,7 @@ from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import transitions
+from filejobs.domain.byte_ranges import BytesRanges
 from filejobs.domain.job import JobStatus, ProcessingJob
 from filejobs.domain.transition_result import Applied
 from filejobs.ports import Ingested
@@ -28,6 +29,9 @@ LEASE = timedelta(minutes=5)
 class FixedHead:
     def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
         return b"hello, plain text\n"
+
+    def byte_ranges(self, bucket: str, key: str, version_id: str | None, size: int) -> BytesRanges:
+        return BytesRanges(b"hello, plain text\n")
 
 
 class Metered:

@@ -1,5 +1,5 @@
-"""S3 access the core needs: the first bytes of an object version (content sniffing), the
-outputs bucket where jobs write derived files, and links to read them."""
+"""S3 access the core needs: the first bytes of an object version and a few ranges of it
+(content sniffing), the outputs bucket where jobs write derived files, and links to read them."""
 
 from __future__ import annotations
 
@@ -24,22 +24,59 @@ class S3HeadReader:
 
     def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
         """At most `length` leading bytes of the object (a ranged GET: no full download)."""
-        request: dict[str, Any] = {"Bucket": bucket, "Key": key, "Range": f"bytes=0-{length - 1}"}
-        if version_id:
-            request["VersionId"] = version_id
-        try:
-            response = self._client.get_object(**request)
-        except self._client.exceptions.ClientError as error:
-            # An empty object has no byte 0: S3 answers 416 InvalidRange.
-            if error.response.get("Error", {}).get("Code") == "InvalidRange":
-                return b""
-            if is_missing_object(error):
-                raise ObjectGoneError(
-                    f"s3://{bucket}/{key} is gone ({error_code(error)})"
-                ) from error
-            raise
-        body: bytes = response["Body"].read(length)
-        return body
+        return read_range(self._client, (bucket, key, version_id), 0, length)
+
+    def byte_ranges(
+        self, bucket: str, key: str, version_id: str | None, size: int
+    ) -> S3ObjectRanges:
+        return S3ObjectRanges(self._client, bucket, key, version_id, size)
+
+
+class S3ObjectRanges:
+    """ByteRanges of one object version: each read one ranged GET (the same s3:GetObject
+    permission, and version, as its head's)."""
+
+    def __init__(
+        self, client: S3Client, bucket: str, key: str, version_id: str | None, size: int
+    ) -> None:
+        self._client = client
+        self._object = (bucket, key, version_id)
+        self._size = size
+        self.reads = 0  # GETs made, for the ingest's request counts
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.reads += 1
+        return read_range(self._client, self._object, offset, length)
+
+
+def read_range(
+    client: S3Client, location: tuple[str, str, str | None], offset: int, length: int
+) -> bytes:
+    """At most `length` bytes of the object version at `location` (bucket, key, version id)
+    from `offset`, by one ranged GET."""
+    bucket, key, version_id = location
+    request: dict[str, Any] = {
+        "Bucket": bucket,
+        "Key": key,
+        "Range": f"bytes={offset}-{offset + length - 1}",
+    }
+    if version_id:
+        request["VersionId"] = version_id
+    try:
+        response = client.get_object(**request)
+    except client.exceptions.ClientError as error:
+        # No byte at `offset` (an empty object has no byte 0): S3 answers 416 InvalidRange.
+        if error.response.get("Error", {}).get("Code") == "InvalidRange":
+            return b""
+        if is_missing_object(error):
+            raise ObjectGoneError(f"s3://{bucket}/{key} is gone ({error_code(error)})") from error
+        raise
+    body: bytes = response["Body"].read(length)
+    return body
 
 
 class S3OutputLinks:

@@ -86,8 +86,10 @@ def plan_ingest(
     now: datetime,
     created_by: str = "ingest",
     dispatch: DispatchPolicy = DEFAULT_DISPATCH,
+    cover_art: bool = False,
 ) -> IngestPlan:
-    """The StoredFile and one pending job per rule-table job type, with deterministic ids."""
+    """The StoredFile and one pending job per rule-table job type, with deterministic ids
+    (`cover_art`: the sniffer found a picture in the audio, which gets a thumbnail of it)."""
     tenant = tenant_of(record.key)
     file_id = keys.file_id_for(record.bucket, record.key, record.version_marker)
     stored = StoredFile(
@@ -104,7 +106,7 @@ def plan_ingest(
     )
     jobs = tuple(
         new_job(stored, job_type, now=now, created_by=created_by, dispatch=dispatch)
-        for job_type in job_types_for(content_type)
+        for job_type in job_types_for(content_type, cover_art=cover_art)
     )
     stored.job_ids = frozenset(job.id for job in jobs)
     return IngestPlan(stored, jobs)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from filejobs.domain import keys
-from filejobs.domain.content import SNIFF_BYTES, sniff_content_type
+from filejobs.domain.content import SNIFF_BYTES, sniff
 from filejobs.domain.file import FileStatus
 from filejobs.domain.ingest import (
     IngestPlan,
@@ -64,11 +64,14 @@ class IngestService:
         tenant_of(record.key)
         try:
             head = self._heads.read_head(record.bucket, record.key, record.version_id, SNIFF_BYTES)
+            rest = self._heads.byte_ranges(
+                record.bucket, record.key, record.version_id, record.size
+            )
+            sniffed = sniff(head, rest)  # ZIP, OLE2 and audio only: a few ranged reads more
         except ObjectGoneError:
             return self._gone(record)
-        content_type = sniff_content_type(head)
         now = self._clock()
-        plan = plan_ingest(record, content_type, now=now)
+        plan = plan_ingest(record, sniffed.content_type, now=now, cover_art=sniffed.cover_art)
         if self._limits is None:
             return self._recorded(self._files.record_ingest(plan))
         return self._within_quotas(plan, self._limits(plan.file.tenant), now)
