@@ -568,6 +568,20 @@ def test_the_rule_table(content_type: str, expected: tuple[JobType, ...]) -> Non
     assert job_types_for(content_type) == expected
 
 
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/vnd.ms-word.document.macroEnabled.12",
+        "application/vnd.ms-excel.sheet.macroenabled.12",
+        "APPLICATION/VND.MS-POWERPOINT.PRESENTATION.MACROENABLED.12",
+    ],
+)
+def test_a_type_registered_in_mixed_case_is_routed_whatever_its_case(content_type: str) -> None:
+    # `media_type` lowers the type; the sets spell it as IANA does
+    assert job_types_for(content_type) == (SCAN, DEDUP, PREVIEW)
+    assert content_type.lower() in ALREADY_COMPRESSED
+
+
 def test_a_jpeg_gets_a_thumbnail_and_no_compression() -> None:
     assert job_types_for(sniff_content_type(jpeg())) == (SCAN, DEDUP, THUMBNAIL)
 

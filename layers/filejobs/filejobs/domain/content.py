@@ -440,7 +440,13 @@ VIDEO_TYPES = frozenset(
     }
 )
 
-ALREADY_COMPRESSED: frozenset[str] = frozenset(
+def _any_case(types: set[str]) -> frozenset[str]:
+    """The types as IANA spells them and in lower case: `media_type` lowers a recorded type, and
+    a few are registered in mixed case (`...macroEnabled.12`), which membership would miss."""
+    return frozenset({*types, *(mime.lower() for mime in types)})
+
+
+ALREADY_COMPRESSED: frozenset[str] = _any_case(
     {
         "image/jpeg",
         "image/png",
@@ -487,7 +493,7 @@ THUMBNAILABLE_IMAGES = frozenset(
     }
 )
 
-_PREVIEWABLE_DOCUMENTS = frozenset(
+_PREVIEWABLE_DOCUMENTS = _any_case(
     {
         "application/pdf",
         "text/plain",
