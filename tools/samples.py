@@ -29,6 +29,10 @@ class Sample:
     quarantined: bool = False
     # Clean on the first scan; a signature published later (the demo's rescan) knows it.
     rescan_finds: str | None = None
+    # Uploaded under this folder of the tenant's uploads (where a preset may be bound).
+    folder: str = ""
+    # The job types the file must have, exactly (a preset's); None: whatever its type gets.
+    jobs: tuple[str, ...] | None = None
 
     def expected_statuses(self, job_type: str) -> tuple[str, ...]:
         wanted = self.expected.get(job_type, "completed")
@@ -106,6 +110,13 @@ def sample_set() -> list[Sample]:
             pdf(1, "an offer carrying an exploit nobody has a signature for yet"),
             "a PDF today's definitions pass, tomorrow's know",
             rescan_finds="Demo.Offer.Exploit",
+        ),
+        Sample(
+            "avatar.jpg",
+            photo(900, 900),
+            "a profile picture under avatars/, where the demo's preset is bound",
+            folder="avatars/",
+            jobs=("thumbnail_generation", "virus_scan"),
         ),
         Sample(
             "corrupt.jpg",

@@ -14,7 +14,6 @@ from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import transitions
-from filejobs.domain.byte_ranges import BytesRanges
 from filejobs.domain.job import JobStatus, ProcessingJob
 from filejobs.domain.transition_result import Applied
 from filejobs.ports import Ingested
@@ -22,16 +21,9 @@ from filejobs.services.ingest import IngestService
 from filejobs_dev.local.metering import Invocations, Meter, MeterLog
 from tests.conftest import FakeClock
 from tests.factories import upload_record
+from tests.fakes import FixedHead
 
 LEASE = timedelta(minutes=5)
-
-
-class FixedHead:
-    def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
-        return b"hello, plain text\n"
-
-    def byte_ranges(self, bucket: str, key: str, version_id: str | None, size: int) -> BytesRanges:
-        return BytesRanges(b"hello, plain text\n")
 
 
 class Metered:
@@ -53,7 +45,9 @@ class Metered:
 
 
 def ingested(clock: FakeClock) -> list[ProcessingJob]:
-    result = IngestService(FileRepository(), FixedHead(), clock).ingest(upload_record("a.txt"))
+    result = IngestService(FileRepository(), FixedHead(b"hello, plain text\n"), clock).ingest(
+        upload_record("a.txt")
+    )
     assert isinstance(result, Ingested)
     return list(result.plan.jobs)
 

@@ -440,6 +440,7 @@ VIDEO_TYPES = frozenset(
     }
 )
 
+
 def _any_case(types: set[str]) -> frozenset[str]:
     """The types as IANA spells them and in lower case: `media_type` lowers a recorded type, and
     a few are registered in mixed case (`...macroEnabled.12`), which membership would miss."""
