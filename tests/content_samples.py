@@ -84,7 +84,7 @@ def content_types_xml(main_part: str, main_type: str) -> bytes:
     ).encode()
 
 
-def _filler(size: int, seed: int = 1) -> bytes:
+def filler(size: int, seed: int = 1) -> bytes:
     """Bytes that deflate poorly (an embedded picture, say), so a file can be made big."""
     state, out = seed, bytearray()
     while len(out) < size:
@@ -106,7 +106,7 @@ def ooxml(main_type: str = DOCX_MAIN, *, layout: str = "office", padding: int = 
         (main_part, b'<?xml version="1.0"?><document>' + b"<p>Hello</p>" * 40 + b"</document>"),
     ]
     if padding:
-        parts.append(("media/image1.png", _filler(padding)))
+        parts.append(("media/image1.png", filler(padding)))
     members = [types, *parts] if layout == "office" else [*parts, types]
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -124,7 +124,7 @@ def odf(mimetype: str, *, padding: int = 0) -> bytes:
         archive.writestr("content.xml", b'<?xml version="1.0"?><office:document-content/>')
         archive.writestr("META-INF/manifest.xml", b'<?xml version="1.0"?><manifest:manifest/>')
         if padding:
-            archive.writestr("Pictures/1.png", _filler(padding), compress_type=zipfile.ZIP_STORED)
+            archive.writestr("Pictures/1.png", filler(padding), compress_type=zipfile.ZIP_STORED)
     return buffer.getvalue()
 
 
@@ -324,20 +324,20 @@ def cr3() -> bytes:
 # --- audio with cover art ----------------------------------------------------------------------
 
 
-def _syncsafe(value: int) -> bytes:
+def syncsafe(value: int) -> bytes:
     return bytes((value >> shift) & 0x7F for shift in (21, 14, 7, 0))
 
 
 def id3_frame(kind: bytes, data: bytes, version: int = 3) -> bytes:
     if version == 2:
         return kind + len(data).to_bytes(3, "big") + data
-    size = _syncsafe(len(data)) if version == 4 else struct.pack(">I", len(data))
+    size = syncsafe(len(data)) if version == 4 else struct.pack(">I", len(data))
     return kind + size + b"\x00\x00" + data
 
 
 def id3_tag(frames: list[bytes], version: int = 3, padding: int = 256) -> bytes:
     body = b"".join(frames) + bytes(padding)
-    return b"ID3" + bytes([version, 0, 0]) + _syncsafe(len(body)) + body
+    return b"ID3" + bytes([version, 0, 0]) + syncsafe(len(body)) + body
 
 
 def picture_frame(version: int = 3) -> bytes:
@@ -379,7 +379,7 @@ def m4a(*, art: bool, mdat: int = 64 * 1024) -> bytes:
     meta = box(b"meta", b"\x00\x00\x00\x00", hdlr, box(b"ilst", *items))
     trak = box(b"trak", box(b"tkhd", bytes(84)), box(b"mdia", bytes(2000)))
     moov = box(b"moov", box(b"mvhd", bytes(100)), trak, box(b"udta", meta))
-    return ftyp + box(b"mdat", _filler(mdat)) + moov
+    return ftyp + box(b"mdat", filler(mdat)) + moov
 
 
 def flac(*, art: bool, padding: int = 8192) -> bytes:

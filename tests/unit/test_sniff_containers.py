@@ -101,7 +101,7 @@ def test_a_libreoffice_package_is_known_from_its_central_directory_in_one_read(
 def test_a_package_whose_content_types_part_is_far_from_the_end_costs_two_reads() -> None:
     # given [Content_Types].xml written after the parts but before a large trailing picture
     base = samples.ooxml(layout="libreoffice", padding=300_000)
-    data = _with_member_after(base, "media/zz.png", samples._filler(300_000))
+    data = _with_member_after(base, "media/zz.png", samples.filler(300_000))
     result, ranges = sniffed(data)
     assert result == Sniffed(DOCX)
     assert len(ranges.reads) == 2 and within_budget(ranges)
@@ -374,7 +374,7 @@ def test_a_picture_frame_in_the_head_costs_no_read() -> None:
 def test_an_id3_extended_header_is_skipped() -> None:
     frames = [samples.id3_frame(b"TIT2", b"\x03A song"), samples.picture_frame()]
     body = struct.pack(">IHI", 6, 0, 0) + b"".join(frames) + bytes(64)
-    tag = b"ID3\x03\x00\x40" + bytes(samples._syncsafe(len(body))) + body
+    tag = b"ID3\x03\x00\x40" + bytes(samples.syncsafe(len(body))) + body
     assert sniffed(tag + samples.MP3_FRAME)[0] == Sniffed("audio/mpeg", cover_art=True)
 
 

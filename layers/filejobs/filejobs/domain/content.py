@@ -194,31 +194,6 @@ def _mp3_frame(head: bytes) -> str | None:
     return "audio/mpeg" if bitrate not in (0, 15) and sample_rate != 3 else None
 
 
-def _rtf(head: bytes) -> str | None:
-    return "application/rtf" if head.startswith(b"{\\rtf") else None
-
-
-# What may precede an XML document's root element: white space, the XML declaration and other
-# processing instructions, comments, a DOCTYPE (with its internal subset).
-_XML_PROLOG_ITEM = re.compile(
-    rb"\s+|<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^\[>]*(?:\[[^\]]*\])?\s*>", re.DOTALL
-)
-_SVG_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?svg[\s/>]")  # `svg` or a prefixed `svg:svg`
-_MAX_PROLOG_ITEMS = 64
-
-
-def _svg(head: bytes) -> str | None:
-    """An XML document whose root element is `svg` (an XHTML page with inline SVG is not)."""
-    body = head.removeprefix(_UTF8_BOM)
-    position = 0
-    for _ in range(_MAX_PROLOG_ITEMS):
-        item = _XML_PROLOG_ITEM.match(body, position)
-        if item is None:
-            break
-        position = item.end()
-    return "image/svg+xml" if _SVG_ROOT.match(body, position) else None
-
-
 def _pdf(head: bytes) -> str | None:
     return "application/pdf" if b"%PDF-" in head[:_PDF_WINDOW] else None
 
@@ -311,6 +286,31 @@ def _utf8_text(head: bytes) -> str | None:
     if text is None or not _is_texty(text):
         return None
     return _classify_text(text, truncated=len(head) >= SNIFF_BYTES)
+
+
+def _rtf(head: bytes) -> str | None:
+    return "application/rtf" if head.startswith(b"{\\rtf") else None
+
+
+# What may precede an XML document's root element: white space, the XML declaration and other
+# processing instructions, comments, a DOCTYPE (with its internal subset).
+_XML_PROLOG_ITEM = re.compile(
+    rb"\s+|<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^\[>]*(?:\[[^\]]*\])?\s*>", re.DOTALL
+)
+_SVG_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?svg[\s/>]")  # `svg` or a prefixed `svg:svg`
+_MAX_PROLOG_ITEMS = 64
+
+
+def _svg(head: bytes) -> str | None:
+    """An XML document whose root element is `svg` (an XHTML page with inline SVG is not)."""
+    body = head.removeprefix(_UTF8_BOM)
+    position = 0
+    for _ in range(_MAX_PROLOG_ITEMS):
+        item = _XML_PROLOG_ITEM.match(body, position)
+        if item is None:
+            break
+        position = item.end()
+    return "image/svg+xml" if _SVG_ROOT.match(body, position) else None
 
 
 # Most specific first; text last, since almost any short binary header could pass for text.
