@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from filejobs.data import index_keys
 from filejobs.domain import fairness
+from filejobs.domain.byte_ranges import BytesRanges
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.ingest import IngestPlan
@@ -569,10 +570,20 @@ class InMemoryObjects:
     objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
     # The preset each upload names in its metadata (x-amz-meta-filejobs-preset).
     presets: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (key, offset, length) of each ranged read beyond a head, as S3 would count GETs.
+    ranged_reads: list[tuple[str, int, int]] = field(default_factory=list)
 
     def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
+        return self._body(bucket, key)[:length]
+
+    def byte_ranges(
+        self, bucket: str, key: str, version_id: str | None, size: int
+    ) -> InMemoryRanges:
+        return InMemoryRanges(self, bucket, key, size)
+
+    def _body(self, bucket: str, key: str) -> bytes:
         try:
-            return self.objects[(bucket, key)][:length]
+            return self.objects[(bucket, key)]
         except KeyError:
             raise ObjectGoneError(f"no object s3://{bucket}/{key}") from None
 
@@ -582,6 +593,20 @@ class InMemoryObjects:
         return UploadHead(
             self.read_head(bucket, key, version_id, length), self.presets.get((bucket, key))
         )
+
+
+@dataclass
+class InMemoryRanges:
+    """ByteRanges of an InMemoryObjects object: each read recorded there."""
+
+    store: InMemoryObjects
+    bucket: str
+    key: str
+    size: int
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.store.ranged_reads.append((self.key, offset, length))
+        return self.store._body(self.bucket, self.key)[offset : offset + length]
 
 
 class TempWorkspaces:
@@ -669,3 +694,6 @@ class FixedHead:
         self, bucket: str, key: str, version_id: str | None, length: int
     ) -> UploadHead:
         return UploadHead(self.head[:length], self.preset)
+
+    def byte_ranges(self, bucket: str, key: str, version_id: str | None, size: int) -> BytesRanges:
+        return BytesRanges(self.head)  # the object is its head

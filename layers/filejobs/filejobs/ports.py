@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from filejobs.domain.byte_ranges import ByteRanges
 from filejobs.domain.definitions import DefinitionsManifest, Engine
 from filejobs.domain.file import ScanRecord, StoredFile
 from filejobs.domain.file_completion import FileCompletion
@@ -315,6 +316,11 @@ class ObjectStore(Protocol):
 
     def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
         """The first `length` bytes of one version of an object (fewer if it is shorter)."""
+        ...
+
+    def byte_ranges(self, bucket: str, key: str, version_id: str | None, size: int) -> ByteRanges:
+        """One version of an object (of `size` bytes), to be read by ranges: what the sniffer
+        reads beyond the head of a ZIP, an OLE2 file or audio (domain/byte_ranges.py)."""
         ...
 
     def read_upload_head(

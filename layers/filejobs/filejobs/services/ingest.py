@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from filejobs.domain import keys
-from filejobs.domain.content import SNIFF_BYTES, sniff_content_type
+from filejobs.domain.content import SNIFF_BYTES, Sniffed, sniff
 from filejobs.domain.file import FileStatus
 from filejobs.domain.ingest import (
     IngestPlan,
@@ -71,22 +71,28 @@ class IngestService:
             head = self._heads.read_upload_head(
                 record.bucket, record.key, record.version_id, SNIFF_BYTES
             )
+            rest = self._heads.byte_ranges(
+                record.bucket, record.key, record.version_id, record.size
+            )
+            sniffed = sniff(head.data, rest)  # ZIP, OLE2 and audio only: a few ranged reads more
         except ObjectGoneError:
             return self._gone(record)
-        content_type = sniff_content_type(head.data)
         now = self._clock()
-        upload_plan = self._upload_plan(tenant, record.key, content_type, head.preset)
-        plan = plan_ingest(record, content_type, now=now, upload_plan=upload_plan)
+        upload_plan = self._upload_plan(tenant, record.key, sniffed, head.preset)
+        plan = plan_ingest(record, sniffed.content_type, now=now, upload_plan=upload_plan)
         if self._limits is None:
             return self._recorded(self._files.record_ingest(plan))
         return self._within_quotas(plan, self._limits(plan.file.tenant), now)
 
     def _upload_plan(
-        self, tenant: str, key: str, content_type: str, requested: str | None
+        self, tenant: str, key: str, sniffed: Sniffed, requested: str | None
     ) -> UploadPlan:
+        content_type, cover_art = sniffed.content_type, sniffed.cover_art
         if self._presets is None:
-            return default_plan(content_type)
-        return self._presets(tenant).plan(key, content_type, requested=requested)
+            return default_plan(content_type, cover_art=cover_art)
+        return self._presets(tenant).plan(
+            key, content_type, requested=requested, cover_art=cover_art
+        )
 
     def _within_quotas(self, plan: IngestPlan, quotas: TenantQuotas, now: datetime) -> Recorded:
         """The upload counted against its tenant's day with its file and jobs, or, over a
