@@ -106,6 +106,15 @@ def test_of_a_presets_jobs_an_upload_gets_those_that_fit_its_content_type() -> N
     assert types(plan.jobs) == ["virus_scan"]
 
 
+def test_audio_gets_a_presets_thumbnail_only_when_the_sniffer_found_cover_art() -> None:
+    music = preset("music", SCAN, WEBP_512, prefixes=("uploads/acme/music/",))
+    presets = TenantPresets((music,))
+    with_art = presets.plan("uploads/acme/music/a.mp3", "audio/mpeg", cover_art=True)
+    without = presets.plan("uploads/acme/music/b.mp3", "audio/mpeg")
+    assert types(with_art.jobs) == ["thumbnail_generation", "virus_scan"]
+    assert types(without.jobs) == ["virus_scan"]
+
+
 def test_a_store_only_preset_gives_no_job() -> None:
     plan = TenantPresets((ARCHIVE,)).plan("uploads/acme/archive/2019.tar", "application/x-tar")
     assert plan.jobs == ()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from filejobs.domain.content import fits, job_types_for
+from filejobs.domain.content import AUDIO_WITH_ART, fits, job_types_for, media_type
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
 from filejobs.domain.job_options import options_of
 
@@ -90,10 +90,16 @@ class Preset:
     def job_types(self) -> tuple[JobType, ...]:
         return tuple(job.job_type for job in self.jobs)
 
-    def jobs_for(self, content_type: str) -> tuple[PresetJob, ...]:
-        """The preset's jobs an upload of this (sniffed) content type gets: those that fit it,
-        in the order of the job types (the default table's order)."""
-        fitting = {job.job_type: job for job in self.jobs if fits(job.job_type, content_type)}
+    def jobs_for(self, content_type: str, *, cover_art: bool = False) -> tuple[PresetJob, ...]:
+        """The preset's jobs an upload of this (sniffed) content type gets: those that fit it
+        (audio's thumbnail only where the sniffer found cover art), in the order of the job
+        types (the default table's order)."""
+        fitting = {
+            job.job_type: job
+            for job in self.jobs
+            if fits(job.job_type, content_type)
+            and not _audio_without_art(job.job_type, content_type, cover_art)
+        }
         return tuple(fitting[job_type] for job_type in JobType if job_type in fitting)
 
 
@@ -148,17 +154,17 @@ class TenantPresets:
         if requested:
             named = self.named(requested.strip().lower())
             if named is not None:
-                return _plan_of(named, "metadata", content_type)
+                return _plan_of(named, "metadata", content_type, cover_art)
             note = (
                 f"the upload names preset {requested[:63]!r} (x-amz-meta-{METADATA_KEY}), "
                 "which the tenant does not have"
             )
         chosen = self._by_prefix(key)
         if chosen is not None:
-            return _with_note(_plan_of(chosen, "prefix", content_type), note)
+            return _with_note(_plan_of(chosen, "prefix", content_type, cover_art), note)
         default = next((preset for preset in self.presets if preset.tenant_default), None)
         if default is not None:
-            return _with_note(_plan_of(default, "tenant", content_type), note)
+            return _with_note(_plan_of(default, "tenant", content_type, cover_art), note)
         return _with_note(default_plan(content_type, cover_art=cover_art), note)
 
     def _by_prefix(self, key: str) -> Preset | None:
@@ -171,9 +177,15 @@ class TenantPresets:
         return max(bound, key=lambda pair: pair[0])[1] if bound else None
 
 
-def _plan_of(preset: Preset, by: str, content_type: str) -> UploadPlan:
+def _audio_without_art(job_type: JobType, content_type: str, cover_art: bool) -> bool:
+    artless = media_type(content_type) in AUDIO_WITH_ART and not cover_art
+    return artless and job_type is JobType.THUMBNAIL_GENERATION
+
+
+def _plan_of(preset: Preset, by: str, content_type: str, cover_art: bool) -> UploadPlan:
     jobs = tuple(
-        PlannedJob(job.job_type, job.options, job.priority) for job in preset.jobs_for(content_type)
+        PlannedJob(job.job_type, job.options, job.priority)
+        for job in preset.jobs_for(content_type, cover_art=cover_art)
     )
     return UploadPlan(jobs, AppliedPreset(preset.name, preset.version, by))
 
