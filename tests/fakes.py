@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from filejobs.data import index_keys
 from filejobs.domain import fairness
+from filejobs.domain.byte_ranges import BytesRanges
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobError, JobStatus, JobType, ProcessingJob
 from filejobs.domain.outcome_events import OutcomeEvent
+from filejobs.domain.presets import Preset, PresetSet
 from filejobs.domain.quotas import (
     DayUsage,
     QuotaChange,
@@ -56,6 +58,7 @@ from filejobs.ports import (
     PageCursor,
     QuotaStore,
     ScannedFile,
+    UploadHead,
     Workspaces,
 )
 
@@ -565,12 +568,45 @@ class InMemoryObjects:
     """ObjectStore: objects by (bucket, key); a missing one is gone (ObjectGoneError)."""
 
     objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    # The preset each upload names in its metadata (x-amz-meta-filejobs-preset).
+    presets: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (key, offset, length) of each ranged read beyond a head, as S3 would count GETs.
+    ranged_reads: list[tuple[str, int, int]] = field(default_factory=list)
 
     def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
+        return self._body(bucket, key)[:length]
+
+    def byte_ranges(
+        self, bucket: str, key: str, version_id: str | None, size: int
+    ) -> InMemoryRanges:
+        return InMemoryRanges(self, bucket, key, size)
+
+    def _body(self, bucket: str, key: str) -> bytes:
         try:
-            return self.objects[(bucket, key)][:length]
+            return self.objects[(bucket, key)]
         except KeyError:
             raise ObjectGoneError(f"no object s3://{bucket}/{key}") from None
+
+    def read_upload_head(
+        self, bucket: str, key: str, version_id: str | None, length: int
+    ) -> UploadHead:
+        return UploadHead(
+            self.read_head(bucket, key, version_id, length), self.presets.get((bucket, key))
+        )
+
+
+@dataclass
+class InMemoryRanges:
+    """ByteRanges of an InMemoryObjects object: each read recorded there."""
+
+    store: InMemoryObjects
+    bucket: str
+    key: str
+    size: int
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.store.ranged_reads.append((self.key, offset, length))
+        return self.store._body(self.bucket, self.key)[offset : offset + length]
 
 
 class TempWorkspaces:
@@ -610,3 +646,54 @@ if TYPE_CHECKING:
     _events: EventPublisher = RecordingEvents()
     _objects: ObjectStore = InMemoryObjects()
     _workspaces: Workspaces = TempWorkspaces(Path())
+
+
+@dataclass
+class InMemoryPresets:
+    """PresetStore: each tenant's current set, and every version saved; counts its reads."""
+
+    sets: dict[str, PresetSet] = field(default_factory=dict)
+    versions: dict[tuple[str, str, int], Preset] = field(default_factory=dict)
+    reads: int = 0
+
+    def current(self, tenant: str, *, consistent: bool = False) -> PresetSet:
+        self.reads += 1
+        return self.sets.get(tenant, PresetSet())
+
+    def save(self, tenant: str, changed: PresetSet, saved: Preset | None, *, after: int) -> bool:
+        stored = self.sets.get(tenant, PresetSet())
+        if stored.revision != after:
+            return False
+        if saved is not None:
+            version_key = (tenant, saved.name, saved.version)
+            if version_key in self.versions:
+                return False
+            self.versions[version_key] = saved
+        self.sets[tenant] = PresetSet(changed.presets, after + 1)
+        return True
+
+    def version(self, tenant: str, name: str, version: int) -> Preset | None:
+        return self.versions.get((tenant, name, version))
+
+    def latest_version(self, tenant: str, name: str) -> int:
+        numbers = [v for (t, n, v) in self.versions if (t, n) == (tenant, name)]
+        return max(numbers, default=0)
+
+
+@dataclass
+class FixedHead:
+    """ObjectStore: every object starts with the same bytes (and may name a preset)."""
+
+    head: bytes = b"%PDF-1.7\n"
+    preset: str | None = None
+
+    def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
+        return self.head[:length]
+
+    def read_upload_head(
+        self, bucket: str, key: str, version_id: str | None, length: int
+    ) -> UploadHead:
+        return UploadHead(self.head[:length], self.preset)
+
+    def byte_ranges(self, bucket: str, key: str, version_id: str | None, size: int) -> BytesRanges:
+        return BytesRanges(self.head)  # the object is its head

@@ -61,6 +61,9 @@ def check(sample: Sample, stored: dict[str, Any]) -> list[str]:
             j["job_type"] for j in stored["jobs"]
         } and "cancelled" not in sample.expected_statuses(job_type):
             problems.append(f"{sample.name}: no {job_type} job")
+    have = sorted(job["job_type"] for job in stored["jobs"])
+    if sample.jobs is not None and have != sorted(sample.jobs):
+        problems.append(f"{sample.name}: jobs {have}, not the preset's {sorted(sample.jobs)}")
     quarantined = sample.quarantined or sample.rescan_finds is not None
     if quarantined != (stored["status"] == "quarantined"):
         problems.append(f"{sample.name}: file is {stored['status']}")
@@ -134,18 +137,12 @@ def run(out: Path, workers: int) -> int:
             print(f"local stack up: emulator {config['endpoint_url']}, API {config['api_url']}")
             print(f"watch it in the operator console: {console_url(config)}", flush=True)
             target = local_target(root)
-            upload = argparse.Namespace(
-                paths=[str(path) for _, path in written],
-                tenant=TENANT,
-                no_follow=False,
-                wait=False,
-                timeout=300,
-            )
-            followed = commands.upload(upload, target)
             api = ApiClient(target)
+            save_preset(api)
+            followed = upload_by_folder(written, target)
             bucket = target.require_uploads_bucket()
             files = {
-                sample.name: _file(api, bucket, f"uploads/{TENANT}/{sample.name}")
+                sample.name: _file(api, bucket, f"uploads/{TENANT}/{sample.folder}{sample.name}")
                 for sample, _ in written
             }
             samples = [sample for sample, _ in written]
@@ -182,6 +179,41 @@ def run(out: Path, workers: int) -> int:
             return 1
         print("\nevery job reached its expected state")
         return 0
+
+
+# The demo tenant's upload preset: a scan and one 512 px WebP for what lands in avatars/.
+AVATARS_PRESET = {
+    "jobs": [
+        {"job_type": "virus_scan"},
+        {"job_type": "thumbnail_generation", "options": {"sizes": [512], "format": "webp"}},
+    ],
+    "prefixes": [f"uploads/{TENANT}/avatars/"],
+    "description": "profile pictures: a scan and one 512 px WebP",
+}
+
+
+def save_preset(api: ApiClient) -> None:
+    saved = api.request("PUT", f"/presets/avatars?tenant={TENANT}", body=AVATARS_PRESET)
+    print(f"preset avatars v{saved['version']}: {', '.join(saved['prefixes'])} get "
+          f"{', '.join(job['job_type'] for job in saved['jobs'])}")  # fmt: skip
+
+
+def upload_by_folder(written: list[tuple[Sample, Path]], target: Target) -> int:
+    """Every sample uploaded and followed, each folder's in one `filejobs upload`."""
+    folders = sorted({sample.folder for sample, _ in written})
+    worst = 0
+    for folder in folders:
+        upload = argparse.Namespace(
+            paths=[str(path) for sample, path in written if sample.folder == folder],
+            tenant=TENANT,
+            folder=folder,
+            preset=None,
+            no_follow=False,
+            wait=False,
+            timeout=300,
+        )
+        worst = max(worst, commands.upload(upload, target))
+    return worst
 
 
 def rescan_phase(

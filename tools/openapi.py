@@ -49,6 +49,11 @@ from filejobs.domain.operations import (
     Action,
     OperationStatus,
 )
+from filejobs.domain.presets import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_PREFIXES_PER_PRESET,
+)
+from filejobs.domain.presets import NAME_PATTERN as PRESET_NAME_PATTERN
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, UNLIMITED
 from filejobs.domain.schedules import MAX_NAME_CHARS, SCHEDULE_ID_PATTERN, ScheduleAction
 from filejobs.services.schedules import MAX_PREFIX_BYTES
@@ -314,6 +319,23 @@ SCHEMAS: dict[str, Any] = {
                 },
             },
             "duplicate_of": _OPT_STR,
+            "preset": {
+                "description": (
+                    "The upload preset that chose the file's jobs, and how the upload came to it "
+                    "(metadata, prefix, tenant); null: its content type's default jobs"
+                ),
+                "type": ["object", "null"],
+                "required": ["name", "version", "by"],
+                "properties": {
+                    "name": _STR,
+                    "version": {"type": "integer", "minimum": 1},
+                    "by": {"type": "string", "enum": ["metadata", "prefix", "tenant"]},
+                },
+            },
+            "preset_note": {
+                "description": "Why a preset the upload named was not applied",
+                "type": ["string", "null"],
+            },
             "processed": {
                 "description": (
                     "The last time every job of the file was terminal (the `File Processed` "
@@ -371,10 +393,12 @@ SCHEMAS: dict[str, Any] = {
                     "processing_state": {
                         "description": (
                             "`processed` once every job is terminal and the completion is "
-                            "recorded; `processing` before, and while a job opened again runs"
+                            "recorded; `processing` before, and while a job opened again runs; "
+                            "`stored` when the file was given no job (a preset that stores "
+                            "only, or a rejected upload)"
                         ),
                         "type": "string",
-                        "enum": ["processing", "processed"],
+                        "enum": ["processing", "processed", "stored"],
                     },
                     "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
                     "duplicates": {
@@ -617,6 +641,64 @@ SCHEMAS: dict[str, Any] = {
             "created_by": _STR,
             "created_at": {"type": "string", "format": "date-time"},
             "updated_at": {"type": "string", "format": "date-time"},
+        },
+    },
+    "PresetJob": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["job_type"],
+        "properties": {
+            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
+            "options": {
+                "type": "object",
+                "description": "The job type's options (the JobRequest input_data of its type)",
+            },
+            "priority": {"type": "integer", "minimum": PRIORITY_MIN, "maximum": PRIORITY_MAX},
+        },
+    },
+    "PresetRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["jobs"],
+        "properties": {
+            "jobs": {
+                "type": "array",
+                "description": "Each job type at most once; [] stores uploads and runs nothing",
+                "items": {"$ref": "#/components/schemas/PresetJob"},
+            },
+            "prefixes": {
+                "type": "array",
+                "maxItems": MAX_PREFIXES_PER_PRESET,
+                "items": {
+                    "type": "string",
+                    "description": "An object key prefix inside uploads/{tenant}/",
+                    "maxLength": MAX_PREFIX_BYTES,
+                },
+            },
+            "tenant_default": {"type": "boolean"},
+            "description": {"type": "string", "maxLength": MAX_DESCRIPTION_CHARS},
+        },
+    },
+    "Preset": {
+        "type": "object",
+        "required": ["tenant", "name", "version", "jobs", "prefixes", "tenant_default"],
+        "properties": {
+            "tenant": _STR,
+            "name": {"type": "string", "pattern": PRESET_NAME_PATTERN},
+            "version": {"type": "integer", "minimum": 1},
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/PresetJob"}},
+            "prefixes": {"type": "array", "items": _STR},
+            "tenant_default": {"type": "boolean"},
+            "description": _STR,
+            "updated_at": _OPT_TIME,
+            "updated_by": _STR,
+        },
+    },
+    "PresetList": {
+        "type": "object",
+        "required": ["presets"],
+        "properties": {
+            "presets": {"type": "array", "items": {"$ref": "#/components/schemas/Preset"}}
         },
     },
     "ScheduleList": {
@@ -910,6 +992,10 @@ def _complete(operation: dict[str, Any]) -> None:
             parameter["schema"] = {"type": "string", "pattern": ENDPOINT_ID_PATTERN}
         elif parameter["in"] == "path" and parameter["name"] == "delivery_id":
             parameter["schema"] = {"type": "string", "pattern": DELIVERY_ID_PATTERN}
+        elif parameter["in"] == "path" and parameter["name"] == "schedule_id":
+            parameter["schema"] = {"type": "string", "pattern": SCHEDULE_ID_PATTERN}
+        elif parameter["in"] == "path" and parameter["name"] == "preset_name":
+            parameter["schema"] = {"type": "string", "pattern": PRESET_NAME_PATTERN}
         elif parameter["in"] == "path" and parameter["name"].endswith("_id"):
             parameter["schema"] = {"type": "string", "format": "uuid", "pattern": UUID_PATTERN}
         if parameter["in"] == "path" and parameter["name"] == "tenant":

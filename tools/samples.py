@@ -31,6 +31,10 @@ class Sample:
     quarantined: bool = False
     # Clean on the first scan; a signature published later (the demo's rescan) knows it.
     rescan_finds: str | None = None
+    # Uploaded under this folder of the tenant's uploads (where a preset may be bound).
+    folder: str = ""
+    # The job types the file must have, exactly (a preset's); None: whatever its type gets.
+    jobs: tuple[str, ...] | None = None
 
     def expected_statuses(self, job_type: str) -> tuple[str, ...]:
         wanted = self.expected.get(job_type, "completed")
@@ -157,6 +161,13 @@ def sample_set() -> list[Sample]:
         Sample("drawing.svg", svg(), "an SVG drawing (rendered by resvg)"),
         Sample("poster.psd", photoshop(), "a Photoshop document with its merged composite"),
         Sample("song.mp3", mp3_with_cover(), "an MP3 whose ID3 tag carries cover art"),
+        Sample(
+            "avatar.jpg",
+            photo(900, 900),
+            "a profile picture under avatars/, where the demo's preset is bound",
+            folder="avatars/",
+            jobs=("thumbnail_generation", "virus_scan"),
+        ),
         Sample(
             "corrupt.jpg",
             original[:600],

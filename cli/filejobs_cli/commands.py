@@ -47,6 +47,7 @@ JOB_TYPES = (
 )
 # A file is processed once all its jobs are terminal and the API has recorded it so.
 PROCESSED = "processed"
+STORED = "stored"  # a file given no job: nothing to wait for
 DERIVED_PREFIX = "derived"
 POLL_SECONDS = 0.5
 CLOCK_SKEW = timedelta(seconds=5)  # between this machine and the API's clock
@@ -54,6 +55,7 @@ PAGE_MAX = 100  # the API's largest page
 _TENANT = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _OUTPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _JOB_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_PRESET = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 # A file id as the API writes it: a hyphenated UUID, safe as a folder name.
 _FILE_ID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 
@@ -83,6 +85,17 @@ def register(
     )
     upload_.add_argument(
         "--timeout", type=positive_float, default=300.0, help="seconds (default 300)"
+    )
+    upload_.add_argument(
+        "--folder",
+        type=folder_argument,
+        default="",
+        help="under this folder of the tenant's uploads (a preset may be bound to it)",
+    )
+    upload_.add_argument(
+        "--preset",
+        type=preset_argument,
+        help="the upload preset that says which jobs run (x-amz-meta-filejobs-preset)",
     )
     upload_.set_defaults(run=on_target(upload, check_upload))
 
@@ -197,12 +210,33 @@ def positive_float(value: str) -> float:
     return number
 
 
-def upload_key(tenant: str, path: Path) -> str:
+def upload_key(tenant: str, path: Path, folder: str = "") -> str:
     name = path.name
     if not _OUTPUT_NAME.match(name) or ".." in name:
         # The key is the object's name under the tenant's prefix: keep it a plain file name.
         raise UsageError(f"{path}: the file name must be letters, digits, '.', '_' or '-'")
-    return f"uploads/{tenant}/{name}"
+    return f"uploads/{tenant}/{folder}{name}"
+
+
+def folder_argument(value: str) -> str:
+    """'avatars' or 'avatars/staff/' -> 'avatars/staff/': plain names, no '..' ('' is the
+    tenant's own folder)."""
+    parts = [part for part in value.strip("/").split("/") if part]
+    if not parts:
+        return ""
+    if any(not _OUTPUT_NAME.match(part) or part == ".." for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"a folder is names of letters, digits, '.', '_' or '-' joined by '/'; got {value!r}"
+        )
+    return "/".join(parts) + "/"
+
+
+def preset_argument(value: str) -> str:
+    if not _PRESET.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"a preset name is 1-63 lower-case letters, digits, '-' or '_'; got {value!r}"
+        )
+    return value
 
 
 def output_path(out_dir: Path, file_id: str, job_type: str, name: str) -> Path:
@@ -240,7 +274,8 @@ def planned(arguments: argparse.Namespace) -> list[Upload]:
     for path in map(Path, arguments.paths):
         if not path.is_file():
             raise UsageError(f"{path}: no such file")
-        uploads.append(Upload(path, upload_key(arguments.tenant, path), None))
+        key = upload_key(arguments.tenant, path, arguments.folder)
+        uploads.append(Upload(path, key, None))
     keys = [u.key for u in uploads]
     if len(set(keys)) != len(keys):
         raise UsageError("two of the files have the same name: they would overwrite each other")
@@ -258,7 +293,11 @@ def upload(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdo
         try:
             with item.path.open("rb") as body:
                 answer = s3.put_object(
-                    Bucket=bucket, Key=item.key, Body=body, ContentType=content_type
+                    Bucket=bucket,
+                    Key=item.key,
+                    Body=body,
+                    ContentType=content_type,
+                    Metadata=upload_metadata(arguments),
                 )
         except Exception as error:
             raise CliError(f"{item.path}: upload failed ({_aws_message(error)})") from None
@@ -277,6 +316,10 @@ def upload(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdo
         TableDisplay(out, shutil.get_terminal_size().columns) if out.isatty() else LineDisplay(out)
     )
     return follow(api, labelled, display, deadline, out)
+
+
+def upload_metadata(arguments: argparse.Namespace) -> dict[str, str]:
+    return {} if arguments.preset is None else {"filejobs-preset": arguments.preset}
 
 
 def _wait_for_file(api: ApiClient, bucket: str, item: Upload, deadline: float) -> str:
@@ -336,7 +379,7 @@ def follow(
         for label, file_id in files:
             stored = api.get(f"/files/{file_id}")
             jobs = stored.get("jobs") or []
-            settled = settled and stored.get("processing_state") == PROCESSED
+            settled = settled and stored.get("processing_state") in (PROCESSED, STORED)
             rows.extend(row_of(label, j) for j in sorted(jobs, key=lambda j: j["job_type"]))
         display.show(rows)
         if settled:
@@ -357,8 +400,10 @@ def wait_until_processed(
     while waiting:
         for label, file_id in list(waiting.items()):
             stored = api.get(f"/files/{file_id}")
-            if stored.get("processing_state") == PROCESSED:
-                print(f"{label}: {processed_line(stored)}", file=out, flush=True)
+            state = stored.get("processing_state")
+            if state in (PROCESSED, STORED):
+                line = processed_line(stored) if state == PROCESSED else stored_line(stored)
+                print(f"{label}: {line}", file=out, flush=True)
                 del waiting[label]
         if not waiting:
             break
@@ -376,6 +421,25 @@ def processed_line(stored: dict[str, Any]) -> str:
         f"{job.get('job_type')} {job.get('status')}" for job in completion.get("jobs") or []
     )
     return f"processed at {completion.get('completed_at')}: {outcomes}"
+
+
+def stored_line(stored: dict[str, Any]) -> str:
+    """'stored, no job (preset archive v2)' or 'stored, no job (rejected: ...)'"""
+    if stored.get("status") == "rejected":
+        return f"stored, no job (rejected: {stored.get('status_reason')})"
+    return f"stored, no job ({preset_line(stored)})"
+
+
+def preset_line(stored: dict[str, Any]) -> str:
+    """'avatars v3 (by prefix)', or 'none (the default jobs of its type)'."""
+    preset = stored.get("preset")
+    shown = (
+        "none (the default jobs of its type)"
+        if not preset
+        else f"{preset.get('name')} v{preset.get('version')} (by {preset.get('by')})"
+    )
+    note = stored.get("preset_note")
+    return f"{shown}; {note}" if note else shown
 
 
 # --- status, jobs, cancel, retry ------------------------------------------------------------
@@ -479,6 +543,7 @@ def file_summary(stored: dict[str, Any]) -> list[str]:
     ]
     if stored.get("duplicate_of"):
         lines.append(f"  duplicate of {stored['duplicate_of']}")
+    lines.append(f"  preset:   {preset_line(stored)}")
     state = stored.get("processing_state")
     if state == PROCESSED:
         lines.append(f"  state:    {processed_line(stored)}")

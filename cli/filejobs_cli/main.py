@@ -4,7 +4,8 @@ tools installed (filejobs_dev), the local stack itself and Docker-free invocatio
 filejobs dev [--workers N] [--api-port 3000] [--emulator-port 4566] [--schedule-seconds S]
              [--definitions-mirror DIR] [--baseline]
 filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
-filejobs upload PATH... [--tenant T] [--no-follow | --wait] [--timeout S]
+filejobs upload PATH... [--tenant T] [--folder F] [--preset NAME] [--no-follow | --wait]
+                [--timeout S]
 filejobs status FILE_ID|JOB_ID [--json]
 filejobs jobs [--status S] [--type T] [--tenant T] [--limit N] [--json]
 filejobs request FILE_ID JOB_TYPE [--option NAME=VALUE]... [--options JSON]
@@ -29,6 +30,9 @@ filejobs webhooks resend ID DELIVERY_ID
 filejobs schedules add NAME --cron EXPR [--timezone TZ] --prefix P --rescan | --run JOB_TYPE
                    [--option NAME=VALUE]... [--tenant T]
 filejobs schedules list [--tenant T] | show|pause|resume|remove SCHEDULE_ID   [--json]
+filejobs presets set NAME --job "JOB_TYPE [NAME=VALUE]... [priority=N]"... | --scan-only |
+                 --store-only [--prefix P]... [--tenant-default] [--tenant T]
+filejobs presets list [--tenant T] | show NAME [--version N] | remove NAME   [--json]
 
 Commands on files and jobs go to the local stack (`.filejobs/local.json`) unless given
 --stack-name NAME or --api-url URL (deployed: SigV4-signed with the caller's AWS credentials).
@@ -46,7 +50,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from filejobs_cli import commands as commands_
-from filejobs_cli import console, quotas, requests, scanning, schedules, webhooks
+from filejobs_cli import console, presets, quotas, requests, scanning, schedules, webhooks
 from filejobs_cli.client import CliError
 
 # The commands that need the dev tools (moto, the template's parser), in the package that has them.
@@ -131,6 +135,7 @@ def parser() -> argparse.ArgumentParser:
     quotas.register(commands, project_root)
     webhooks.register(commands, project_root)
     schedules.register(commands, project_root)
+    presets.register(commands, project_root)
     console.register(commands, project_root)
     return root
 

@@ -33,6 +33,7 @@ from filejobs.services.api import Requested, StatusApi
 from filejobs.services.errors import RequestRefusedError, UnidentifiedCallerError
 from filejobs.services.operations import BulkOperations
 from filejobs.services.page_tokens import PageTokens
+from filejobs.services.presets import Presets
 from filejobs.services.quotas import TenantLimits
 from filejobs.services.schedules import Schedules
 from filejobs.services.webhooks import Webhooks, endpoint_view
@@ -62,6 +63,10 @@ def operations() -> BulkOperations:
 
 def schedules() -> Schedules:
     return runtime.schedules(service())
+
+
+def presets() -> Presets:
+    return runtime.presets()
 
 
 def quotas() -> TenantLimits:
@@ -325,6 +330,35 @@ def delete_schedule(schedule_id: str) -> Response[str]:
     _about("schedule_id", schedule_id)
     who = caller()
     schedules().delete(who, parsing.schedule_id(schedule_id))
+    return Response(status_code=204, body="")
+
+
+@app.get("/presets", **openapi.LIST_PRESETS)
+def list_presets() -> dict[str, Any]:
+    who = caller()
+    return rendering.presets(presets().of_tenant(who, parsing.optional_tenant(params())))
+
+
+@app.put("/presets/<preset_name>", **openapi.PUT_PRESET)
+def put_preset(preset_name: str) -> dict[str, Any]:
+    who = caller()
+    change = parsing.preset_change(app.current_event.body)
+    tenant = parsing.optional_tenant(params())
+    return rendering.preset(presets().put(who, tenant, parsing.preset_name(preset_name), change))
+
+
+@app.get("/presets/<preset_name>", **openapi.GET_PRESET)
+def get_preset(preset_name: str) -> dict[str, Any]:
+    who = caller()
+    name, tenant = parsing.preset_name(preset_name), parsing.optional_tenant(params())
+    return rendering.preset(presets().get(who, tenant, name, parsing.preset_version(params())))
+
+
+@app.delete("/presets/<preset_name>", **openapi.DELETE_PRESET)
+def delete_preset(preset_name: str) -> Response[str]:
+    who = caller()
+    tenant = parsing.optional_tenant(params())
+    presets().delete(who, tenant, parsing.preset_name(preset_name))
     return Response(status_code=204, body="")
 
 

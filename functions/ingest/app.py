@@ -51,7 +51,10 @@ def ingest_one(created: ObjectCreated) -> None:
 
 def intake() -> UploadIntake:
     ingest = IngestService(
-        runtime.files(), S3HeadReader(runtime.s3()), limits=runtime.tenant_limits().limits
+        runtime.files(),
+        S3HeadReader(runtime.s3()),
+        limits=runtime.tenant_limits().limits,
+        presets=runtime.preset_cache().of,
     )
     return UploadIntake(ingest, runtime.jobs(), runtime.dispatcher())
 
@@ -76,6 +79,7 @@ def record_upload(created: ObjectCreated) -> None:
     logger.info(
         "file ingested",
         content_type=received.content_type,
+        preset=received.preset,
         jobs=[j.job_type.value for j in received.jobs],
     )
     metrics.add_metric(name="FilesIngested", unit=MetricUnit.Count, value=1)

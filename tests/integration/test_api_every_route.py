@@ -39,12 +39,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.operation_repository import OperationRepository
+from filejobs.data.preset_repository import PresetRepository
 from filejobs.data.schedule_repository import ScheduleRepository
 from filejobs.data.webhook_repository import WebhookRepository
 from filejobs.domain import webhooks
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.operations import Action, JobFilter, Operation
+from filejobs.domain.presets import Preset, PresetJob, PresetSet
 from filejobs.domain.schedules import Schedule, ScheduleAction
 from filejobs.domain.time import utcnow
 from filejobs_dev.infra.template import function_definitions, resources_of_type
@@ -160,6 +162,7 @@ class Owned:
     schedule: str  # the id of a recurring schedule of the tenant's
     webhook: str  # the id of a webhook endpoint of the tenant's
     delivery: str  # the id of one of its deliveries
+    preset: str = "scan-first"  # the name of an upload preset of the tenant's
 
     @property
     def pending(self) -> ProcessingJob:
@@ -191,7 +194,24 @@ def owned(tenant: str, name: str = "a.png") -> Owned:
     stopped = cancelled(plan.jobs[1])
     webhook, delivery = webhook_of(tenant)
     schedule = recorded_schedule(tenant)
-    return Owned(tenant, plan, stopped, started_operation(tenant), schedule, webhook, delivery)
+    operation = started_operation(tenant)
+    preset = recorded_preset(tenant)
+    return Owned(tenant, plan, stopped, operation, schedule, webhook, delivery, preset)
+
+
+def recorded_preset(tenant: str, name: str = "scan-first") -> str:
+    """An upload preset of `tenant`'s (its current version, else a first one), as PUT
+    /presets/{name} records it."""
+    store = PresetRepository(boto3.client("dynamodb"), os.environ["OPS_TABLE_NAME"])
+    current = store.current(tenant, consistent=True)
+    if current.tenant_presets().named(name) is None:
+        version = store.latest_version(tenant, name) + 1  # it may have been removed before
+        preset = Preset(
+            tenant, name, version, (PresetJob(JobType.VIRUS_SCAN),), updated_at=utcnow()
+        )
+        changed = PresetSet((*current.presets, preset), current.revision + 1)
+        assert store.save(tenant, changed, preset, after=current.revision)
+    return name
 
 
 def webhook_of(tenant: str) -> tuple[str, str]:
@@ -423,6 +443,23 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ),
     ("DELETE", "/schedules/{schedule_id}"): RouteCase(
         Access.TENANT, lambda o: Request(f"/schedules/{o.schedule}")
+    ),
+    ("GET", "/presets"): RouteCase(
+        Access.TENANT, lambda o: Request("/presets", {"tenant": o.tenant}), lists=({},)
+    ),
+    ("PUT", "/presets/{preset_name}"): RouteCase(
+        Access.TENANT,
+        lambda o: Request(
+            f"/presets/{o.preset}",
+            {"tenant": o.tenant},
+            body=json.dumps({"jobs": [{"job_type": "virus_scan"}], "tenant_default": True}),
+        ),
+    ),
+    ("GET", "/presets/{preset_name}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/presets/{o.preset}", {"tenant": o.tenant})
+    ),
+    ("DELETE", "/presets/{preset_name}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/presets/{o.preset}", {"tenant": o.tenant})
     ),
     ("GET", "/tenants/{tenant}/quotas"): RouteCase(
         Access.TENANT, lambda o: Request(f"/tenants/{o.tenant}/quotas")

@@ -24,6 +24,8 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.keys import TENANT_PATTERN, job_id_for
 from filejobs.domain.messages import UUID_PATTERN
 from filejobs.domain.operations import OPERATION_ID_PATTERN
+from filejobs.domain.presets import NAME_PATTERN as PRESET_NAME_PATTERN
+from filejobs.domain.schedules import SCHEDULE_ID_PATTERN
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
 from filejobs_dev.infra.template import function_definitions, load_template
@@ -415,6 +417,8 @@ def test_the_committed_openapi_document_matches_the_routes() -> None:
                         "operation_id": OPERATION_ID_PATTERN,
                         "webhook_id": ENDPOINT_ID_PATTERN,
                         "delivery_id": DELIVERY_ID_PATTERN,
+                        "schedule_id": SCHEDULE_ID_PATTERN,
+                        "preset_name": PRESET_NAME_PATTERN,
                     }.get(parameter["name"], UUID_PATTERN)
                     assert parameter["schema"]["pattern"] == pattern, (method, path)
 

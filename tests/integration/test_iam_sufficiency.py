@@ -60,6 +60,7 @@ from functions.stats import app as stats
 from functions.sweep import app as sweep
 from functions.webhooks import app as webhooks_function
 from functions.worker import app as worker
+from tests import content_samples
 from tests.definitions import EICAR, publish_set
 from tests.factories import ingest_plan
 from tests.iam import ACCOUNT, PARTITION, REGION, Call, Resolver, denied, grants, recording_calls
@@ -255,12 +256,16 @@ def run_worker(stack: Stack, job_type: JobType) -> None:
 
 
 def test_ingest_may_do_everything_it_does(stack: Stack) -> None:
-    # given uploads of an image and a video, each notification delivered twice
+    # given uploads of an image, a video and a document whose kind is at its end (the sniffer
+    # reads its central directory by a ranged GET), each notification delivered twice
     upload(stack, "photo.png", png())
     upload(stack, "clip.mp4", mp4())
+    upload(stack, "report.docx", content_samples.ooxml(layout="libreoffice", padding=100_000))
     # when ingest handles them, then every call it made is granted
     calls = ingest_everything(stack)
     assert {c.operation for c in calls} >= {"GetObject", "TransactWriteItems", "Query"}
+    # six heads (three uploads, each delivered twice) and the document's end, read twice
+    assert sum(c.operation == "GetObject" for c in calls) == 8
     assert stack.refused("IngestFunction", calls) == []
 
 

@@ -18,6 +18,7 @@ from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
 from filejobs.domain.job import JobStatus, JobType
 from filejobs.ports import AlreadyIngested, Ingested
 from filejobs.services.ingest import IngestService
+from tests import content_samples as samples
 from tests.aws_requests import counting_requests
 from tests.conftest import FakeClock
 
@@ -195,3 +196,27 @@ def test_an_upload_deleted_before_its_ingest_is_refused_saying_so(
     with pytest.raises(InvalidUploadError, match="deleted before it could be ingested"):
         service.ingest(record)
     assert FileRepository().versions_of(BUCKET, record.key) == []
+
+
+def test_an_upload_s_container_is_read_by_ranges_of_its_own_version(
+    service: IngestService, s3: S3Client
+) -> None:
+    # given a LibreOffice-laid-out .docx, then another version of the key over it
+    docx = samples.ooxml(layout="libreoffice", padding=300_000)
+    record = upload(s3, "uploads/acme/report.docx", docx)
+    upload(s3, "uploads/acme/report.docx", b"a later version, plain text\n")
+    # when the first version's record is ingested
+    with counting_requests(s3) as requests:
+        result = service.ingest(record)
+    # then its own bytes were sniffed: the head and one ranged read of its end
+    assert isinstance(result, Ingested)
+    assert result.plan.file.content_type == samples.DOCX
+    assert requests.calls["s3:GetObject"] == 2
+
+
+def test_a_range_past_the_end_of_the_object_reads_nothing(s3: S3Client) -> None:
+    s3.put_object(Bucket=BUCKET, Key="uploads/acme/small.bin", Body=b"0123456789")
+    ranges = S3HeadReader(s3).byte_ranges(BUCKET, "uploads/acme/small.bin", None, 10)
+    assert ranges.read(4, 100) == b"456789"
+    assert ranges.read(50, 10) == b""
+    assert ranges.reads == 2

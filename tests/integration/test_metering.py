@@ -21,13 +21,9 @@ from filejobs.services.ingest import IngestService
 from filejobs_dev.local.metering import Invocations, Meter, MeterLog
 from tests.conftest import FakeClock
 from tests.factories import upload_record
+from tests.fakes import FixedHead
 
 LEASE = timedelta(minutes=5)
-
-
-class FixedHead:
-    def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
-        return b"hello, plain text\n"
 
 
 class Metered:
@@ -49,7 +45,9 @@ class Metered:
 
 
 def ingested(clock: FakeClock) -> list[ProcessingJob]:
-    result = IngestService(FileRepository(), FixedHead(), clock).ingest(upload_record("a.txt"))
+    result = IngestService(FileRepository(), FixedHead(b"hello, plain text\n"), clock).ingest(
+        upload_record("a.txt")
+    )
     assert isinstance(result, Ingested)
     return list(result.plan.jobs)
 

@@ -26,13 +26,9 @@ from filejobs.services.worker import Disposition, WorkerService
 from tests.aws_requests import DYNAMODB_READS, counting_requests
 from tests.conftest import FakeClock
 from tests.factories import upload_record
+from tests.fakes import FixedHead
 
 LEASE = timedelta(minutes=5)
-
-
-class FixedHead:
-    def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
-        return b"%PDF-1.7\n"
 
 
 def test_ingest_is_one_dynamodb_request_per_file(tables: dict[str, str], clock: FakeClock) -> None:

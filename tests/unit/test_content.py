@@ -23,11 +23,13 @@ from PIL import Image
 from filejobs.domain.content import (
     ALREADY_COMPRESSED,
     SNIFF_BYTES,
+    SNIFFED_TYPES,
     fits,
     job_types_for,
     sniff_content_type,
 )
 from filejobs.domain.job import JobType
+from tests import content_samples as samples
 
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 
@@ -278,6 +280,44 @@ BINARY_FORMATS = [
     pytest.param(flac(), "audio/flac", id="flac"),
     pytest.param(elf(), "application/x-executable", id="elf"),
     pytest.param(portable_executable(), "application/vnd.microsoft.portable-executable", id="pe"),
+    # Formats whose head says all (the containers that need more: test_sniff_containers.py)
+    pytest.param(b"8BPS\x00\x01" + bytes(20), "image/vnd.adobe.photoshop", id="psd"),
+    pytest.param(b"8BPS\x00\x02" + bytes(20), "image/vnd.adobe.photoshop", id="psb"),
+    pytest.param(b"\xff\x0a\xfa\x7f\x01\x90\x08", "image/jxl", id="jpeg-xl-codestream"),
+    pytest.param(
+        b"\x00\x00\x00\x0cJXL \r\n\x87\n\x00\x00\x00\x14ftypjxl \x00\x00\x00\x00jxl ",
+        "image/jxl",
+        id="jpeg-xl-container",
+    ),
+    pytest.param(samples.cr2(), "image/x-canon-cr2", id="cr2"),
+    pytest.param(samples.cr3(), "image/x-canon-cr3", id="cr3"),
+    pytest.param(samples.nef(), "image/x-nikon-nef", id="nef"),
+    pytest.param(samples.arw(), "image/x-sony-arw", id="arw"),
+    pytest.param(samples.dng_from_nikon(), "image/x-adobe-dng", id="dng-keeps-nikon-make"),
+    pytest.param(
+        samples.tiff_with([(samples.MAKE, samples.ASCII, b"SONY\x00")], big_endian=True),
+        "image/x-sony-arw",
+        id="arw-big-endian-short-make-in-the-entry",
+    ),
+    pytest.param(b"FUJIFILMCCD-RAW 0201FF383501" + bytes(64), "image/x-fuji-raf", id="raf"),
+    pytest.param(b"IIRO\x08\x00\x00\x00" + bytes(64), "image/x-olympus-orf", id="orf-iiro"),
+    pytest.param(b"IIRS\x08\x00\x00\x00" + bytes(64), "image/x-olympus-orf", id="orf-iirs"),
+    pytest.param(b"MMOR\x00\x00\x00\x08" + bytes(64), "image/x-olympus-orf", id="orf-mmor"),
+    pytest.param(b"IIU\x00\x08\x00\x00\x00" + bytes(64), "image/x-panasonic-rw2", id="rw2"),
+    pytest.param(samples.plain_tiff_by(b"Canon\x00"), "image/tiff", id="tiff-by-another-maker"),
+    pytest.param(samples.ooxml(), samples.DOCX, id="docx-as-word-writes-it"),
+    pytest.param(
+        samples.odf("application/vnd.oasis.opendocument.text"),
+        "application/vnd.oasis.opendocument.text",
+        id="odt",
+    ),
+    pytest.param(samples.odf("application/epub+zip"), "application/epub+zip", id="epub"),
+    pytest.param(
+        samples.CompoundFile(directory_after_data=False).build(),
+        "application/msword",
+        id="doc-with-its-directory-in-the-head",
+    ),
+    pytest.param(b"{\\rtf1\\ansi\\deff0 {\\fonttbl}Hello}", "application/rtf", id="rtf"),
 ]
 
 
@@ -333,7 +373,7 @@ def test_binary_garbage_is_application_octet_stream() -> None:
     [
         pytest.param(b"\x00\x01\x02\x03", id="nul-bytes"),
         pytest.param(b"RIFF\x10\x00\x00\x00XXXX", id="riff-unknown-form"),
-        pytest.param(ftyp(b"crx ", b"crx "), id="ftyp-unknown-brand"),
+        pytest.param(ftyp(b"qoi ", b"qoi "), id="ftyp-unknown-brand"),  # crx is CR3 now
         pytest.param(b"BM" + bytes(60), id="bm-without-plausible-header"),
         pytest.param(b"MZ" + bytes(200), id="mz-without-pe-signature"),
         pytest.param(b"\xff\xfb\xf0\x00" + bytes(100), id="mp3-sync-with-bad-bitrate"),
@@ -384,6 +424,40 @@ TEXT_FORMATS = [
     pytest.param("Grüße, 日本語\n".encode(), "text/plain", id="plain-utf8-multibyte"),
     pytest.param(b"   \n\n", "text/plain", id="whitespace-only"),
     pytest.param(b"\x1b[32mOK\x1b[0m all tests passed in the ANSI log\n", "text/plain", id="ansi"),
+    # SVG: an XML document whose root element is svg, whatever prolog comes first
+    pytest.param(
+        b'<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"><rect/></svg>',
+        "image/svg+xml",
+        id="svg-bare",
+    ),
+    pytest.param(
+        b'<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
+        b"<!-- Created with Inkscape (http://www.inkscape.org/) -->\n"
+        b'<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" '
+        b'"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd" [\n'
+        b'  <!ENTITY ns_svg "http://www.w3.org/2000/svg">\n]>\n'
+        b'<?xml-stylesheet href="style.css" type="text/css"?>\n'
+        b'<svg\n   xmlns="http://www.w3.org/2000/svg"\n   version="1.1">\n<g/></svg>\n',
+        "image/svg+xml",
+        id="svg-after-declaration-comment-doctype-and-stylesheet",
+    ),
+    pytest.param(
+        b'<?xml version="1.0"?><svg:svg xmlns:svg="http://www.w3.org/2000/svg"/>',
+        "image/svg+xml",
+        id="svg-namespaced",
+    ),
+    pytest.param(
+        b'<?xml version="1.0"?>\n<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml">'
+        b'<body><svg xmlns="http://www.w3.org/2000/svg"/></body></html>\n',
+        "text/plain",
+        id="xhtml-with-inline-svg-is-not-svg",
+    ),
+    pytest.param(
+        b'<?xml version="1.0"?>\n<!-- <svg> drawings go elsewhere -->\n<note><to>Ada</to></note>\n',
+        "text/plain",
+        id="other-xml-is-not-svg",
+    ),
+    pytest.param(b"<svgfont/>\n", "text/plain", id="an-element-named-svg-something-is-not-svg"),
 ]
 
 
@@ -494,6 +568,20 @@ def test_the_rule_table(content_type: str, expected: tuple[JobType, ...]) -> Non
     assert job_types_for(content_type) == expected
 
 
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/vnd.ms-word.document.macroEnabled.12",
+        "application/vnd.ms-excel.sheet.macroenabled.12",
+        "APPLICATION/VND.MS-POWERPOINT.PRESENTATION.MACROENABLED.12",
+    ],
+)
+def test_a_type_registered_in_mixed_case_is_routed_whatever_its_case(content_type: str) -> None:
+    # `media_type` lowers the type; the sets spell it as IANA does
+    assert job_types_for(content_type) == (SCAN, DEDUP, PREVIEW)
+    assert content_type.lower() in ALREADY_COMPRESSED
+
+
 def test_a_jpeg_gets_a_thumbnail_and_no_compression() -> None:
     assert job_types_for(sniff_content_type(jpeg())) == (SCAN, DEDUP, THUMBNAIL)
 
@@ -580,3 +668,8 @@ def test_a_job_that_reads_bytes_as_bytes_fits_any_content(job: JobType) -> None:
 def test_fitting_ignores_parameters_and_case() -> None:
     assert fits(PREVIEW, "Text/CSV; charset=utf-8")
     assert not fits(THUMBNAIL, "Application/PDF; version=1.7")
+
+
+@pytest.mark.parametrize(("head", "expected"), BINARY_FORMATS + TEXT_FORMATS)
+def test_every_type_sniffed_is_one_the_readme_table_lists(head: bytes, expected: str) -> None:
+    assert expected in SNIFFED_TYPES

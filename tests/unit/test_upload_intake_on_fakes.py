@@ -15,6 +15,7 @@ from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.transition_result import Applied
 from filejobs.services.ingest import IngestService, UploadIntake
+from tests import content_samples as samples
 from tests.conftest import FakeClock
 from tests.factories import upload_record
 from tests.fakes import InMemoryFileStore, InMemoryJobStore, InMemoryObjects, RecordingDispatcher
@@ -169,3 +170,44 @@ def test_a_key_outside_the_uploads_prefix_is_refused_before_any_read(
         intake.receive(stray)
 
     assert sent.sent == []
+
+
+# --- what the sniffer reads beyond the head -----------------------------------------------------
+
+
+def upload_of(objects: InMemoryObjects, name: str, body: bytes) -> ObjectCreated:
+    record = upload_record(name, size=len(body))
+    objects.objects[(record.bucket, record.key)] = body
+    return record
+
+
+def test_a_libreoffice_document_is_recorded_as_what_it_is_and_previewed(
+    intake: UploadIntake, objects: InMemoryObjects
+) -> None:
+    # given a .docx whose [Content_Types].xml is past the head (LibreOffice writes it last)
+    record = upload_of(objects, "report.docx", samples.ooxml(layout="libreoffice", padding=200_000))
+    # when it is received
+    received = intake.receive(record)
+    # then it is recorded a Word document, with a preview, for one ranged read of its end
+    assert received.content_type == samples.DOCX
+    assert JobType.DOCUMENT_PREVIEW in [job.job_type for job in received.jobs]
+    assert [(key, length) for key, _, length in objects.ranged_reads] == [(record.key, 65_557)]
+
+
+@pytest.mark.parametrize(("art", "thumbnail"), [(True, True), (False, False)])
+def test_audio_gets_a_thumbnail_job_only_when_it_carries_cover_art(
+    intake: UploadIntake, objects: InMemoryObjects, art: bool, thumbnail: bool
+) -> None:
+    record = upload_of(objects, "song.mp3", samples.mp3(art=art))
+    received = intake.receive(record)
+    assert received.content_type == "audio/mpeg"
+    job_types = [job.job_type for job in received.jobs]
+    assert (JobType.THUMBNAIL_GENERATION in job_types) is thumbnail
+    assert len(objects.ranged_reads) == 1
+
+
+def test_an_image_costs_no_read_beyond_its_head(
+    intake: UploadIntake, objects: InMemoryObjects
+) -> None:
+    intake.receive(upload_of(objects, "photo.nef", samples.nef() + bytes(200_000)))
+    assert objects.ranged_reads == []

@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from filejobs.domain.byte_ranges import ByteRanges
 from filejobs.domain.definitions import DefinitionsManifest, Engine
 from filejobs.domain.file import ScanRecord, StoredFile
 from filejobs.domain.file_completion import FileCompletion
@@ -24,6 +25,7 @@ from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.operations import Operation
 from filejobs.domain.outcome_events import OutcomeEvent
+from filejobs.domain.presets import Preset, PresetSet
 from filejobs.domain.quotas import DayUsage, QuotaChange, QuotaOverrides, UsageCharge
 from filejobs.domain.schedules import Schedule
 from filejobs.domain.stats import FailureGroupSummary, Overview
@@ -316,6 +318,24 @@ class ObjectStore(Protocol):
         """The first `length` bytes of one version of an object (fewer if it is shorter)."""
         ...
 
+    def byte_ranges(self, bucket: str, key: str, version_id: str | None, size: int) -> ByteRanges:
+        """One version of an object (of `size` bytes), to be read by ranges: what the sniffer
+        reads beyond the head of a ZIP, an OLE2 file or audio (domain/byte_ranges.py)."""
+        ...
+
+    def read_upload_head(
+        self, bucket: str, key: str, version_id: str | None, length: int
+    ) -> UploadHead:
+        """`read_head`'s bytes and, from the same request, the upload's own metadata."""
+        ...
+
+
+@dataclass(frozen=True)
+class UploadHead:
+    data: bytes
+    # The preset the upload names (x-amz-meta-filejobs-preset), None when it names none.
+    preset: str | None = None
+
 
 class OutputLinks(Protocol):
     def link(self, key: str, lifetime: timedelta) -> str:
@@ -497,6 +517,19 @@ class WebhookNotices(Protocol):
 
 
 # --- schedules ---------------------------------------------------------------------------------
+
+
+class PresetStore(Protocol):
+    def current(self, tenant: str, *, consistent: bool = False) -> PresetSet: ...
+
+    def save(self, tenant: str, changed: PresetSet, saved: Preset | None, *, after: int) -> bool:
+        """Every preset of the tenant replaced by `changed`, and `saved` recorded as a new
+        version; False (nothing written) when the stored revision is no longer `after`."""
+        ...
+
+    def version(self, tenant: str, name: str, version: int) -> Preset | None: ...
+
+    def latest_version(self, tenant: str, name: str) -> int: ...
 
 
 class ScheduleStore(Protocol):

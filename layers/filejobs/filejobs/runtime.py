@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
     from filejobs.data.file_repository import FileRepository
+    from filejobs.data.preset_repository import PresetRepository
     from filejobs.data.stats_repository import StatsRepository
     from filejobs.data.tenant_slots import DynamoTenantSlots
     from filejobs.domain.definitions import DefinitionsManifest
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from filejobs.services.console import ConsoleViews
     from filejobs.services.operations import BulkOperations
     from filejobs.services.page_tokens import PageTokens
+    from filejobs.services.presets import PresetCache, Presets
     from filejobs.services.quotas import TenantLimits
     from filejobs.services.scan_gate import ScanGate
     from filejobs.services.schedules import Schedules
@@ -334,8 +336,39 @@ def once[T](name: str, build: Callable[[], T]) -> T:
     return built
 
 
+def presets() -> Presets:
+    """Upload presets, managed through the API (services/presets.py), in OpsTable."""
+    from filejobs.services.presets import Presets  # noqa: PLC0415
+
+    return Presets(_preset_store())
+
+
+@cache
+def preset_cache() -> PresetCache:
+    """Ingest's: each tenant's presets, kept for a minute in this function instance."""
+    from filejobs.services.presets import PresetCache  # noqa: PLC0415
+
+    return PresetCache(_preset_store())
+
+
+def _preset_store() -> PresetRepository:
+    from filejobs.data.preset_repository import PresetRepository  # noqa: PLC0415
+
+    return PresetRepository(dynamodb(), settings().require_ops_table())
+
+
 def reset() -> None:
     """Forget every cached client and setting (tests change the environment between cases)."""
-    for cached in (settings, tables, aws_session, s3, sqs, events, scheduler_client, dynamodb):
+    for cached in (
+        settings,
+        tables,
+        aws_session,
+        s3,
+        sqs,
+        events,
+        scheduler_client,
+        dynamodb,
+        preset_cache,
+    ):
         cached.cache_clear()
     _built.clear()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -163,6 +163,9 @@ def file_view(stored: StoredFile) -> dict[str, Any]:
         "scan": None if stored.scan is None else scan_view(stored.scan),
         "duplicate_of": stored.duplicate_of,
         "processed": None if stored.processed is None else completion_view(stored.processed),
+        # The upload preset that chose its jobs (None: its content type's default jobs).
+        "preset": None if stored.preset is None else asdict(stored.preset),
+        "preset_note": stored.preset_note,
         "created_at": _iso(stored.metadata.created_at),
         "updated_at": _iso(stored.metadata.updated_at),
     }

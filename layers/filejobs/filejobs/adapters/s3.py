@@ -1,5 +1,5 @@
-"""S3 access the core needs: the first bytes of an object version (content sniffing), the
-outputs bucket where jobs write derived files, and links to read them."""
+"""S3 access the core needs: the first bytes of an object version and a few ranges of it
+(content sniffing), the outputs bucket where jobs write derived files, and links to read them."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 from filejobs.adapters.aws_errors import error_code, is_missing_object
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.keys import derived_key
+from filejobs.domain.presets import METADATA_KEY as PRESET_METADATA_KEY
 from filejobs.domain.retry import ObjectGoneError
+from filejobs.ports import UploadHead
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef, GetObjectOutputTypeDef
 
 
 class S3HeadReader:
@@ -24,22 +26,73 @@ class S3HeadReader:
 
     def read_head(self, bucket: str, key: str, version_id: str | None, length: int) -> bytes:
         """At most `length` leading bytes of the object (a ranged GET: no full download)."""
-        request: dict[str, Any] = {"Bucket": bucket, "Key": key, "Range": f"bytes=0-{length - 1}"}
-        if version_id:
-            request["VersionId"] = version_id
-        try:
-            response = self._client.get_object(**request)
-        except self._client.exceptions.ClientError as error:
-            # An empty object has no byte 0: S3 answers 416 InvalidRange.
-            if error.response.get("Error", {}).get("Code") == "InvalidRange":
-                return b""
-            if is_missing_object(error):
-                raise ObjectGoneError(
-                    f"s3://{bucket}/{key} is gone ({error_code(error)})"
-                ) from error
-            raise
+        return self.read_upload_head(bucket, key, version_id, length).data
+
+    def read_upload_head(
+        self, bucket: str, key: str, version_id: str | None, length: int
+    ) -> UploadHead:
+        """The leading bytes and the preset the upload names in its metadata, one request."""
+        response = _ranged_get(self._client, (bucket, key, version_id), 0, length)
+        # An empty object has no byte 0 (and no metadata: an empty upload is stored with the
+        # default jobs, of which its type has few).
+        if response is None:
+            return UploadHead(b"")
+        body: bytes = response["Body"].read(length)
+        preset = (response.get("Metadata") or {}).get(PRESET_METADATA_KEY)
+        return UploadHead(body, preset or None)
+
+    def byte_ranges(
+        self, bucket: str, key: str, version_id: str | None, size: int
+    ) -> S3ObjectRanges:
+        return S3ObjectRanges(self._client, bucket, key, version_id, size)
+
+
+class S3ObjectRanges:
+    """ByteRanges of one object version: each read one ranged GET (the same s3:GetObject
+    permission, and version, as its head's)."""
+
+    def __init__(
+        self, client: S3Client, bucket: str, key: str, version_id: str | None, size: int
+    ) -> None:
+        self._client = client
+        self._object = (bucket, key, version_id)
+        self._size = size
+        self.reads = 0  # GETs made, for the ingest's request counts
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.reads += 1
+        response = _ranged_get(self._client, self._object, offset, length)
+        if response is None:
+            return b""
         body: bytes = response["Body"].read(length)
         return body
+
+
+def _ranged_get(
+    client: S3Client, location: tuple[str, str, str | None], offset: int, length: int
+) -> GetObjectOutputTypeDef | None:
+    """One ranged GET of `length` bytes from `offset` of the object version at `location`
+    (bucket, key, version id); None when it has no byte at `offset` (S3's 416 InvalidRange)."""
+    bucket, key, version_id = location
+    request: dict[str, Any] = {
+        "Bucket": bucket,
+        "Key": key,
+        "Range": f"bytes={offset}-{offset + length - 1}",
+    }
+    if version_id:
+        request["VersionId"] = version_id
+    try:
+        return client.get_object(**request)
+    except client.exceptions.ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "InvalidRange":
+            return None
+        if is_missing_object(error):
+            raise ObjectGoneError(f"s3://{bucket}/{key} is gone ({error_code(error)})") from error
+        raise
 
 
 class S3OutputLinks:

@@ -17,6 +17,8 @@ from filejobs.domain.failures import FAILURE_GROUP_PATTERN
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, MAX_RETRIES_LIMIT, JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.operations import MAX_ERROR_TEXT_CHARS
+from filejobs.domain.presets import MAX_PRESETS_PER_TENANT
+from filejobs.domain.presets import METADATA_KEY as PRESET_METADATA_KEY
 from filejobs.domain.quotas import API_JOBS_PER_FILE
 from filejobs.domain.schedules import MAX_SCHEDULES_PER_TENANT
 from filejobs.services.page_tokens import MAX_TOKEN_LENGTH
@@ -46,6 +48,13 @@ def _query(name: str, description: str, *, required: bool = False, **schema: Any
         "description": description,
         "schema": {"type": "string", **schema},
     }
+
+
+_TENANT_PARAMETER = _query(
+    "tenant",
+    "The tenant (an operator's choice; a tenant may name only its own)",
+    pattern=TENANT_PATTERN,
+)
 
 
 def _doc(
@@ -433,6 +442,59 @@ DELETE_SCHEDULE = _doc(
     "Remove a recurring schedule",
     "Its runs stop; the operations it started stay in the audit list.",
     ok=(204, "Removed", ""),
+)
+
+# GET /presets
+LIST_PRESETS = _doc(
+    "The tenant's upload presets",
+    "What runs on the tenant's uploads, where a preset applies: each preset's jobs, the key "
+    "prefixes bound to it and whether it is the tenant's default. An operator names the tenant.",
+    ok=(200, "The presets, by name", "PresetList"),
+    errors=(400, 401, 404, 422),
+    parameters=[_TENANT_PARAMETER],
+)
+
+# PUT /presets/<preset_name>
+PUT_PRESET = _doc(
+    "Create an upload preset, or save its next version",
+    "A preset says which jobs run on an upload, each with its options (the job type's, as for "
+    "POST /files/{file_id}/jobs) and a priority. It applies to an upload that names it in its "
+    f"metadata (x-amz-meta-{PRESET_METADATA_KEY}), else to uploads under the longest of the "
+    "tenant's bound prefixes, else (tenant_default) to the tenant's other uploads; an upload "
+    "with none gets the default jobs of its content type. Of its jobs, an upload gets those that "
+    "fit its content type. jobs [] stores uploads and runs nothing; a preset with a parsing job "
+    "must have virus_scan. Each save is a new version, applied to uploads from at most a minute "
+    f"later; a file records the version it got. A tenant has at most {MAX_PRESETS_PER_TENANT}. "
+    "An operator names the tenant.",
+    ok=(200, "The preset's new version", "Preset"),
+    errors=(400, 401, 404, 409, 422),
+    parameters=[_TENANT_PARAMETER],
+    body={
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/PresetRequest"}}},
+    },
+)
+
+# GET /presets/<preset_name>
+GET_PRESET = _doc(
+    "An upload preset: its current version, or a past one",
+    "version= reads a past version (every version stays readable, a removed preset's too).",
+    ok=(200, "The preset", "Preset"),
+    errors=(400, 401, 404, 422),
+    parameters=[
+        _TENANT_PARAMETER,
+        _query("version", "A past version's number", pattern="^[1-9][0-9]{0,5}$"),
+    ],
+)
+
+# DELETE /presets/<preset_name>
+DELETE_PRESET = _doc(
+    "Remove an upload preset",
+    "Uploads after it get the next preset that applies (or the default jobs); files keep the "
+    "version they were given, and its versions stay readable.",
+    ok=(204, "Removed", ""),
+    errors=(400, 401, 404, 422),
+    parameters=[_TENANT_PARAMETER],
 )
 
 # GET /overview

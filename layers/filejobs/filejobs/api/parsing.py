@@ -30,6 +30,8 @@ from filejobs.domain.operations import (
     JobFilter,
     is_operation_id,
 )
+from filejobs.domain.presets import NAME_PATTERN as PRESET_NAME_PATTERN
+from filejobs.domain.presets import PresetJob
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, QuotaChange
 from filejobs.domain.schedules import SCHEDULE_ID_PATTERN, ScheduleAction
 from filejobs.services.api import (
@@ -47,6 +49,7 @@ from filejobs.services.api import (
 )
 from filejobs.services.errors import InvalidRequestError, MalformedRequestError, NotFoundError
 from filejobs.services.operations import StartOperation
+from filejobs.services.presets import PresetChange
 from filejobs.services.schedules import NewSchedule
 
 FILTER_FIELDS = frozenset({"tenant", "job_type", "status", "group", "error", "since", "until"})
@@ -582,3 +585,75 @@ def schedule_id(value: str) -> str:
     if not re.match(SCHEDULE_ID_PATTERN, value):
         raise NotFoundError(f"no schedule {value[:80]!r}")
     return value
+
+
+# --- presets ---------------------------------------------------------------------------------
+
+_PRESET_FIELDS = {"jobs", "prefixes", "tenant_default", "description"}
+_PRESET_JOB_FIELDS = {"job_type", "options", "priority"}
+
+
+def preset_name(value: str) -> str:
+    """A preset's name in a path: anything else names no preset."""
+    if not re.match(PRESET_NAME_PATTERN, value):
+        raise NotFoundError(f"no preset {value[:80]!r}")
+    return value
+
+
+def preset_version(params: Mapping[str, str]) -> int | None:
+    """?version= on GET /presets/{name}: a past version; none, the current one."""
+    raw = params.get("version")
+    if raw is None:
+        return None
+    if not raw.isdigit() or not 0 < int(raw) < 1_000_000:
+        raise MalformedRequestError(f"version must be a positive integer; got {raw[:20]!r}")
+    return int(raw)
+
+
+def preset_change(body: str | None) -> PresetChange:
+    """PUT /presets/{name}: {"jobs": [{"job_type", "options"?, "priority"?}], "prefixes"?,
+    "tenant_default"?, "description"?}; the service checks each job's options and the bindings."""
+    data = _optional_object(body, _PRESET_FIELDS)
+    if data.get("jobs") is None:
+        raise InvalidRequestError("jobs: required (an empty list stores uploads and runs nothing)")
+    prefixes = data.get("prefixes", [])
+    if not isinstance(prefixes, list) or not all(isinstance(p, str) for p in prefixes):
+        raise InvalidRequestError("prefixes: a list of key prefixes")
+    tenant_default = data.get("tenant_default", False)
+    if not isinstance(tenant_default, bool):
+        raise InvalidRequestError("tenant_default: true or false")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise InvalidRequestError("description: must be text")
+    return PresetChange(
+        jobs=_preset_jobs(data["jobs"]),
+        prefixes=tuple(prefixes),
+        tenant_default=tenant_default,
+        description=description,
+    )
+
+
+def _preset_jobs(raw: object) -> tuple[PresetJob, ...]:
+    if not isinstance(raw, list):
+        raise InvalidRequestError("jobs: a list of {job_type, options?, priority?}")
+    return tuple(_preset_job(f"jobs[{index}]", item) for index, item in enumerate(raw))
+
+
+def _preset_job(where: str, item: object) -> PresetJob:
+    if not isinstance(item, dict):
+        raise InvalidRequestError(f"{where}: an object {{job_type, options?, priority?}}")
+    unknown = sorted(set(item) - _PRESET_JOB_FIELDS)
+    if unknown:
+        raise InvalidRequestError(f"{where}.{unknown[0][:40]}: not a field of a preset's job")
+    job_type = item.get("job_type")
+    if not isinstance(job_type, str) or job_type not in JobType:
+        known = ", ".join(member.value for member in JobType)
+        raise InvalidRequestError(f"{where}.job_type: must be one of {known}")
+    options = item.get("options", {})
+    if not isinstance(options, dict):
+        raise InvalidRequestError(f"{where}.options: an object of the job type's options")
+    try:
+        priority = _priority(item.get("priority", 0))
+    except InvalidRequestError as error:
+        raise InvalidRequestError(f"{where}.{error}") from None
+    return PresetJob(JobType(job_type), options, priority)

@@ -4,12 +4,14 @@ statuses with one error shape, {"error": {"code", "message"}}."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from filejobs.domain.job import TERMINAL_STATUSES, ProcessingJob
 from filejobs.domain.operations import Operation
+from filejobs.domain.presets import Preset
 from filejobs.domain.quotas import UNLIMITED
 from filejobs.domain.schedules import Schedule, time_zone
 from filejobs.domain.stats import FailureGroupSummary, Percentiles
@@ -82,7 +84,10 @@ def file_with_jobs(found: FileWithJobs) -> dict[str, Any]:
 
 def processing_state(found: FileWithJobs) -> str:
     """`processed` once the file's completion is recorded (File Processed was announced) and no
-    job has been opened again since; `processing` until then."""
+    job has been opened again since; `processing` until then; `stored` for a file given no job
+    (a preset that stores only, or an upload rejected over a quota): nothing to wait for."""
+    if not found.jobs and not found.file.job_ids:
+        return "stored"
     finished = all(j.job.status in TERMINAL_STATUSES for j in found.jobs)
     return "processed" if found.file.processed is not None and finished else "processing"
 
@@ -300,3 +305,21 @@ def schedule(found: Schedule, now: datetime) -> dict[str, Any]:
 
 def schedules(found: list[Schedule], now: datetime) -> dict[str, Any]:
     return {"schedules": [schedule(s, now) for s in found]}
+
+
+def preset(found: Preset) -> dict[str, Any]:
+    return {
+        "tenant": found.tenant,
+        "name": found.name,
+        "version": found.version,
+        "jobs": [job.to_dict() for job in found.jobs],
+        "prefixes": list(found.prefixes),
+        "tenant_default": found.tenant_default,
+        "description": found.description,
+        "updated_at": _iso(found.updated_at),
+        "updated_by": found.updated_by,
+    }
+
+
+def presets(found: Sequence[Preset]) -> dict[str, Any]:
+    return {"presets": [preset(p) for p in found]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from filejobs.domain.job import (
     JobType,
     ProcessingJob,
 )
+from filejobs.domain.presets import AppliedPreset
 
 
 def job_to_model(job: ProcessingJob) -> JobModel:
@@ -194,6 +196,8 @@ def file_to_model(stored: StoredFile) -> FileModel:
         processed_fingerprint=None if stored.processed is None else stored.processed.fingerprint,
         processed_version=None if stored.processed is None else stored.processed.version,
         processed=None if stored.processed is None else completion_to_map(stored.processed),
+        preset=None if stored.preset is None else asdict(stored.preset),
+        preset_note=stored.preset_note,
         tenant_shard=index_keys.file_tenant_key(stored.tenant, stored.id),
         scan_shard=index_keys.scan_age_key(stored.id) if rescannable(stored) else None,
         created_at=meta.created_at,
@@ -224,6 +228,8 @@ def file_from_model(model: FileModel) -> StoredFile:
         duplicate_of=model.duplicate_of,
         job_ids=frozenset(model.job_ids or ()),
         processed=_completion(model),
+        preset=_applied_preset(model),
+        preset_note=model.preset_note,
         metadata=AuditMetadata(
             created_at=model.created_at,
             updated_at=model.updated_at,
@@ -233,6 +239,13 @@ def file_from_model(model: FileModel) -> StoredFile:
             deleted_by=model.deleted_by,
         ),
     )
+
+
+def _applied_preset(model: FileModel) -> AppliedPreset | None:
+    if model.preset is None:
+        return None
+    raw = _plain(model.preset)
+    return AppliedPreset(raw["name"], int(raw["version"]), raw.get("by") or "prefix")
 
 
 def completion_to_map(completion: FileCompletion) -> dict[str, Any]:

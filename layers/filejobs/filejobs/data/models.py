@@ -203,6 +203,10 @@ class FileModel(_Audited):
     processed_fingerprint = UnicodeAttribute(null=True)
     processed_version = UnicodeAttribute(null=True)
     processed: MapAttribute[Any, Any] = MapAttribute(null=True)
+    # The upload preset that chose its jobs ({name, version, by}; domain/presets.py), and why a
+    # preset the upload named was not applied.
+    preset: MapAttribute[Any, Any] = MapAttribute(null=True)
+    preset_note = UnicodeAttribute(null=True)
 
     # Index keys, derived by the repository: tenant_shard at ingest; scan_shard while the file
     # is active and clean (the rescan policy's sparse index).

@@ -1,7 +1,10 @@
 """Content type from magic bytes only, and the jobs each content type gets.
 
 The MIME type is read from the file's first bytes, never from its name or a declared
-Content-Type: both are chosen by the uploader and prove nothing. Pure Python, no I/O.
+Content-Type: both are chosen by the uploader and prove nothing. Pure Python, no I/O of its own:
+the few formats that say what they are away from their head (a ZIP's members, an OLE2 file's
+streams, an audio file's cover art) are read through a `ByteRanges` port on a strict budget
+(domain/byte_ranges.py), by `sniff`.
 """
 
 from __future__ import annotations
@@ -10,13 +13,29 @@ import csv
 import re
 import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from filejobs.domain.byte_ranges import BoundedReader, ByteRanges, BytesRanges
+from filejobs.domain.camera_raw import CR3, camera_raw_type
+from filejobs.domain.containers import (
+    OLE2_DOCUMENT_TYPES,
+    OLE2_SIGNATURE,
+    ZIP_DOCUMENT_TYPES,
+    ole2_document_type,
+    zip_document_type,
+)
+from filejobs.domain.cover_art import has_cover_art
 from filejobs.domain.job import JobType
 
 SNIFF_BYTES = 4096  # how many leading bytes callers should read
 
 EMPTY = "application/x-empty"
 OCTET_STREAM = "application/octet-stream"
+ZIP = "application/zip"
+# An OLE2 compound file that is no Word, Excel or PowerPoint document (an MSI installer, an
+# Outlook message, Thumbs.db), or one too malformed to tell: named like a ZIP that is no
+# document is `application/zip`, rather than lost among unknown bytes.
+OLE_STORAGE = "application/x-ole-storage"
 
 # --- binary formats -------------------------------------------------------------------------
 
@@ -30,7 +49,7 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"MM\x00*", "image/tiff"),
     (b"II+\x00", "image/tiff"),  # BigTIFF
     (b"MM\x00+", "image/tiff"),  # BigTIFF
-    (b"PK\x03\x04", "application/zip"),
+    (b"PK\x03\x04", ZIP),
     (b"PK\x05\x06", "application/zip"),  # empty archive: end-of-central-directory only
     (b"PK\x07\x08", "application/zip"),  # spanned archive
     (b"\x1f\x8b\x08", "application/gzip"),
@@ -41,6 +60,11 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"Rar!\x1a\x07\x01\x00", "application/vnd.rar"),  # RAR 5
     (b"fLaC", "audio/flac"),
     (b"\x7fELF", "application/x-executable"),
+    (b"8BPS\x00\x01", "image/vnd.adobe.photoshop"),  # PSD
+    (b"8BPS\x00\x02", "image/vnd.adobe.photoshop"),  # PSB, the large-document format
+    (b"\xff\x0a", "image/jxl"),  # a bare JPEG XL codestream
+    (b"\x00\x00\x00\x0cJXL \r\n\x87\n", "image/jxl"),  # JPEG XL in its ISO-BMFF container
+    (OLE2_SIGNATURE, OLE_STORAGE),  # which document it holds: containers.py, with ranges
 )
 
 _RIFF_FORMS = {b"WEBP": "image/webp", b"AVI ": "video/x-msvideo", b"WAVE": "audio/wav"}
@@ -109,6 +133,8 @@ def _brand_type(brand: bytes) -> str | None:
 
 
 def _iso_bmff(head: bytes) -> str | None:
+    if head[4:12] == b"ftypcrx ":  # Canon's CR3 is ISO-BMFF too; its major brand says which
+        return CR3
     types = [_brand_type(brand) for brand in _ftyp_brands(head)]
     image = next((mime for mime in _IMAGE_PRIORITY if mime in types), None)
     return image or next((mime for mime in types if mime), None)
@@ -262,8 +288,34 @@ def _utf8_text(head: bytes) -> str | None:
     return _classify_text(text, truncated=len(head) >= SNIFF_BYTES)
 
 
+def _rtf(head: bytes) -> str | None:
+    return "application/rtf" if head.startswith(b"{\\rtf") else None
+
+
+# What may precede an XML document's root element: white space, the XML declaration and other
+# processing instructions, comments, a DOCTYPE (with its internal subset).
+_XML_PROLOG_ITEM = re.compile(
+    rb"\s+|<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^\[>]*(?:\[[^\]]*\])?\s*>", re.DOTALL
+)
+_SVG_ROOT = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?svg[\s/>]")  # `svg` or a prefixed `svg:svg`
+_MAX_PROLOG_ITEMS = 64
+
+
+def _svg(head: bytes) -> str | None:
+    """An XML document whose root element is `svg` (an XHTML page with inline SVG is not)."""
+    body = head.removeprefix(_UTF8_BOM)
+    position = 0
+    for _ in range(_MAX_PROLOG_ITEMS):
+        item = _XML_PROLOG_ITEM.match(body, position)
+        if item is None:
+            break
+        position = item.end()
+    return "image/svg+xml" if _SVG_ROOT.match(body, position) else None
+
+
 # Most specific first; text last, since almost any short binary header could pass for text.
 _DETECTORS: tuple[Callable[[bytes], str | None], ...] = (
+    camera_raw_type,  # before the TIFF signature most RAW formats start with
     _by_signature,
     _riff,
     _iso_bmff,
@@ -275,19 +327,50 @@ _DETECTORS: tuple[Callable[[bytes], str | None], ...] = (
     _mpeg_ts,
     _id3,
     _mp3_frame,
+    _rtf,
+    _svg,  # before the PDF marker, which a drawing's text could contain
     _pdf,
     _utf16_text,
     _utf8_text,
 )
 
 
-def sniff_content_type(head: bytes) -> str:
-    """The MIME type of a file, from its first bytes (read `SNIFF_BYTES` of them)."""
-    head = head[:SNIFF_BYTES]
+def _coarse_type(head: bytes) -> str:
     if not head:
         return EMPTY
     found = (detect(head) for detect in _DETECTORS)
     return next((mime for mime in found if mime), OCTET_STREAM)
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    """What the bytes say a file is: its content type, and for audio whether it carries art."""
+
+    content_type: str
+    cover_art: bool = False
+
+
+def sniff(head: bytes, ranges: ByteRanges | None = None) -> Sniffed:
+    """The content type of a file from its first `SNIFF_BYTES` bytes and, for ZIP, OLE2 and
+    audio files only, a few ranged reads of the rest (`ranges`, at most `MAX_EXTRA_READS` reads
+    of `MAX_EXTRA_BYTES` in all). Without ranges, what the head alone shows."""
+    head = head[:SNIFF_BYTES]
+    coarse = _coarse_type(head)
+    if ranges is None and len(head) < SNIFF_BYTES:
+        ranges = BytesRanges(head)  # a head shorter than asked for is the whole file
+    reader = BoundedReader(head, ranges)
+    if coarse == ZIP:
+        return Sniffed(zip_document_type(reader) or ZIP)
+    if coarse == OLE_STORAGE:
+        return Sniffed(ole2_document_type(reader) or OLE_STORAGE)
+    if coarse in AUDIO_WITH_ART:
+        return Sniffed(coarse, cover_art=has_cover_art(coarse, reader))
+    return Sniffed(coarse)
+
+
+def sniff_content_type(head: bytes) -> str:
+    """The MIME type of a file, from its first bytes (read `SNIFF_BYTES` of them) alone."""
+    return sniff(head).content_type
 
 
 # --- which jobs a content type gets ------------------------------------------------------------
@@ -357,7 +440,14 @@ VIDEO_TYPES = frozenset(
     }
 )
 
-ALREADY_COMPRESSED: frozenset[str] = frozenset(
+
+def _any_case(types: set[str]) -> frozenset[str]:
+    """The types as IANA spells them and in lower case: `media_type` lowers a recorded type, and
+    a few are registered in mixed case (`...macroEnabled.12`), which membership would miss."""
+    return frozenset({*types, *(mime.lower() for mime in types)})
+
+
+ALREADY_COMPRESSED: frozenset[str] = _any_case(
     {
         "image/jpeg",
         "image/png",
@@ -404,7 +494,7 @@ THUMBNAILABLE_IMAGES = frozenset(
     }
 )
 
-_PREVIEWABLE_DOCUMENTS = frozenset(
+_PREVIEWABLE_DOCUMENTS = _any_case(
     {
         "application/pdf",
         "text/plain",
@@ -413,6 +503,42 @@ _PREVIEWABLE_DOCUMENTS = frozenset(
         "text/tab-separated-values",
         "application/json",
         *OFFICE_DOCUMENTS,
+    }
+)
+
+
+# Every content type `sniff` can give, for the README's table (tools/content_table.py) and the
+# tests that hold each detector to it.
+SNIFFED_TYPES: frozenset[str] = frozenset(
+    {
+        EMPTY,
+        OCTET_STREAM,
+        *(mime for _, mime in _SIGNATURES),
+        *_RIFF_FORMS.values(),
+        *_IMAGE_BRANDS.values(),
+        *_AV_BRANDS.values(),
+        "video/3gpp",
+        "video/3gpp2",
+        "video/webm",
+        "video/x-matroska",
+        "image/bmp",
+        "application/x-bzip2",
+        "audio/ogg",
+        "video/ogg",
+        "application/vnd.microsoft.portable-executable",
+        "video/mp2t",
+        "audio/mpeg",
+        "application/pdf",
+        "text/plain",
+        "text/markdown",
+        "text/csv",
+        "text/tab-separated-values",
+        "application/json",
+        RTF,
+        SVG,
+        *RAW_IMAGES,
+        *ZIP_DOCUMENT_TYPES,
+        *OLE2_DOCUMENT_TYPES,
     }
 )
 

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.job import AuditMetadata
+from filejobs.domain.presets import AppliedPreset
 
 
 class ScanStatus(StrEnum):
@@ -76,3 +77,7 @@ class StoredFile:
     job_ids: frozenset[str] = frozenset()
     # The last time all its jobs were terminal (None until then): see domain/file_completion.py.
     processed: FileCompletion | None = None
+    # The upload preset (name, version) that chose its jobs; None: the default table's.
+    preset: AppliedPreset | None = None
+    # Why a preset the upload named was not applied (no such preset).
+    preset_note: str | None = None

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from filejobs.domain import keys
-from filejobs.domain.content import job_types_for
 from filejobs.domain.delays import first_sweep_at
 from filejobs.domain.file import StoredFile
 from filejobs.domain.job import AuditMetadata, JobStatus, JobType, ProcessingJob
+from filejobs.domain.presets import UploadPlan, default_plan
 from filejobs.domain.retry import DispatchPolicy
 
 UPLOAD_PREFIX = "uploads/"
@@ -86,8 +86,10 @@ def plan_ingest(
     now: datetime,
     created_by: str = "ingest",
     dispatch: DispatchPolicy = DEFAULT_DISPATCH,
+    upload_plan: UploadPlan | None = None,
 ) -> IngestPlan:
-    """The StoredFile and one pending job per rule-table job type, with deterministic ids."""
+    """The StoredFile and one pending job per planned job type (the tenant's preset's, else the
+    default table's: domain/presets.py), with deterministic ids."""
     tenant = tenant_of(record.key)
     file_id = keys.file_id_for(record.bucket, record.key, record.version_marker)
     stored = StoredFile(
@@ -102,9 +104,20 @@ def plan_ingest(
         content_type=content_type,
         metadata=_audit(now, created_by),
     )
+    planned = upload_plan or default_plan(content_type)
+    stored.preset = planned.preset
+    stored.preset_note = planned.note
     jobs = tuple(
-        new_job(stored, job_type, now=now, created_by=created_by, dispatch=dispatch)
-        for job_type in job_types_for(content_type)
+        new_job(
+            stored,
+            job.job_type,
+            now=now,
+            created_by=created_by,
+            dispatch=dispatch,
+            priority=job.priority,
+            input_data=dict(job.options) or None,
+        )
+        for job in planned.jobs
     )
     stored.job_ids = frozenset(job.id for job in jobs)
     return IngestPlan(stored, jobs)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from filejobs.domain import keys
-from filejobs.domain.content import SNIFF_BYTES, sniff_content_type
+from filejobs.domain.content import SNIFF_BYTES, Sniffed, sniff
 from filejobs.domain.file import FileStatus
 from filejobs.domain.ingest import (
     IngestPlan,
@@ -18,6 +18,7 @@ from filejobs.domain.ingest import (
     tenant_of,
 )
 from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.presets import TenantPresets, UploadPlan, default_plan
 from filejobs.domain.quotas import TenantQuotas, charge_for, over_quota, rejected, too_large
 from filejobs.domain.retry import ObjectGoneError
 from filejobs.domain.scanning import sent_at_ingest
@@ -50,28 +51,48 @@ class IngestService:
         heads: ObjectStore,
         clock: Callable[[], datetime] = utcnow,
         limits: Callable[[str], TenantQuotas] | None = None,
+        presets: Callable[[str], TenantPresets] | None = None,
     ) -> None:
         self._files = files
         self._heads = heads
         self._clock = clock
         self._limits = limits
+        # A tenant's upload presets (services/presets.py PresetCache.of); None: none, the
+        # default table for every upload.
+        self._presets = presets
 
     def ingest(self, record: ObjectCreated) -> Recorded:
         """Record the upload once, however often the record is delivered.
 
         Raises `InvalidUploadError` for keys outside `uploads/{tenant}/`, before any I/O.
         """
-        tenant_of(record.key)
+        tenant = tenant_of(record.key)
         try:
-            head = self._heads.read_head(record.bucket, record.key, record.version_id, SNIFF_BYTES)
+            head = self._heads.read_upload_head(
+                record.bucket, record.key, record.version_id, SNIFF_BYTES
+            )
+            rest = self._heads.byte_ranges(
+                record.bucket, record.key, record.version_id, record.size
+            )
+            sniffed = sniff(head.data, rest)  # ZIP, OLE2 and audio only: a few ranged reads more
         except ObjectGoneError:
             return self._gone(record)
-        content_type = sniff_content_type(head)
         now = self._clock()
-        plan = plan_ingest(record, content_type, now=now)
+        upload_plan = self._upload_plan(tenant, record.key, sniffed, head.preset)
+        plan = plan_ingest(record, sniffed.content_type, now=now, upload_plan=upload_plan)
         if self._limits is None:
             return self._recorded(self._files.record_ingest(plan))
         return self._within_quotas(plan, self._limits(plan.file.tenant), now)
+
+    def _upload_plan(
+        self, tenant: str, key: str, sniffed: Sniffed, requested: str | None
+    ) -> UploadPlan:
+        content_type, cover_art = sniffed.content_type, sniffed.cover_art
+        if self._presets is None:
+            return default_plan(content_type, cover_art=cover_art)
+        return self._presets(tenant).plan(
+            key, content_type, requested=requested, cover_art=cover_art
+        )
 
     def _within_quotas(self, plan: IngestPlan, quotas: TenantQuotas, now: datetime) -> Recorded:
         """The upload counted against its tenant's day with its file and jobs, or, over a
@@ -114,6 +135,8 @@ class Received:
     sent: list[ProcessingJob]  # the jobs whose messages this delivery sent
     # Why the first delivery recorded the upload rejected (over a quota), with no jobs.
     rejected: str | None = None
+    # "name v3" of the upload preset that chose the jobs; None: the default table's.
+    preset: str | None = None
 
 
 class UploadIntake:
@@ -141,6 +164,7 @@ class UploadIntake:
         sent = sent_at_ingest(plan.jobs)
         self._dispatcher.dispatch_all(sent)
         reason = plan.file.status_reason if plan.file.status is FileStatus.REJECTED else None
+        applied = plan.file.preset
         return Received(
             plan.file.id,
             first=True,
@@ -148,4 +172,5 @@ class UploadIntake:
             jobs=plan.jobs,
             sent=sent,
             rejected=reason,
+            preset=None if applied is None else f"{applied.name} v{applied.version}",
         )

@@ -32,6 +32,7 @@ from filejobs.domain.time import utcnow
 from filejobs.ports import Scheduler, ScheduleStore
 from filejobs.services.errors import ConflictError, InvalidRequestError, NotFoundError
 from filejobs.services.operations import BulkOperations, Started
+from filejobs.services.tenancy import tenant_acted_for
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class Schedules:
         self._check_options, self._clock = check_options, clock
 
     def create(self, caller: Caller, command: NewSchedule) -> Schedule:
-        tenant = _tenant_of(caller, command.tenant)
+        tenant = tenant_acted_for(caller, command.tenant, what="a schedule")
         now = self._clock()
         schedule = Schedule(
             id=f"sch-{secrets.token_hex(8)}",
@@ -99,7 +100,7 @@ class Schedules:
     def of_tenant(self, caller: Caller, tenant: str | None) -> list[Schedule]:
         if caller.operator:
             return self._store.of_tenant(tenant)
-        return self._store.of_tenant(_tenant_of(caller, tenant))
+        return self._store.of_tenant(tenant_acted_for(caller, tenant, what="a schedule"))
 
     def get(self, caller: Caller, schedule_id: str) -> Schedule:
         found = self._store.get(schedule_id)
@@ -161,16 +162,6 @@ class Schedules:
         if self._check_options is not None:
             # Its error names the field: input_data.sizes[1]: ...
             self._check_options(schedule.job_type, schedule.options)
-
-
-def _tenant_of(caller: Caller, named: str | None) -> str:
-    if caller.operator:
-        if named is None:
-            raise InvalidRequestError("tenant: an operator names the tenant a schedule is for")
-        return named
-    if caller.tenant is None or named not in (None, caller.tenant):
-        raise NotFoundError(f"no tenant {named!r}")
-    return caller.tenant
 
 
 def _check_name(name: str) -> None:

@@ -1,0 +1,164 @@
+"""Upload presets (domain/presets.py): managed through the API, applied by ingest.
+
+`Presets` is the API's: a tenant manages its own presets, an operator any tenant's. A change
+reads the tenant's presets, checks the whole set (names, jobs and their options, bindings) and
+writes it back conditioned on the revision it read, with the new version beside it; a change that
+lost a race is tried again on the fresh set.
+
+`PresetCache` is ingest's: each tenant's presets read once and kept for `CACHE_SECONDS` in the
+function's memory, so an upload costs no read in the common case. A change applies to uploads
+from at most that long after it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from filejobs.access import Caller
+from filejobs.domain.presets import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_PRESETS_PER_TENANT,
+    Preset,
+    PresetError,
+    PresetJob,
+    PresetSet,
+    TenantPresets,
+    check_bindings,
+    check_jobs,
+    check_prefixes,
+    checked_name,
+)
+from filejobs.domain.time import utcnow
+from filejobs.ports import PresetStore
+from filejobs.services.errors import ConflictError, InvalidRequestError, NotFoundError
+from filejobs.services.tenancy import tenant_acted_for
+
+CACHE_SECONDS = 60.0
+_ATTEMPTS = 3  # a change that keeps losing races to others is refused, not retried forever
+
+
+@dataclass(frozen=True)
+class PresetChange:
+    """PUT /presets/{name}: the preset's whole new content."""
+
+    jobs: tuple[PresetJob, ...]
+    prefixes: tuple[str, ...] = ()
+    tenant_default: bool = False
+    description: str = ""
+
+
+class Presets:
+    def __init__(self, store: PresetStore, clock: Callable[[], datetime] = utcnow) -> None:
+        self._store, self._clock = store, clock
+
+    def put(self, caller: Caller, tenant: str | None, name: str, change: PresetChange) -> Preset:
+        """The preset made, or its next version; the uploads after it get it."""
+        owner = tenant_acted_for(caller, tenant, what="the preset")
+        for _ in range(_ATTEMPTS):
+            current = self._store.current(owner, consistent=True)
+            saved = self._next_version(caller, owner, name, change, current)
+            others = tuple(preset for preset in current.presets if preset.name != saved.name)
+            if len(others) >= MAX_PRESETS_PER_TENANT:
+                raise ConflictError(
+                    f"tenant {owner} has {MAX_PRESETS_PER_TENANT} presets, the most it may: "
+                    "remove one first",
+                    log="presets of the tenant spent",
+                )
+            changed = PresetSet((*others, saved), current.revision + 1)
+            if self._store.save(owner, changed, saved, after=current.revision):
+                return saved
+        raise ConflictError(
+            "the tenant's presets are being changed by someone else: try again",
+            log="preset change lost its races",
+        )
+
+    def of_tenant(self, caller: Caller, tenant: str | None) -> tuple[Preset, ...]:
+        owner = tenant_acted_for(caller, tenant, what="the preset")
+        return tuple(sorted(self._store.current(owner).presets, key=lambda p: p.name))
+
+    def get(
+        self, caller: Caller, tenant: str | None, name: str, version: int | None = None
+    ) -> Preset:
+        owner = tenant_acted_for(caller, tenant, what="the preset")
+        if version is not None:
+            found = self._store.version(owner, name, version)
+        else:
+            found = self._store.current(owner, consistent=True).tenant_presets().named(name)
+        if found is None:
+            shown = name[:63] if version is None else f"{name[:63]} version {version}"
+            raise NotFoundError(f"no preset {shown!r}", log="no such preset")
+        return found
+
+    def delete(self, caller: Caller, tenant: str | None, name: str) -> None:
+        """Removed: later uploads no longer get it (files keep the version they were given)."""
+        owner = tenant_acted_for(caller, tenant, what="the preset")
+        for _ in range(_ATTEMPTS):
+            current = self._store.current(owner, consistent=True)
+            if current.tenant_presets().named(name) is None:
+                raise NotFoundError(f"no preset {name[:63]!r}", log="no such preset")
+            kept = tuple(preset for preset in current.presets if preset.name != name)
+            if self._store.save(owner, PresetSet(kept), None, after=current.revision):
+                return
+        raise ConflictError(
+            "the tenant's presets are being changed by someone else: try again",
+            log="preset change lost its races",
+        )
+
+    def _next_version(
+        self, caller: Caller, tenant: str, name: str, change: PresetChange, current: PresetSet
+    ) -> Preset:
+        try:
+            checked_name(name)
+            check_jobs(change.jobs)
+            check_prefixes(tenant, change.prefixes)
+            _check_description(change.description)
+            previous = current.tenant_presets().named(name)
+            version = (
+                previous.version if previous else self._store.latest_version(tenant, name)
+            ) + 1
+            saved = Preset(
+                tenant=tenant,
+                name=name,
+                version=version,
+                jobs=change.jobs,
+                prefixes=tuple(dict.fromkeys(change.prefixes)),
+                tenant_default=change.tenant_default,
+                description=change.description.strip(),
+                updated_at=self._clock(),
+                updated_by=caller.name,
+            )
+            check_bindings(saved, current.presets)
+        except ValueError as error:  # a PresetError, or an OptionError naming the option
+            raise InvalidRequestError(str(error), log="preset refused") from None
+        return saved
+
+
+def _check_description(description: str) -> None:
+    if len(description) > MAX_DESCRIPTION_CHARS or not description.isprintable():
+        raise PresetError("description", f"printable text of at most {MAX_DESCRIPTION_CHARS}")
+
+
+@dataclass
+class PresetCache:
+    """Each tenant's presets, read at most once per `ttl_seconds` per function instance."""
+
+    store: PresetStore
+    ttl_seconds: float = CACHE_SECONDS
+    clock: Callable[[], float] = time.monotonic
+    _entries: dict[str, tuple[float, TenantPresets]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def of(self, tenant: str) -> TenantPresets:
+        now = self.clock()
+        with self._lock:
+            entry = self._entries.get(tenant)
+        if entry is not None and now - entry[0] < self.ttl_seconds:
+            return entry[1]
+        fresh = self.store.current(tenant).tenant_presets()
+        with self._lock:
+            self._entries[tenant] = (now, fresh)
+        return fresh
