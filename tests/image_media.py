@@ -1,5 +1,6 @@
 """Real files of the formats image_sources.py reads, written on the spot by the formats' own
-writers (psd-tools, tifffile's DNG tags for LibRaw, PyAV's encoders and mutagen's tags): no
+writers (psd-tools, tifffile's DNG tags for LibRaw in tools/samples.py, PyAV's encoders and
+mutagen's tags): no
 binaries in the repository. Each shows the same scene: red on the left half, blue on the right,
 so a test can tell size, aspect, orientation and content from a thumbnail.
 """
@@ -7,12 +8,12 @@ so a test can tell size, aspect, orientation and content from a thumbnail.
 from __future__ import annotations
 
 import io
+import sys
 from fractions import Fraction
+from pathlib import Path
 from typing import cast
 
 import av
-import numpy as np
-import tifffile
 from av.audio.stream import AudioStream
 from mutagen.flac import FLAC, Picture
 from mutagen.id3 import APIC, ID3
@@ -20,6 +21,10 @@ from mutagen.mp4 import MP4, MP4Cover
 from PIL import Image
 from psd_tools import PSDImage
 from psd_tools.constants import Compression
+
+# tools/ is a folder of scripts, not a package: its modules import (and mypy checks them) by name.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import samples
 
 RED, BLUE = (255, 0, 0), (0, 0, 255)
 
@@ -85,47 +90,12 @@ def psd_without_composite() -> bytes:
 
 # --- camera RAW ------------------------------------------------------------------------------
 
-DNG_WHITE = 4095
-
 
 def dng(
     size: tuple[int, int] = (800, 600), *, orientation: int = 1, preview: bool = False
 ) -> bytes:
-    """A DNG of the scene as a 12-bit RGGB Bayer mosaic, with the tags LibRaw needs (DNG
-    version, CFA pattern, an identity colour matrix, white level, orientation), and optionally a
-    full-size RGB preview in IFD 0 (the raw then in a SubIFD, as cameras write it)."""
-    width, height = size
-    rgb = np.asarray(scene(size), dtype=np.float32) / 255 * 0.85 + 0.05
-    mosaic = np.empty((height, width), dtype=np.uint16)
-    for row, col, channel in ((0, 0, 0), (0, 1, 1), (1, 0, 1), (1, 1, 2)):  # R G / G B
-        mosaic[row::2, col::2] = rgb[row::2, col::2, channel] * DNG_WHITE
-    identity = (1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1)
-    main = [
-        (50706, "B", 4, (1, 4, 0, 0), True),  # DNGVersion
-        (50707, "B", 4, (1, 1, 0, 0), True),  # DNGBackwardVersion
-        (50708, "s", 0, "filejobs test camera", True),  # UniqueCameraModel
-        (50721, "2i", 9, identity, True),  # ColorMatrix1
-        (50778, "H", 1, 21, True),  # CalibrationIlluminant1: D65
-        (50728, "2I", 3, (1, 1, 1, 1, 1, 1), True),  # AsShotNeutral
-        (274, "H", 1, orientation, True),
-        (271, "s", 0, "filejobs", True),
-        (272, "s", 0, "test camera", True),
-    ]
-    raw = [
-        (33421, "H", 2, (2, 2), True),  # CFARepeatPatternDim
-        (33422, "B", 4, (0, 1, 1, 2), True),  # CFAPattern: RGGB
-        (50710, "B", 3, (0, 1, 2), True),  # CFAPlaneColor
-        (50717, "I", 1, DNG_WHITE, True),  # WhiteLevel
-    ]
-    out = io.BytesIO()
-    with tifffile.TiffWriter(out) as writer:
-        if preview:
-            picture = np.asarray(scene(size), dtype=np.uint8)
-            writer.write(picture, photometric="rgb", subfiletype=1, subifds=1, extratags=main)
-            writer.write(mosaic, photometric=32803, subfiletype=0, extratags=raw)
-        else:
-            writer.write(mosaic, photometric=32803, extratags=main + raw)
-    return out.getvalue()
+    """The scene as a DNG (tools/samples.py writes it: the demo has one too)."""
+    return samples.dng(scene(size), orientation=orientation, preview=preview)
 
 
 # --- audio with cover art ----------------------------------------------------------------------

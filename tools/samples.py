@@ -12,12 +12,16 @@ from fractions import Fraction
 from pathlib import Path
 
 import av
+import numpy as np
+import tifffile
 from mutagen.id3 import APIC, ID3
 from PIL import Image, ImageDraw
 from psd_tools import PSDImage
 
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 ORIENTATION = 0x0112  # EXIF tag
+# The jobs of an image (or of audio with cover art) nobody compresses again.
+THUMBED = ("deduplication_check", "thumbnail_generation", "virus_scan")
 PARSING_JOBS = ("thumbnail_generation", "video_thumbnail", "document_preview", "compression")
 
 
@@ -129,6 +133,47 @@ def mp3_with_cover(seconds: int = 1) -> bytes:
     return out.getvalue()
 
 
+DNG_WHITE = 4095  # 12-bit samples
+
+
+def dng(image: Image.Image, *, orientation: int = 1, preview: bool = False) -> bytes:
+    """`image` as a camera would record it in a DNG: a 12-bit RGGB Bayer mosaic with the tags
+    LibRaw needs (DNG version, CFA pattern, an identity colour matrix, white level,
+    orientation), and optionally a full-size RGB preview in IFD 0 (the raw then in a SubIFD,
+    as cameras write it). Written with tifffile: no camera's file is shipped in the repo."""
+    rgb = np.asarray(image.convert("RGB"), dtype=np.float32) / 255 * 0.85 + 0.05
+    mosaic = np.empty(rgb.shape[:2], dtype=np.uint16)
+    for row, col, channel in ((0, 0, 0), (0, 1, 1), (1, 0, 1), (1, 1, 2)):  # R G / G B
+        mosaic[row::2, col::2] = rgb[row::2, col::2, channel] * DNG_WHITE
+    identity = (1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1)
+    main = [
+        (50706, "B", 4, (1, 4, 0, 0), True),  # DNGVersion
+        (50707, "B", 4, (1, 1, 0, 0), True),  # DNGBackwardVersion
+        (50708, "s", 0, "filejobs demo camera", True),  # UniqueCameraModel
+        (50721, "2i", 9, identity, True),  # ColorMatrix1
+        (50778, "H", 1, 21, True),  # CalibrationIlluminant1: D65
+        (50728, "2I", 3, (1, 1, 1, 1, 1, 1), True),  # AsShotNeutral
+        (274, "H", 1, orientation, True),
+        (271, "s", 0, "filejobs", True),
+        (272, "s", 0, "demo camera", True),
+    ]
+    raw = [
+        (33421, "H", 2, (2, 2), True),  # CFARepeatPatternDim
+        (33422, "B", 4, (0, 1, 1, 2), True),  # CFAPattern: RGGB
+        (50710, "B", 3, (0, 1, 2), True),  # CFAPlaneColor
+        (50717, "I", 1, DNG_WHITE, True),  # WhiteLevel
+    ]
+    out = io.BytesIO()
+    with tifffile.TiffWriter(out) as writer:
+        if preview:
+            picture = np.asarray(image.convert("RGB"), dtype=np.uint8)
+            writer.write(picture, photometric="rgb", subfiletype=1, subifds=1, extratags=main)
+            writer.write(mosaic, photometric=32803, subfiletype=0, extratags=raw)
+        else:
+            writer.write(mosaic, photometric=32803, extratags=main + raw)
+    return out.getvalue()
+
+
 def sample_set() -> list[Sample]:
     original = photo()
     infected = {job: "cancelled" for job in PARSING_JOBS}
@@ -156,11 +201,28 @@ def sample_set() -> list[Sample]:
             "a PDF today's definitions pass, tomorrow's know",
             rescan_finds="Demo.Offer.Exploit",
         ),
-        # Thumbnailed by processors/image_sources.py once the sniffer knows their types (SVG,
-        # Photoshop, camera RAW, audio with cover art): the demo routes them after that merge.
-        Sample("drawing.svg", svg(), "an SVG drawing (rendered by resvg)"),
-        Sample("poster.psd", photoshop(), "a Photoshop document with its merged composite"),
-        Sample("song.mp3", mp3_with_cover(), "an MP3 whose ID3 tag carries cover art"),
+        # Thumbnailed by processors/image_sources.py: each must have its thumbnail job.
+        Sample(
+            "drawing.svg",
+            svg(),
+            "an SVG drawing (rendered by resvg)",
+            jobs=(*THUMBED, "compression"),
+        ),
+        Sample(
+            "poster.psd",
+            photoshop(),
+            "a Photoshop document with its merged composite",
+            jobs=(*THUMBED, "compression"),
+        ),
+        Sample(
+            "camera.dng",
+            dng(Image.open(io.BytesIO(photo(640, 480))), orientation=6),
+            "a camera RAW (DNG) taken with the camera held sideways",
+            jobs=THUMBED,
+        ),
+        Sample(
+            "song.mp3", mp3_with_cover(), "an MP3 whose ID3 tag carries cover art", jobs=THUMBED
+        ),
         Sample(
             "avatar.jpg",
             photo(900, 900),
