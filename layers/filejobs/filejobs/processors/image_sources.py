@@ -431,8 +431,11 @@ def _with_audio_errors(read: Source) -> Source:
         try:
             return read(source, largest, max_pixels)
         except MutagenError as error:
+            # some of mutagen's errors say only "error": then the tag is malformed, say that
+            reason = str(error).strip()
+            reason = reason if len(reason) > len("error") else "the tag is malformed"
             raise PermanentError(
-                f"the audio file's tags could not be read: {_short(error)}"
+                f"the audio file's tags could not be read: {_short(reason)}"
             ) from None
 
     return reading
