@@ -43,7 +43,7 @@ install: $(VENV)/.installed
 # Each Python layer's requirements.lock from its requirements.txt: every release the layer ships,
 # pinned, with the sha256 of each of its files (layers/Makefile installs with --require-hashes).
 # Run after changing a requirements.txt, or to take new releases; commit the locks' diff.
-PYTHON_LAYERS := filejobs imaging video documents compression scanning
+PYTHON_LAYERS := filejobs imaging thumbnails video documents compression scanning
 locks: $(UV)
 	for layer in $(PYTHON_LAYERS); do \
 	  (cd layers && ../$(UV) pip compile $$layer/requirements.txt --quiet --no-header \

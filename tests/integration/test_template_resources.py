@@ -608,7 +608,7 @@ def test_the_events_function_reads_both_tables_streams_for_possible_outcomes_onl
 # --- Layers and architecture ------------------------------------------------------------------
 
 MEDIA_LAYERS = {
-    "ThumbnailGenerationWorker": ["ImagingLayer"],
+    "ThumbnailGenerationWorker": ["ThumbnailsLayer"],
     "VideoThumbnailWorker": ["ImagingLayer", "VideoLayer"],
     "DocumentPreviewWorker": ["ImagingLayer", "DocumentsLayer"],
     "CompressionWorker": ["CompressionLayer"],
@@ -645,11 +645,10 @@ def _native_recipes() -> set[str]:
     return set(re.findall(r"^build-(\w+):\n\t\$\(PYTHON\) clamav/debs.py install", text, re.M))
 
 
-def test_every_layer_is_built_for_arm64_and_no_package_is_in_two_layers(
-    template: dict[str, Any],
+def test_every_layer_is_built_for_arm64_and_no_package_is_in_two_layers_of_a_function(
+    template: dict[str, Any], functions: dict[str, FunctionSpec]
 ) -> None:
     recipes = _layer_recipes()
-    seen: dict[str, str] = {}
     layers = resources_of_type(template, "AWS::Serverless::LayerVersion")
     assert set(layers) == set(recipes) | _native_recipes()
     for name, layer in layers.items():
@@ -658,11 +657,17 @@ def test_every_layer_is_built_for_arm64_and_no_package_is_in_two_layers(
         assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
         assert layer["Properties"]["ContentUri"] == "layers"
         assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"], name
-        # and no requirement is also another layer's (the later layer would shadow it)
-        python_packages = _requirement_names(f"layers/{recipes[name]}") if name in recipes else ()
-        for requirement in python_packages:
-            assert requirement not in seen, f"{requirement} in {name} and {seen[requirement]}"
-            seen[requirement] = name
+    for function, spec in functions.items():
+        # and no requirement of one of a function's layers is also another's (the later layer
+        # would shadow it in /opt/python)
+        seen: dict[str, str] = {}
+        for name in spec.layers:
+            python_packages = (
+                _requirement_names(f"layers/{recipes[name]}") if name in recipes else ()
+            )
+            for requirement in python_packages:
+                assert requirement not in seen, (function, requirement, name, seen[requirement])
+                seen[requirement] = name
 
 
 def test_every_api_stage_throttles_every_route_at_a_rate_the_deployer_sets(

@@ -45,6 +45,7 @@ def test_every_python_layer_is_built_from_its_lock_with_hashes_required() -> Non
         "filejobs",
         "imaging",
         "scanning",
+        "thumbnails",
         "video",
     ]
     recipe = (LAYERS / "Makefile").read_text()
@@ -76,10 +77,24 @@ def test_the_lock_holds_every_requirement_at_a_release_it_allows(layer: str) -> 
         assert version in requirement.specifier, f"{layer}: {name} {version} not {requirement}"
 
 
-def test_no_release_is_in_two_layers() -> None:
+# Layers no function has together (tests/integration/test_template_resources.py checks the
+# functions): the thumbnails layer is the imaging layer's Pillow and the thumbnailer's formats.
+ALTERNATIVES = {frozenset({"imaging", "thumbnails"})}
+
+
+def test_no_release_is_in_two_layers_a_function_may_have_together() -> None:
     # Layers stack in one /opt/python: a package in two would shadow one copy with the other.
     owner: dict[str, str] = {}
     for layer in python_layers():
         for name in locked(layer):
-            assert name not in owner, f"{name} is locked in {owner.get(name)} and {layer}"
+            other = owner.get(name)
+            together = other is not None and frozenset({other, layer}) not in ALTERNATIVES
+            assert not together, f"{name} is locked in {other} and {layer}"
             owner[name] = layer
+
+
+def test_the_thumbnails_layer_ships_the_pillow_the_imaging_layer_does() -> None:
+    # the thumbnailer and the video and document functions decode with the same Pillow
+    imaging, thumbnails = locked("imaging"), locked("thumbnails")
+    for shared in ("pillow", "pi-heif"):
+        assert thumbnails[shared] == imaging[shared], shared
