@@ -7,6 +7,8 @@ unless `expected` names another status for its type.
 from __future__ import annotations
 
 import io
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -172,6 +174,113 @@ def dng(image: Image.Image, *, orientation: int = 1, preview: bool = False) -> b
         else:
             writer.write(mosaic, photometric=32803, extratags=main + raw)
     return out.getvalue()
+
+
+# --- office documents, written by LibreOffice from flat OpenDocument ------------------------
+
+_ODF = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+    'xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0" '
+    'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" office:version="1.2"'
+)
+_LOREM = (
+    "Each page of this report is its own section. The preview shows the first; the page count "
+    "says how many there are. "
+)
+
+
+def flat_text(pages: int) -> str:
+    """A flat ODT of `pages` pages, each opening with its heading on a new page."""
+    body = "".join(
+        f'<text:h text:style-name="{"Break" if n else "Title"}" text:outline-level="1">'
+        f"Section {n + 1}</text:h>" + f"<text:p>{_LOREM * 6}</text:p>" * 3
+        for n in range(pages)
+    )
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document {_ODF} '
+        'office:mimetype="application/vnd.oasis.opendocument.text"><office:automatic-styles>'
+        '<style:style style:name="Title" style:family="paragraph"><style:text-properties '
+        'fo:font-size="20pt" fo:font-weight="bold" fo:color="#1f4e79"/></style:style>'
+        '<style:style style:name="Break" style:family="paragraph"><style:paragraph-properties '
+        'fo:break-before="page"/><style:text-properties fo:font-size="20pt" '
+        'fo:font-weight="bold" fo:color="#1f4e79"/></style:style></office:automatic-styles>'
+        f"<office:body><office:text>{body}</office:text></office:body></office:document>"
+    )
+
+
+def flat_spreadsheet(sheets: int) -> str:
+    """A flat ODS of `sheets` sheets, each a small table of figures."""
+
+    def row(*cells: str) -> str:
+        cell = '<table:table-cell office:value-type="string"><text:p>{}</text:p></table:table-cell>'
+        return "<table:table-row>" + "".join(cell.format(c) for c in cells) + "</table:table-row>"
+
+    tables = "".join(
+        f'<table:table table:name="Quarter {n + 1}">'
+        + row("region", "orders", "revenue")
+        + "".join(row(region, str(10 * (n + 1) + i), f"{(n + 1) * (i + 3) * 1000}")
+                  for i, region in enumerate(("north", "south", "east", "west")))
+        + "</table:table>"
+        for n in range(sheets)
+    )  # fmt: skip
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document {_ODF} '
+        'office:mimetype="application/vnd.oasis.opendocument.spreadsheet">'
+        f"<office:body><office:spreadsheet>{tables}</office:spreadsheet></office:body>"
+        "</office:document>"
+    )
+
+
+def flat_presentation(slides: int) -> str:
+    """A flat ODP of `slides` slides, each a title."""
+    pages = "".join(
+        f'<draw:page draw:name="slide{n + 1}"><draw:frame svg:x="2cm" svg:y="3cm" '
+        'svg:width="20cm" svg:height="4cm"><draw:text-box>'
+        f"<text:p>Slide {n + 1}: what filejobs does with your files</text:p>"
+        "</draw:text-box></draw:frame></draw:page>"
+        for n in range(slides)
+    )
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document {_ODF} '
+        'office:mimetype="application/vnd.oasis.opendocument.presentation">'
+        f"<office:body><office:presentation>{pages}</office:presentation></office:body>"
+        "</office:document>"
+    )
+
+
+FLAT_SOURCES = {".fodt": flat_text, ".fods": flat_spreadsheet, ".fodp": flat_presentation}
+
+
+def office_document(target: str, parts: int = 3, *, soffice: str = "soffice") -> bytes:
+    """A real `target` document (docx, xlsx, pptx, odt, doc, rtf, epub...) of `parts` pages,
+    sheets or slides, as LibreOffice writes it from flat OpenDocument (LibreOffice must be
+    installed: make system-deps)."""
+    suffix = {"xlsx": ".fods", "xls": ".fods", "ods": ".fods", "pptx": ".fodp", "ppt": ".fodp",
+              "odp": ".fodp"}.get(target, ".fodt")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="office-sample-") as scratch:
+        folder = Path(scratch)
+        source = folder / f"document{suffix}"
+        source.write_text(FLAT_SOURCES[suffix](parts))
+        subprocess.run(  # noqa: S603 (soffice and our own files)
+            [
+                soffice,
+                f"-env:UserInstallation={(folder / 'profile').as_uri()}",
+                "--headless",
+                "--convert-to",
+                target,
+                "--outdir",
+                str(folder),
+                str(source),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
+        return (folder / f"document.{target}").read_bytes()
 
 
 def sample_set() -> list[Sample]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final
 import pypdfium2 as pdfium  # type: ignore[import-untyped]
 from PIL import Image, ImageDraw, ImageFont
 
+from filejobs.domain.content import OFFICE_DOCUMENTS
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
@@ -56,6 +57,8 @@ LIMITS: Final = DecoderLimits(memory_bytes=2048 * MiB, cpu_seconds=30, wall_seco
 PDF = "application/pdf"
 PDF_PREVIEW = "preview-page1.webp"
 TEXT_PREVIEW = "preview.webp"
+# Office documents, as content_type_of gives them (lower case: `...macroenabled.12`).
+OFFICE_TYPES = frozenset(mime.lower() for mime in OFFICE_DOCUMENTS)
 TEXT_TYPES = frozenset(
     {"text/plain", "text/markdown", "text/csv", "text/tab-separated-values", "application/json"}
 )
@@ -378,6 +381,7 @@ class DocumentPreviewProcessor:
     def __call__(self, work: Work) -> dict[str, Any]:
         source = ObjectSource(self._s3)
         content_type = content_type_of(work.job, source)
+        limits = self._limits
         if content_type == PDF:
             local = source.download(
                 work.job,
@@ -388,7 +392,10 @@ class DocumentPreviewProcessor:
             )
             work.log(f"read {human_size(local.stat().st_size)} {content_type}")
             task: Task = decode_pdf_preview
-            name, options = PDF_PREVIEW, {}
+            name, options = PDF_PREVIEW, dict[str, Any]()
+        elif content_type in OFFICE_TYPES:
+            local, task, options, limits = self._office(work, source, content_type)
+            name = PDF_PREVIEW
         elif content_type in TEXT_TYPES:
             head = source.head(work.job, TEXT_HEAD_BYTES + 1)
             local = work.workspace / "head.txt"
@@ -404,12 +411,13 @@ class DocumentPreviewProcessor:
             raise PermanentError(f"document_preview does not support {content_type} files")
         if work.should_stop():
             raise StopRequested
-        work.report_progress(0.5, "rendering the preview")
+        converting = content_type in OFFICE_TYPES
+        work.report_progress(0.5, "converting the document" if converting else "rendering")
         decoded = self._sandbox.decode(
             task,
             local,
             options=options,
-            limits=self._limits,
+            limits=limits,
             should_stop=work.should_stop,
             output_allowed=name.__eq__,
         )
@@ -431,3 +439,28 @@ class DocumentPreviewProcessor:
             "content_type": content_type,
             "preview": {"key": key, "width": width, "height": height, "bytes": len(data)},
         }
+
+    def _office(
+        self, work: Work, source: ObjectSource, content_type: str
+    ) -> tuple[Path, Task, dict[str, Any], DecoderLimits]:
+        """The document downloaded, and how the sandbox converts it: soffice is found (on
+        Lambda, unpacked from its layer) here, by the worker, before any byte is parsed."""
+        # Imported here: the office converter renders its PDF with this module's previewer.
+        from filejobs.processors import office, office_runtime  # noqa: PLC0415
+
+        local = source.download(
+            work.job,
+            work.workspace / "document",
+            work.should_stop,
+            max_bytes=office.MAX_OFFICE_BYTES,
+            progress=reading_progress(work, verb="downloaded", end=0.4),
+        )
+        work.log(f"read {human_size(local.stat().st_size)} {content_type}")
+        program = office_runtime.soffice()
+        options = {
+            "content_type": content_type,
+            "soffice": list(program.argv),
+            "environment": program.environment,
+            "version": program.version,
+        }
+        return local, office.decode_office_preview, options, office.LIMITS
