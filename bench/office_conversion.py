@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +80,7 @@ def measure(document: Path, content_type: str, scratch: Path, runs: int) -> dict
     for run in range(runs):
         fresh = scratch / f"profile-{run}"
         for state in ("cold", "warm"):  # a profile soffice never started with, then again
-            took = seconds(lambda fresh=fresh: baseline(document, fresh, scratch / "b"))
+            took = seconds(partial(baseline, document, fresh, scratch / "b"))
             times[f"baseline {state}"].append(took)
         shutil.rmtree(our_profile(), ignore_errors=True)
         times["ours cold"].append(seconds(lambda: ours(document, scratch / "o")))
