@@ -190,7 +190,7 @@ bench-deps: $(VENV)/.bench-installed
 bench: bench-deps system-deps
 	$(BIN)/python bench/report.py run
 
-demo: install
+demo: install system-deps
 	$(BIN)/python tools/demo.py
 
 # The whole system on this machine (moto server + every function of template.yaml); Ctrl-C stops.

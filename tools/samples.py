@@ -24,6 +24,8 @@ EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 ORIENTATION = 0x0112  # EXIF tag
 # The jobs of an image (or of audio with cover art) nobody compresses again.
 THUMBED = ("deduplication_check", "thumbnail_generation", "virus_scan")
+# The jobs of an office document (a ZIP package already: nobody compresses it again).
+OFFICE = ("deduplication_check", "document_preview", "virus_scan")
 PARSING_JOBS = ("thumbnail_generation", "video_thumbnail", "document_preview", "compression")
 
 
@@ -140,19 +142,22 @@ DNG_WHITE = 4095  # 12-bit samples
 
 def dng(image: Image.Image, *, orientation: int = 1, preview: bool = False) -> bytes:
     """`image` as a camera would record it in a DNG: a 12-bit RGGB Bayer mosaic with the tags
-    LibRaw needs (DNG version, CFA pattern, an identity colour matrix, white level,
+    LibRaw needs (DNG version, CFA pattern, a colour matrix of linear sRGB, white level,
     orientation), and optionally a full-size RGB preview in IFD 0 (the raw then in a SubIFD,
     as cameras write it). Written with tifffile: no camera's file is shipped in the repo."""
-    rgb = np.asarray(image.convert("RGB"), dtype=np.float32) / 255 * 0.85 + 0.05
+    # The sensor's values are linear light: the picture's sRGB values, their gamma undone.
+    rgb = (np.asarray(image.convert("RGB"), dtype=np.float32) / 255) ** 2.2 * 0.9 + 0.02
     mosaic = np.empty(rgb.shape[:2], dtype=np.uint16)
     for row, col, channel in ((0, 0, 0), (0, 1, 1), (1, 0, 1), (1, 1, 2)):  # R G / G B
         mosaic[row::2, col::2] = rgb[row::2, col::2, channel] * DNG_WHITE
-    identity = (1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1)
+    # ColorMatrix1 maps XYZ (D65) to the camera's RGB: a camera whose RGB is linear sRGB.
+    xyz_to_srgb = (3.2406, -1.5372, -0.4986, -0.9689, 1.8758, 0.0415, 0.0557, -0.2040, 1.0570)
+    to_camera = tuple(part for value in xyz_to_srgb for part in (round(value * 10000), 10000))
     main = [
         (50706, "B", 4, (1, 4, 0, 0), True),  # DNGVersion
         (50707, "B", 4, (1, 1, 0, 0), True),  # DNGBackwardVersion
         (50708, "s", 0, "filejobs demo camera", True),  # UniqueCameraModel
-        (50721, "2i", 9, identity, True),  # ColorMatrix1
+        (50721, "2i", 9, to_camera, True),  # ColorMatrix1
         (50778, "H", 1, 21, True),  # CalibrationIlluminant1: D65
         (50728, "2I", 3, (1, 1, 1, 1, 1, 1), True),  # AsShotNeutral
         (274, "H", 1, orientation, True),
@@ -332,6 +337,10 @@ def sample_set() -> list[Sample]:
         Sample(
             "song.mp3", mp3_with_cover(), "an MP3 whose ID3 tag carries cover art", jobs=THUMBED
         ),
+        # Converted to PDF by LibreOffice (processors/office.py), then previewed.
+        Sample("report.docx", office_document("docx", 10), "a 10-page Word document", jobs=OFFICE),
+        Sample("budget.xlsx", office_document("xlsx", 3), "a 3-sheet Excel workbook", jobs=OFFICE),
+        Sample("deck.pptx", office_document("pptx", 4), "a 4-slide PowerPoint deck", jobs=OFFICE),
         Sample(
             "avatar.jpg",
             photo(900, 900),
