@@ -12,10 +12,13 @@ from __future__ import annotations
 import io
 import shutil
 import struct
-import subprocess
+import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from samples import office_document
 
 # --- ZIP documents ---------------------------------------------------------------------------
 
@@ -400,31 +403,9 @@ def flac(*, art: bool, padding: int = 8192) -> bytes:
 
 # --- genuine files from LibreOffice -------------------------------------------------------------
 
-_SLIDES = """<?xml version="1.0" encoding="UTF-8"?>
-<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"
- xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
- xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"
- xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0"
- office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.presentation">
- <office:body><office:presentation><draw:page draw:name="one">
-  <draw:frame svg:x="2cm" svg:y="2cm" svg:width="10cm" svg:height="2cm"><draw:text-box>
-   <text:p>Hello, slide</text:p></draw:text-box></draw:frame></draw:page>
- </office:presentation></office:body></office:document>
-"""
-# Target format -> the source LibreOffice converts to it
-GENUINE_SOURCES = {
-    "doc": "note.txt",
-    "docx": "note.txt",
-    "odt": "note.txt",
-    "epub": "note.txt",
-    "rtf": "note.txt",
-    "xls": "sheet.csv",
-    "xlsx": "sheet.csv",
-    "ods": "sheet.csv",
-    "ppt": "slides.fodp",
-    "pptx": "slides.fodp",
-    "odp": "slides.fodp",
-}
+# Every format LibreOffice writes that the sniffer must know (tools/samples.py `office_document`
+# writes each from flat OpenDocument text, spreadsheet or presentation).
+GENUINE_FORMATS = ("doc", "docx", "odt", "epub", "rtf", "xls", "xlsx", "ods", "ppt", "pptx", "odp")
 
 
 def soffice() -> str | None:
@@ -432,33 +413,8 @@ def soffice() -> str | None:
 
 
 def genuine_office_file(directory: Path, target: str) -> Path:
-    """`target` (doc, xlsx...) as LibreOffice writes it, converted from a small source file
-    (a profile of its own, so that it runs beside any other LibreOffice)."""
-    program = soffice()
-    if program is None:
-        raise RuntimeError("LibreOffice is not installed")
-    sources = {
-        "note.txt": "Hello from the sniffer's tests.\nA second line.\n",
-        "sheet.csv": "name,amount\nacme,12\nglobex,30\n",
-        "slides.fodp": _SLIDES,
-    }
-    source = directory / GENUINE_SOURCES[target]
-    if not source.exists():
-        source.write_text(sources[source.name])
-    out = directory / target
-    subprocess.run(
-        [
-            program,
-            f"-env:UserInstallation=file://{directory / 'profile'}",
-            "--headless",
-            "--convert-to",
-            target,
-            "--outdir",
-            str(out),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=180,
-    )
-    return out / f"{source.stem}.{target}"
+    """`target` (doc, xlsx...) as LibreOffice writes it, kept in `directory` for the session."""
+    out = directory / f"document.{target}"
+    if not out.exists():
+        out.write_bytes(office_document(target, 2))
+    return out

@@ -13,7 +13,7 @@ import pytest
 from filejobs.domain.byte_ranges import MAX_EXTRA_READS, BytesRanges
 from filejobs.domain.content import SNIFF_BYTES, Sniffed, job_types_for, sniff
 from filejobs.domain.job import JobType
-from tests.content_samples import GENUINE_SOURCES, genuine_office_file, soffice
+from tests.content_samples import GENUINE_FORMATS, genuine_office_file, soffice
 
 pytestmark = pytest.mark.skipif(soffice() is None, reason="LibreOffice is not installed")
 
@@ -39,7 +39,7 @@ def office_directory(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_format_converted_has_its_expectation() -> None:
-    assert set(EXPECTED) == set(GENUINE_SOURCES)
+    assert set(EXPECTED) == set(GENUINE_FORMATS)
 
 
 @pytest.mark.parametrize("target", sorted(EXPECTED))

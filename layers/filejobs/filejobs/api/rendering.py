@@ -11,7 +11,7 @@ from typing import Any
 
 from filejobs.domain.job import TERMINAL_STATUSES, ProcessingJob
 from filejobs.domain.operations import Operation
-from filejobs.domain.presets import Preset
+from filejobs.domain.presets import Preset, preset_to_dict
 from filejobs.domain.quotas import UNLIMITED
 from filejobs.domain.schedules import Schedule, time_zone
 from filejobs.domain.stats import FailureGroupSummary, Percentiles
@@ -308,17 +308,7 @@ def schedules(found: list[Schedule], now: datetime) -> dict[str, Any]:
 
 
 def preset(found: Preset) -> dict[str, Any]:
-    return {
-        "tenant": found.tenant,
-        "name": found.name,
-        "version": found.version,
-        "jobs": [job.to_dict() for job in found.jobs],
-        "prefixes": list(found.prefixes),
-        "tenant_default": found.tenant_default,
-        "description": found.description,
-        "updated_at": _iso(found.updated_at),
-        "updated_by": found.updated_by,
-    }
+    return preset_to_dict(found)
 
 
 def presets(found: Sequence[Preset]) -> dict[str, Any]:

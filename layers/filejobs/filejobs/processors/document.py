@@ -38,8 +38,8 @@ from filejobs.processors.sandbox.task import Decoded, Task
 from filejobs.processors.source import (
     ObjectSource,
     content_type_of,
+    downloaded,
     human_size,
-    reading_progress,
 )
 
 if TYPE_CHECKING:
@@ -383,12 +383,8 @@ class DocumentPreviewProcessor:
         content_type = content_type_of(work.job, source)
         limits = self._limits
         if content_type == PDF:
-            local = source.download(
-                work.job,
-                work.workspace / "document.pdf",
-                work.should_stop,
-                max_bytes=self._max_pdf_bytes,
-                progress=reading_progress(work, verb="downloaded", end=0.5),
+            local = downloaded(
+                work, source, "document.pdf", max_bytes=self._max_pdf_bytes, until=0.5
             )
             work.log(f"read {human_size(local.stat().st_size)} {content_type}")
             task: Task = decode_pdf_preview
@@ -448,13 +444,7 @@ class DocumentPreviewProcessor:
         # Imported here: the office converter renders its PDF with this module's previewer.
         from filejobs.processors import office, office_runtime  # noqa: PLC0415
 
-        local = source.download(
-            work.job,
-            work.workspace / "document",
-            work.should_stop,
-            max_bytes=office.MAX_OFFICE_BYTES,
-            progress=reading_progress(work, verb="downloaded", end=0.4),
-        )
+        local = downloaded(work, source, "document", max_bytes=office.MAX_OFFICE_BYTES, until=0.4)
         work.log(f"read {human_size(local.stat().st_size)} {content_type}")
         program = office_runtime.soffice()
         options = {

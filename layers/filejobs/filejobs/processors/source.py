@@ -88,6 +88,20 @@ def reading_progress(
     return report
 
 
+def downloaded(
+    work: Work, source: ObjectSource, name: str, *, max_bytes: int, until: float
+) -> Path:
+    """The job's object streamed into its workspace as `name`, refused past `max_bytes`; the
+    download reported as the attempt's progress, up to `until` of the whole."""
+    return source.download(
+        work.job,
+        work.workspace / name,
+        work.should_stop,
+        max_bytes=max_bytes,
+        progress=reading_progress(work, verb="downloaded", end=until),
+    )
+
+
 def _human(size: int) -> str:
     for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if size >= scale:

@@ -39,8 +39,8 @@ from filejobs.processors.source import (
     ObjectSource,
     content_type_of,
     decoder_for,
+    downloaded,
     human_size,
-    reading_progress,
 )
 
 if TYPE_CHECKING:
@@ -315,13 +315,7 @@ class VideoPosterProcessor:
         # Progress: the download is most of a poster's time on a large video (the decoder seeks
         # to one keyframe and decodes forward to the poster's frame, at most 5 s in), measured
         # in bytes; then the decode and the upload, one step each.
-        local = source.download(
-            work.job,
-            work.workspace / "video",
-            work.should_stop,
-            max_bytes=self._max_bytes,
-            progress=reading_progress(work, verb="downloaded", end=0.7),
-        )
+        local = downloaded(work, source, "video", max_bytes=self._max_bytes, until=0.7)
         size = local.stat().st_size
         if size == 0:
             raise PermanentError(_EMPTY)
