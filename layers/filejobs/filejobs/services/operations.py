@@ -100,7 +100,7 @@ class BulkOperations:
 
     def preview(self, caller: Caller, action: Action, wanted: JobFilter) -> Preview:
         wanted = _scoped(caller, wanted)
-        sample = self._page(wanted, action, None, SAMPLE_SIZE, what="preview").jobs
+        sample = self._sample(wanted, action)
         counted = self._group_count(wanted, action)
         if counted is not None:
             return Preview(action, wanted, counted, True, sample)
@@ -351,6 +351,20 @@ class BulkOperations:
         if not wanted.statuses(action):
             return 0
         return self._failed_in_group(wanted.tenant or SCOPE_ALL, wanted.group)
+
+    def _sample(self, wanted: JobFilter, action: Action) -> list[ProcessingJob]:
+        """SAMPLE_SIZE matching jobs, or all there are: a search page may end short (one
+        DynamoDB page a shard, its cursor never past what it read), so pages are read on,
+        within the count's budget of reads."""
+        sample: list[ProcessingJob] = []
+        after, reads = None, 0
+        while len(sample) < SAMPLE_SIZE and reads < COUNT_READS:
+            page = self._page(wanted, action, after, SAMPLE_SIZE - len(sample), what="preview")
+            sample, reads = sample + list(page.jobs), reads + max(page.reads, 1)
+            if page.next is None:
+                break
+            after = page.next
+        return sample
 
     def _count(self, wanted: JobFilter, action: Action) -> tuple[int, bool]:
         matched, after, reads = 0, None, 0
