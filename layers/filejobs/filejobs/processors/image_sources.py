@@ -266,8 +266,9 @@ def photoshop_composite(source: BinaryIO, _largest: int, max_pixels: int) -> Ima
     version, width, height = _photoshop_header(source)
     if width * height > max_pixels:
         raise PermanentError(
-            f"the Photoshop file declares {width}x{height} pixels, above the "
-            f"{max_pixels / 1e6:.0f} MP this job accepts"
+            f"the Photoshop file declares {width} x {height} pixels "
+            f"({width * height / 1e6:.1f} MP): thumbnail_generation decodes at most "
+            f"{max_pixels / 1e6:.0f} MP"
         )
     if not _has_real_merged_data(source):
         raise PermanentError(NO_COMPOSITE)
@@ -371,8 +372,9 @@ def _demosaiced(raw: Any, largest: int, max_pixels: int) -> Image.Image:
     width, height = raw.sizes.width // (2 if half else 1), raw.sizes.height // (2 if half else 1)
     if width * height > max_pixels:
         raise PermanentError(
-            f"the camera RAW demosaics to {width}x{height} pixels, above the "
-            f"{max_pixels / 1e6:.0f} MP this job accepts"
+            f"the camera RAW demosaics to {width} x {height} pixels "
+            f"({width * height / 1e6:.1f} MP): thumbnail_generation decodes at most "
+            f"{max_pixels / 1e6:.0f} MP"
         )
     rgb = raw.postprocess(half_size=half, use_camera_wb=True, output_bps=8)
     return _named(Image.fromarray(rgb), "RAW")  # LibRaw has applied the camera's orientation

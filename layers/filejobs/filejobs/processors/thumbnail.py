@@ -65,10 +65,12 @@ DEFAULT_SIZES: Final = (128, 256, 512)
 MIN_SIZE: Final = THUMBNAIL_MIN_SIZE
 MAX_SIZE: Final = THUMBNAIL_MAX_SIZE
 MAX_SIZE_COUNT: Final = THUMBNAIL_MAX_SIZES
-# Declared width x height above this is refused before decoding. Below Pillow's own
-# MAX_IMAGE_PIXELS (about 89 MP), so Pillow's DecompressionBombWarning never fires on an image we
-# accept; its DecompressionBombError (above twice that) is caught and reported the same way.
+# The pixels one thumbnail may decode, checked before decoding (`check_decoded_pixels`): the
+# declared size of most formats, the reduced size a JPEG is decoded at. 50 MP of RGBA is 200 MB.
 MAX_PIXELS: Final = 50_000_000
+# Pillow's own bomb check is on the declared size at open: it would refuse a 200 MP JPEG that is
+# decoded at 1/8. Ours replaces it, on what is decoded, in the same process, before any decode.
+Image.MAX_IMAGE_PIXELS = None
 MAX_BYTES: Final = 200 * 1024 * 1024
 # What one image's decode may use in the sandbox: 50 MP of RGBA is 200 MB, plus its resized
 # copies and the libraries' own address space.
@@ -207,8 +209,6 @@ def render_thumbnails(
             info, base = _decode(im, wanted[0], max_pixels)
     except PermanentError:
         raise
-    except Image.DecompressionBombError as error:
-        raise PermanentError(f"image refused as a decompression bomb: {_short(error)}") from None
     except UnidentifiedImageError:
         raise PermanentError(_unidentified(path, decoders)) from None
     except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError) as error:
@@ -233,20 +233,18 @@ def _decode(im: Image.Image, largest: int, max_pixels: int) -> tuple[SourceInfo,
     width, height = im.size
     if width <= 0 or height <= 0:
         raise PermanentError(f"the image declares no pixels ({width}x{height})")
-    if width * height > max_pixels:
-        raise PermanentError(
-            f"the image declares {width}x{height} pixels ({width * height / 1e6:.1f} MP), "
-            f"above the {max_pixels / 1e6:.0f} MP this job accepts"
-        )
     source_format = im.format or "unknown"
     source_mode = im.mode
     frames = int(getattr(im, "n_frames", 1))
     if frames > 1:
         im.seek(0)
-    orientation = im.getexif().get(_ORIENTATION_TAG, 1)
     if source_format == "JPEG" and largest < max(width, height):
-        # Ask for the largest thumbnail's box: draft picks the smallest DCT scale covering it.
+        # Ask for the largest thumbnail's box: draft picks the smallest DCT scale covering it,
+        # and the image's size becomes the size that will be decoded.
         im.draft(im.mode, _fit((width, height), largest))
+    # Before anything that may decode: a PNG's EXIF can follow its pixels, and reading it loads.
+    check_decoded_pixels(source_format, (width, height), im.size, max_pixels)
+    orientation = im.getexif().get(_ORIENTATION_TAG, 1)
     im.load()
     icc = im.info.get("icc_profile")
     image: Image.Image = im
@@ -256,6 +254,30 @@ def _decode(im: Image.Image, largest: int, max_pixels: int) -> tuple[SourceInfo,
     image = _normalise(image, icc if isinstance(icc, bytes) else None)
     info = SourceInfo(width, height, source_format, source_mode, frames, rotate)
     return info, image
+
+
+def check_decoded_pixels(
+    source_format: str, declared: tuple[int, int], decoded: tuple[int, int], max_pixels: int
+) -> None:
+    """The pixel budget is on the pixels decoded, checked before a single one is: a JPEG is
+    decoded at 1/2, 1/4 or 1/8 of its size (its DCT scaling), so a 200 MP phone photo costs
+    3 MP; every other format is decoded whole, so its declared size is what it costs (a PNG of
+    a few hundred bytes may declare 30,000 x 30,000)."""
+    (width, height), (wide, high) = declared, decoded
+    if wide * high <= max_pixels:
+        return
+    budget = f"thumbnail_generation decodes at most {max_pixels / 1e6:.0f} MP"
+    if (wide, high) != (width, height):
+        raise PermanentError(
+            f"the JPEG declares {width} x {height} pixels ({width * height / 1e6:.1f} MP); "
+            f"even decoded at 1/{round(width / wide)} scale it is {wide} x {high} "
+            f"({wide * high / 1e6:.1f} MP), and {budget}"
+        )
+    scaled = " (a JPEG is decoded at 1/8 scale at most)" if source_format == "JPEG" else ""
+    raise PermanentError(
+        f"the image declares {width} x {height} pixels ({width * height / 1e6:.1f} MP), all of "
+        f"which would be decoded{scaled}: {budget}"
+    )
 
 
 def _normalise(im: Image.Image, icc: bytes | None) -> Image.Image:
