@@ -1,7 +1,7 @@
 """`filejobs presets`: upload presets, what runs on a tenant's uploads (PUT/GET/DELETE /presets).
 
     filejobs presets set avatars --job virus_scan \\
-        --job "thumbnail_generation sizes=512 format=webp priority=5" \\
+        --job "thumbnail_generation sizes=512 format=webp priority=-1" \\
         --prefix uploads/acme/avatars/
     filejobs presets set contracts --job virus_scan --job deduplication_check \\
         --job "document_preview" --prefix uploads/acme/contracts/

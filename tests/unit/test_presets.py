@@ -33,7 +33,8 @@ GLOBEX = Caller(tenant="globex", operator=False)
 OPERATOR = Caller(tenant=None, operator=True)
 
 SCAN = PresetJob(JobType.VIRUS_SCAN)
-WEBP_512 = PresetJob(JobType.THUMBNAIL_GENERATION, {"sizes": [512], "format": "webp"}, 5)
+# A tenant's own ordering of its jobs: below its others (0 or below is a tenant's to give).
+WEBP_512 = PresetJob(JobType.THUMBNAIL_GENERATION, {"sizes": [512], "format": "webp"}, -5)
 PREVIEW = PresetJob(JobType.DOCUMENT_PREVIEW)
 
 
@@ -59,7 +60,7 @@ def test_an_upload_under_a_bound_prefix_gets_that_presets_jobs_with_their_option
     plan = TenantPresets((AVATARS, CONTRACTS)).plan("uploads/acme/avatars/me.jpg", "image/jpeg")
     assert types(plan.jobs) == ["thumbnail_generation", "virus_scan"]
     thumbnail = plan.jobs[0]
-    assert (thumbnail.options, thumbnail.priority) == ({"sizes": [512], "format": "webp"}, 5)
+    assert (thumbnail.options, thumbnail.priority) == ({"sizes": [512], "format": "webp"}, -5)
     assert plan.preset == AppliedPreset("avatars", 1, "prefix")
 
 
@@ -192,6 +193,15 @@ def test_a_prefix_is_bound_to_one_preset_and_a_tenant_has_one_default() -> None:
         service.put(ACME, None, "other", change(SCAN, default=True))
 
 
+def test_a_raised_priority_is_an_operators_to_give_in_a_preset_too() -> None:
+    service = Presets(InMemoryPresets(), clock=lambda: NOW)
+    raised = PresetJob(JobType.THUMBNAIL_GENERATION, {"sizes": [512]}, 5)
+    with pytest.raises(InvalidRequestError, match=r"jobs\[1\]\.priority: 5 is an operator's"):
+        service.put(ACME, None, "avatars", change(SCAN, raised))
+    assert service.put(ACME, None, "avatars", change(SCAN, WEBP_512)).jobs[1].priority == -5
+    assert service.put(OPERATOR, "acme", "avatars", change(SCAN, raised)).version == 2
+
+
 def test_a_prefix_outside_the_tenants_uploads_is_refused() -> None:
     service = Presets(InMemoryPresets(), clock=lambda: NOW)
     with pytest.raises(InvalidRequestError, match=r"prefixes\[0\]: must start with"):
@@ -280,7 +290,7 @@ def test_ingest_creates_exactly_the_presets_jobs_and_records_its_name_and_versio
     jobs = {job.job_type: job for job in result.plan.jobs}  # type: ignore[union-attr]
     assert set(jobs) == {JobType.VIRUS_SCAN, JobType.THUMBNAIL_GENERATION}
     thumbnail = jobs[JobType.THUMBNAIL_GENERATION]
-    assert thumbnail.priority == 5
+    assert thumbnail.priority == -5
     assert thumbnail.input_data["sizes"] == [512]  # type: ignore[index]
     assert thumbnail.input_data["key"] == "uploads/acme/avatars/me.jpg"  # type: ignore[index]
     stored = files.get(result.plan.file.id)  # type: ignore[union-attr]

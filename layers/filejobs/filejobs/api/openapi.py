@@ -458,7 +458,8 @@ LIST_PRESETS = _doc(
 PUT_PRESET = _doc(
     "Create an upload preset, or save its next version",
     "A preset says which jobs run on an upload, each with its options (the job type's, as for "
-    "POST /files/{file_id}/jobs) and a priority. It applies to an upload that names it in its "
+    "POST /files/{file_id}/jobs) and a priority (0 or below from a tenant, as for a requested "
+    "job; up to 100 from an operator). It applies to an upload that names it in its "
     f"metadata (x-amz-meta-{PRESET_METADATA_KEY}), else to uploads under the longest of the "
     "tenant's bound prefixes, else (tenant_default) to the tenant's other uploads; an upload "
     "with none gets the default jobs of its content type. Of its jobs, an upload gets those that "

@@ -114,6 +114,8 @@ class Presets:
         try:
             checked_name(name)
             check_jobs(change.jobs)
+            if not caller.operator:
+                _check_tenants_priorities(change.jobs)
             check_prefixes(tenant, change.prefixes)
             _check_description(change.description)
             previous = current.tenant_presets().named(name)
@@ -135,6 +137,18 @@ class Presets:
         except ValueError as error:  # a PresetError, or an OptionError naming the option
             raise InvalidRequestError(str(error), log="preset refused") from None
         return saved
+
+
+def _check_tenants_priorities(jobs: tuple[PresetJob, ...]) -> None:
+    """The high lane is the operators' to hand out, for a preset's jobs as for a requested one
+    (services/api.py): a tenant's preset runs its jobs at priority 0 or below."""
+    for index, job in enumerate(jobs):
+        if job.priority > 0:
+            raise PresetError(
+                f"jobs[{index}].priority",
+                f"{job.priority} is an operator's to give: a tenant's jobs run at priority 0 "
+                "or below",
+            )
 
 
 def _check_description(description: str) -> None:
