@@ -268,7 +268,7 @@ def photoshop_composite(source: BinaryIO, _largest: int, max_pixels: int) -> Ima
         raise PermanentError(
             f"the Photoshop file declares {width} x {height} pixels "
             f"({width * height / 1e6:.1f} MP): thumbnail_generation decodes at most "
-            f"{max_pixels / 1e6:.0f} MP"
+            f"{max_pixels / 1e6:g} MP"
         )
     if not _has_real_merged_data(source):
         raise PermanentError(NO_COMPOSITE)
@@ -374,7 +374,7 @@ def _demosaiced(raw: Any, largest: int, max_pixels: int) -> Image.Image:
         raise PermanentError(
             f"the camera RAW demosaics to {width} x {height} pixels "
             f"({width * height / 1e6:.1f} MP): thumbnail_generation decodes at most "
-            f"{max_pixels / 1e6:.0f} MP"
+            f"{max_pixels / 1e6:g} MP"
         )
     rgb = raw.postprocess(half_size=half, use_camera_wb=True, output_bps=8)
     return _named(Image.fromarray(rgb), "RAW")  # LibRaw has applied the camera's orientation

@@ -266,7 +266,7 @@ def check_decoded_pixels(
     (width, height), (wide, high) = declared, decoded
     if wide * high <= max_pixels:
         return
-    budget = f"thumbnail_generation decodes at most {max_pixels / 1e6:.0f} MP"
+    budget = f"thumbnail_generation decodes at most {max_pixels / 1e6:g} MP"
     if (wide, high) != (width, height):
         raise PermanentError(
             f"the JPEG declares {width} x {height} pixels ({width * height / 1e6:.1f} MP); "
