@@ -1,9 +1,10 @@
 """thumbnail_generation: small WebP (or JPEG) renditions of an uploaded image, one per size.
 
-The object is streamed to the attempt's workspace (never held in memory twice), its declared
-dimensions are checked against a pixel budget before a single pixel is decoded (a PNG of a few
-hundred bytes can declare 30000x30000), then it is decoded once and resized to every requested
-long edge, largest first, each smaller one from the previous.
+The object is streamed to the attempt's workspace (never held in memory twice), the pixels it
+would decode are checked against a budget before a single one is (a PNG of a few hundred bytes
+can declare 30000x30000; a 200 MP JPEG decodes at 1/8 scale: `check_decoded_pixels`), then it is
+decoded once and resized to every requested long edge, largest first, each smaller one from the
+previous.
 
 JPEG is decoded at reduced scale (libjpeg's DCT scaling, `Image.draft`) to the smallest of 1/8,
 1/4, 1/2 or 1 that still covers the largest requested size: most of the speed is there.
