@@ -116,7 +116,8 @@ $(SAM): | $(UV)
 # sam validate --lint, then a container-free sam build (a real python3.13 first on PATH) into a
 # scratch folder, so the working tree gets no .aws-sam; then every native library of the build
 # must match its function's architecture and every function fit Lambda's 250 MB with its layers;
-# and the ClamAV layer's arm64 clamscan must find EICAR, run under qemu-user on this machine.
+# the ClamAV layer's arm64 clamscan must find EICAR and the LibreOffice layer's arm64 soffice
+# convert a DOCX to PDF, each run under qemu-user on this machine.
 template: install system-deps $(SAM)
 	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint --region us-east-1
 	build_dir=$$(mktemp -d) && trap 'rm -rf "$$build_dir" "$$build_dir.log"' EXIT && \
@@ -124,7 +125,8 @@ template: install system-deps $(SAM)
 	  $(SAM) build --region us-east-1 --build-dir "$$build_dir" --cache-dir "$$build_dir/cache" > "$$build_dir.log" 2>&1 \
 	  || { cat "$$build_dir.log"; exit 1; }; echo "sam build: ok" && \
 	  $(BIN)/python tools/check_build.py "$$build_dir" && \
-	  $(BIN)/python layers/clamav/debs.py smoke --layer "$$build_dir/ClamAvLayer"
+	  $(BIN)/python layers/clamav/debs.py smoke --layer "$$build_dir/ClamAvLayer" && \
+	  $(BIN)/python layers/libreoffice/debs.py smoke --layer "$$build_dir/LibreOfficeLayer"
 
 $(CHECKOV): | $(UV)
 	$(UV) venv --quiet --clear --python $(PYTHON313) $(CHECKOV_VENV)

@@ -660,7 +660,9 @@ class InMemoryPresets:
         self.reads += 1
         return self.sets.get(tenant, PresetSet())
 
-    def save(self, tenant: str, changed: PresetSet, saved: Preset | None, *, after: int) -> bool:
+    def save(
+        self, tenant: str, presets: tuple[Preset, ...], saved: Preset | None, *, after: int
+    ) -> bool:
         stored = self.sets.get(tenant, PresetSet())
         if stored.revision != after:
             return False
@@ -669,7 +671,7 @@ class InMemoryPresets:
             if version_key in self.versions:
                 return False
             self.versions[version_key] = saved
-        self.sets[tenant] = PresetSet(changed.presets, after + 1)
+        self.sets[tenant] = PresetSet(presets, after + 1)
         return True
 
     def version(self, tenant: str, name: str, version: int) -> Preset | None:

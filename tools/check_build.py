@@ -36,6 +36,8 @@ from filejobs_dev.infra.template import FunctionSpec, function_definitions, load
 # Lambda's limit on a function's code plus all its layers, unzipped.
 UNZIPPED_LIMIT = 262_144_000
 ELF_MACHINES = {62: "x86_64", 183: "arm64"}
+# /tmp a function needs beside what its layers unpack there: the file it works on, and its output.
+TMP_HEADROOM = 512 * 2**20
 MB = 1_000_000
 # Import names that must never reach Lambda: the dev tools, the CLI, and what only they use.
 DEV_ONLY = frozenset(
@@ -71,6 +73,26 @@ def elf_machines(root: Path) -> Counter[tuple[str, str]]:
             (machine,) = struct.unpack(order + "H", header[18:20])
             found[(ELF_MACHINES.get(machine, f"machine {machine}"), str(path))] += 1
     return found
+
+
+def unpacked_on_start(build: Path, layer: str) -> int:
+    """Bytes a layer unpacks to /tmp when its function first needs it (the LibreOffice layer's
+    archive, as its layer.json says), 0 for a layer used as it is."""
+    return sum(
+        int(json.loads(manifest.read_text())["unpacked_bytes"])
+        for manifest in (build / layer).glob("*/layer.json")
+    )
+
+
+def tmp_problem(name: str, spec: FunctionSpec, unpacked: int) -> str | None:
+    """Why the function's /tmp (EphemeralStorage, MB) cannot hold what its layers unpack there
+    and a file beside it, if it cannot."""
+    if unpacked + TMP_HEADROOM <= spec.ephemeral_storage * 2**20:
+        return None
+    return (
+        f"{name}: unpacks {unpacked / MB:.1f} MB to /tmp, which its EphemeralStorage "
+        f"({spec.ephemeral_storage} MB) cannot hold with {TMP_HEADROOM // 2**20} MiB for a file"
+    )
 
 
 def python_root(build: Path, part: str) -> Path:
@@ -253,6 +275,11 @@ def main() -> int:
         )
         if total > UNZIPPED_LIMIT:
             problems.append(f"{name}: {total / MB:.1f} MB unzipped, over Lambda's 262.1 MB")
+        unpacked = sum(unpacked_on_start(build, layer) for layer in spec.layers)
+        if unpacked:
+            print(f"{'':<28} {'':<7} unpacks {unpacked / MB:.1f} MB to /tmp on its first use")
+        if problem := tmp_problem(name, spec, unpacked):
+            problems.append(problem)
     for part in sorted(
         {part for spec in functions.values() for part in spec.layers} | set(functions)
     ):

@@ -56,7 +56,7 @@ from filejobs.domain.presets import (
 from filejobs.domain.presets import NAME_PATTERN as PRESET_NAME_PATTERN
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, UNLIMITED
 from filejobs.domain.schedules import MAX_NAME_CHARS, SCHEDULE_ID_PATTERN, ScheduleAction
-from filejobs.services.schedules import MAX_PREFIX_BYTES
+from filejobs.domain.tenant_prefixes import MAX_PREFIX_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"

@@ -46,7 +46,7 @@ from filejobs.domain import webhooks
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.operations import Action, JobFilter, Operation
-from filejobs.domain.presets import Preset, PresetJob, PresetSet
+from filejobs.domain.presets import Preset, PresetJob
 from filejobs.domain.schedules import Schedule, ScheduleAction
 from filejobs.domain.time import utcnow
 from filejobs_dev.infra.template import function_definitions, resources_of_type
@@ -209,7 +209,7 @@ def recorded_preset(tenant: str, name: str = "scan-first") -> str:
         preset = Preset(
             tenant, name, version, (PresetJob(JobType.VIRUS_SCAN),), updated_at=utcnow()
         )
-        changed = PresetSet((*current.presets, preset), current.revision + 1)
+        changed = (*current.presets, preset)
         assert store.save(tenant, changed, preset, after=current.revision)
     return name
 

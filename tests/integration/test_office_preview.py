@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from PIL import Image, ImageStat
 
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import PermanentError
-from filejobs.processors import office
+from filejobs.processors import office, office_runtime
 from filejobs.processors.document import DocumentPreviewProcessor
 from filejobs.processors.office_runtime import OfficeProgram, soffice
 from tests.processing import MediaBench
@@ -171,3 +172,54 @@ def test_a_conversion_past_the_time_limit_fails_permanently_naming_it(
     document.write_bytes(b"anything")
     with pytest.raises(PermanentError, match=r"longer than 1 s \(document_preview's limit"):
         office.convert_to_pdf(document, tmp_path / "out", OfficeProgram((str(hanging),)))
+
+
+def test_the_layer_s_unpacked_libreoffice_converts_inside_the_sandbox_with_its_environment(
+    media: MediaBench,
+    documents: dict[str, bytes],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The path a Lambda conversion takes: the layer's archive unpacked under /tmp, its launcher
+    run in the sandbox with the tree's libraries and fontconfig file. The tree's launcher here
+    hands over to this machine's LibreOffice (the layer's own is arm64: `make template` runs it
+    under qemu), noting the environment it was given."""
+    from tests.scripts import load_script  # noqa: PLC0415
+
+    layer_build = load_script(
+        Path(__file__).resolve().parents[2] / "layers/libreoffice/debs.py", "libreoffice_debs"
+    )
+    tree, seen = tmp_path / "tree", tmp_path / "seen-environment"
+    for folder in ("program", "lib", "fonts", "fontconfig/conf.d"):
+        (tree / folder).mkdir(parents=True)
+    layer_build.write_fonts_conf_template(tree)
+    launcher = tree / "program/oosplash"
+    launcher.write_text(
+        f'#!/bin/sh\nenv > "{seen}"\nexec {Path(shutil.which("soffice") or "").resolve()} "$@"\n'
+    )
+    launcher.chmod(0o755)
+    for font in Path("/usr/share/fonts/truetype/dejavu").glob("DejaVuSans*.ttf"):
+        shutil.copy(font, tree / "fonts")
+    layer = tmp_path / "opt/libreoffice"
+    layer.mkdir(parents=True)
+    layer_build.write_archive(tree, layer, version="7.0.4")
+    monkeypatch.setenv("FILEJOBS_LIBREOFFICE_LAYER", str(layer))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "lambda-tmp"))
+    (tmp_path / "lambda-tmp").mkdir()
+    office_runtime.unpacked_layer.cache_clear()
+    try:
+        content_type, _, counts = DOCUMENTS["docx"]
+        result = previewed(media, "document.docx", documents["docx"], content_type)
+    finally:
+        office_runtime.unpacked_layer.cache_clear()
+    # then the unpacked tree's LibreOffice made the preview, and said which it is
+    assert result["page_count"] == counts["page_count"]
+    assert result["converter"] == "LibreOffice 7.0.4"
+    assert ImageStat.Stat(picture(media, result)).extrema[0][0] < 100
+    # with the tree's libraries and fonts in its environment, no credentials, the dead proxy
+    environment = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    (home,) = (tmp_path / "lambda-tmp").glob("filejobs-libreoffice-*")
+    assert environment["LD_LIBRARY_PATH"] == str(home / "lib")
+    assert environment["FONTCONFIG_FILE"] == str(home / "fontconfig/fonts.conf")
+    assert environment["http_proxy"] == "http://127.0.0.1:9"
+    assert not any(name.startswith("AWS_") for name in environment)

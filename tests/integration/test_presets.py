@@ -217,8 +217,8 @@ def test_two_changes_racing_cannot_both_bind_a_prefix(api: Api) -> None:
     one = Preset("acme", "one", 1, (PresetJob(JobType.VIRUS_SCAN),), ("uploads/acme/x/",))
     two = Preset("acme", "two", 1, (PresetJob(JobType.VIRUS_SCAN),), ("uploads/acme/x/",))
     # both read revision 0; the first write wins, the second is refused, nothing of it written
-    assert repository.save("acme", PresetSet((one,), 1), one, after=current.revision)
-    assert not repository.save("acme", PresetSet((two,), 1), two, after=current.revision)
+    assert repository.save("acme", (one,), one, after=current.revision)
+    assert not repository.save("acme", (two,), two, after=current.revision)
     assert [p.name for p in repository.current("acme", consistent=True).presets] == ["one"]
     assert repository.version("acme", "two", 1) is None
     assert runtime.settings().require_ops_table() == os.environ["OPS_TABLE_NAME"]

@@ -14,6 +14,8 @@ CHECK = runpy.run_path(
 )
 dev_only_problems = CHECK["dev_only_problems"]
 start_problem = CHECK["start_problem"]
+unpacked_on_start = CHECK["unpacked_on_start"]
+tmp_problem = CHECK["tmp_problem"]
 TEMPLATE: dict[str, Any] = {"Parameters": {"RetentionDays": {"Default": 7}}, "Resources": {}}
 
 
@@ -105,3 +107,21 @@ def test_a_worker_whose_processor_cannot_be_built_fails(tmp_path: Path) -> None:
     problem = start_problem(build, "Fn", spec(["Layer"]), TEMPLATE, [])
     assert problem is not None
     assert "No module named 'PIL'" in problem
+
+
+def test_a_layer_unpacked_on_start_must_fit_the_function_s_tmp_with_room_for_a_file(
+    tmp_path: Path,
+) -> None:
+    # given a layer whose archive unpacks to 350 MB, as the LibreOffice layer's manifest says
+    build = build_of(tmp_path, {"Office/libreoffice/layer.json": '{"unpacked_bytes": 350000000}'})
+    assert unpacked_on_start(build, "Office") == 350_000_000
+    assert unpacked_on_start(build, "Plain") == 0
+    # then Lambda's default 512 MB of /tmp is refused, naming the setting; 2048 MB holds it
+    small = spec(["Office"])
+    assert tmp_problem("Worker", small, 350_000_000) == (
+        "Worker: unpacks 350.0 MB to /tmp, which its EphemeralStorage (512 MB) cannot hold "
+        "with 512 MiB for a file"
+    )
+    large = FunctionSpec(**{**small.__dict__, "ephemeral_storage": 2048})
+    assert tmp_problem("Worker", large, 350_000_000) is None
+    assert tmp_problem("Worker", small, 0) is None

@@ -265,7 +265,7 @@ def archive(
     """The build pointed at a fake archive (published by each test) with one package, `hello`,
     carrying the layer's one program, this machine's `true`."""
     fake = FakeArchive(server, signer)
-    monkeypatch.setattr(debs, "RELEASES", {SUITE: ((fake.mirror, SUITE),)})
+    monkeypatch.setattr(debs.debian, "RELEASES", {SUITE: ((fake.mirror, SUITE),)})
     listing = tmp_path / "packages.txt"
     listing.write_text("hello\n")
     monkeypatch.setattr(debs, "PACKAGE_LIST", listing)
@@ -364,7 +364,7 @@ def test_text_after_the_signature_is_not_read_as_signed(archive: FakeArchive, tr
     archive.publish()
     other = FakeArchive.packages_index(Package("evil", "1", b"evil"))
     archive.index.write_bytes(other)
-    claim = f"SHA256:\n {hashlib.sha256(other).hexdigest()} {len(other)} {debs.INDEX_PATH}\n"
+    claim = f"SHA256:\n {hashlib.sha256(other).hexdigest()} {len(other)} {debs.debian.INDEX_PATH}\n"
     archive.inrelease.write_bytes(archive.inrelease.read_bytes() + claim.encode())
     # then only what gpgv says was signed counts: the index is refused
     with pytest.raises(debs.BuildError, match="index hash mismatch"):
@@ -515,7 +515,7 @@ def test_an_http_mirror_is_refused(
 ) -> None:
     archive.publish()
     plain = archive.mirror.replace("https://", "http://")
-    monkeypatch.setattr(debs, "RELEASES", {SUITE: ((plain, SUITE),)})
+    monkeypatch.setattr(debs.debian, "RELEASES", {SUITE: ((plain, SUITE),)})
     with pytest.raises(debs.BuildError, match=r"^http://.*: refused: .* over https:// only"):
         debs.lock(trusted)
 

@@ -115,7 +115,7 @@ def _sysroot_with_host_programs(tmp_path: Path) -> Path:
         if source.exists():
             (root / program).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source, root / program)
-    libraries = root / debs.LIBRARY_DIRS[0]
+    libraries = root / debs.debian.LIBRARY_DIRS[0]
     libraries.mkdir(parents=True)
     for host_dir in (Path("/usr/lib/x86_64-linux-gnu"), Path("/lib/x86_64-linux-gnu")):
         for library in host_dir.glob("lib*.so*"):
@@ -130,15 +130,15 @@ def test_the_layer_takes_exactly_the_library_closure_and_names_a_missing_library
 ) -> None:
     # given clamscan beside every library of this machine (whose loader has its x86_64 name)
     root = _sysroot_with_host_programs(tmp_path)
-    glibc = debs.GLIBC_LIBRARIES | {"ld-linux-x86-64.so.2"}
-    monkeypatch.setattr(debs, "GLIBC_LIBRARIES", glibc)
+    glibc = debs.debian.GLIBC_LIBRARIES | {"ld-linux-x86-64.so.2"}
+    monkeypatch.setattr(debs.debian, "GLIBC_LIBRARIES", glibc)
     # when its closure is taken, then libclamav and its own dependencies are in, glibc is not
     closure = debs.library_closure([root / "usr/bin/clamscan"], root)
     assert {"libclamav.so.12", "libxml2.so.2", "libpcre2-8.so.0"} <= set(closure)
-    assert not set(closure) & debs.GLIBC_LIBRARIES
+    assert not set(closure) & debs.debian.GLIBC_LIBRARIES
     assert "libcurl.so.4" not in closure  # freshclam's, not clamscan's
     # when a library it loads is missing, then the build says which one
-    (root / debs.LIBRARY_DIRS[0] / "libmspack.so.0").unlink()
+    (root / debs.debian.LIBRARY_DIRS[0] / "libmspack.so.0").unlink()
     with pytest.raises(debs.BuildError, match=r"libmspack.so.0 is needed but no locked package"):
         debs.library_closure([root / "usr/bin/clamscan"], root)
 
@@ -148,11 +148,11 @@ def test_a_file_needing_a_newer_glibc_than_lambdas_fails_the_build(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # given a runtime older than what this machine's clamscan was built against
-    monkeypatch.setattr(debs, "RUNTIME_GLIBC", (2, 2))
+    monkeypatch.setattr(debs.debian, "RUNTIME_GLIBC", (2, 2))
     with pytest.raises(debs.BuildError, match=r"clamscan needs GLIBC_2\.\d+; Lambda's runtime"):
         debs.check_glibc(HOST_CLAMSCAN)
     # and with Lambda's glibc it passes (Debian 12 builds ClamAV against glibc <= 2.34)
-    monkeypatch.setattr(debs, "RUNTIME_GLIBC", (2, 34))
+    monkeypatch.setattr(debs.debian, "RUNTIME_GLIBC", (2, 34))
     debs.check_glibc(HOST_CLAMSCAN)
 
 
@@ -162,9 +162,11 @@ def test_every_program_is_copied_to_bin_with_its_closure_each_file_checked_for_g
 ) -> None:
     # given this machine's clamscan, clamd, freshclam and sigtool beside all its libraries
     root = _sysroot_with_host_programs(tmp_path)
-    monkeypatch.setattr(debs, "GLIBC_LIBRARIES", debs.GLIBC_LIBRARIES | {"ld-linux-x86-64.so.2"})
+    monkeypatch.setattr(
+        debs.debian, "GLIBC_LIBRARIES", debs.debian.GLIBC_LIBRARIES | {"ld-linux-x86-64.so.2"}
+    )
     # (against this machine's glibc: its GCC 12 libgcc_s needs 2.35, why the layer's is bullseye's)
-    monkeypatch.setattr(debs, "RUNTIME_GLIBC", (2, 36))
+    monkeypatch.setattr(debs.debian, "RUNTIME_GLIBC", (2, 36))
     checked: list[str] = []
     check_glibc = debs.check_glibc
 

@@ -522,9 +522,12 @@ class WebhookNotices(Protocol):
 class PresetStore(Protocol):
     def current(self, tenant: str, *, consistent: bool = False) -> PresetSet: ...
 
-    def save(self, tenant: str, changed: PresetSet, saved: Preset | None, *, after: int) -> bool:
-        """Every preset of the tenant replaced by `changed`, and `saved` recorded as a new
-        version; False (nothing written) when the stored revision is no longer `after`."""
+    def save(
+        self, tenant: str, presets: tuple[Preset, ...], saved: Preset | None, *, after: int
+    ) -> bool:
+        """Every preset of the tenant replaced by `presets` (the set's revision becoming
+        `after + 1`), and `saved` recorded as a new version; False (nothing written) when the
+        stored revision is no longer `after`."""
         ...
 
     def version(self, tenant: str, name: str, version: int) -> Preset | None: ...

@@ -40,11 +40,13 @@ class PresetRepository:
         presets = tuple(preset_from_dict(data) for data in json.loads(found["presets"]["S"]))
         return PresetSet(presets, int(found["revision"]["N"]))
 
-    def save(self, tenant: str, changed: PresetSet, saved: Preset | None, *, after: int) -> bool:
-        """The tenant's presets replaced by `changed` (revision `after + 1`) and, for a put,
+    def save(
+        self, tenant: str, presets: tuple[Preset, ...], saved: Preset | None, *, after: int
+    ) -> bool:
+        """The tenant's presets replaced by `presets` (revision `after + 1`) and, for a put,
         the new version recorded; False (nothing written) when the revision is no longer
         `after` or the version exists."""
-        writes: list[dict[str, Any]] = [{"Put": self._current_item(tenant, changed, after)}]
+        writes: list[dict[str, Any]] = [{"Put": self._current_item(tenant, presets, after)}]
         if saved is not None:
             writes.append({"Put": self._version_item(saved)})
         try:
@@ -77,8 +79,8 @@ class PresetRepository:
         ).get("Items", [])
         return int(found[0]["sk"]["S"].rpartition("#")[2]) if found else 0
 
-    def _current_item(self, tenant: str, changed: PresetSet, after: int) -> dict[str, Any]:
-        document = json.dumps([preset_to_dict(preset) for preset in changed.presets])
+    def _current_item(self, tenant: str, presets: tuple[Preset, ...], after: int) -> dict[str, Any]:
+        document = json.dumps([preset_to_dict(preset) for preset in presets])
         condition = "attribute_not_exists(pk)" if after == 0 else "revision = :after"
         put: dict[str, Any] = {
             "TableName": self._table,

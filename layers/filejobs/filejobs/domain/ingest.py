@@ -12,8 +12,8 @@ from filejobs.domain.file import StoredFile
 from filejobs.domain.job import AuditMetadata, JobStatus, JobType, ProcessingJob
 from filejobs.domain.presets import UploadPlan, default_plan
 from filejobs.domain.retry import DispatchPolicy
+from filejobs.domain.tenant_prefixes import UPLOAD_PREFIX
 
-UPLOAD_PREFIX = "uploads/"
 DEFAULT_DISPATCH = DispatchPolicy()
 
 

@@ -28,10 +28,10 @@ from typing import Any
 from filejobs.domain.content import AUDIO_WITH_ART, fits, job_types_for, media_type
 from filejobs.domain.job import PRIORITY_MAX, PRIORITY_MIN, JobType
 from filejobs.domain.job_options import options_of
+from filejobs.domain.tenant_prefixes import FieldError, prefix_problem
 
 MAX_PRESETS_PER_TENANT = 50
 MAX_PREFIXES_PER_PRESET = 20
-MAX_PREFIX_BYTES = 1024
 MAX_DESCRIPTION_CHARS = 300
 # Preset names travel in object metadata and URLs: lower-case letters, digits, '-' and '_'.
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -50,12 +50,8 @@ _PARSING_JOBS = frozenset(
 )
 
 
-class PresetError(ValueError):
+class PresetError(FieldError):
     """A preset that cannot be accepted: `field` names what is wrong, the message why."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -231,18 +227,12 @@ def check_jobs(jobs: tuple[PresetJob, ...]) -> None:
 
 
 def check_prefixes(tenant: str, prefixes: Iterable[str]) -> None:
-    area = f"uploads/{tenant}/"
     listed = list(prefixes)
     if len(listed) > MAX_PREFIXES_PER_PRESET:
         raise PresetError("prefixes", f"at most {MAX_PREFIXES_PER_PRESET}")
     for index, prefix in enumerate(listed):
-        if not prefix.startswith(area):
-            raise PresetError(f"prefixes[{index}]", f"must start with the tenant's {area}")
-        too_long = len(prefix.encode("utf-8", errors="replace")) > MAX_PREFIX_BYTES
-        if too_long or not prefix.isprintable():
-            raise PresetError(
-                f"prefixes[{index}]", f"printable text of at most {MAX_PREFIX_BYTES} bytes"
-            )
+        if problem := prefix_problem(tenant, prefix):
+            raise PresetError(f"prefixes[{index}]", problem)
 
 
 def check_bindings(preset: Preset, others: Iterable[Preset]) -> None:

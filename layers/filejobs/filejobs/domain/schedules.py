@@ -24,6 +24,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from filejobs.domain.job import JobType
+from filejobs.domain.tenant_prefixes import FieldError
 
 # Runs closer together than this are refused: a schedule is for periodic upkeep, each run walks
 # every file under its prefix, and each run's jobs are new jobs on those files (at most one a
@@ -44,12 +45,8 @@ _WEEKDAYS = {day: number for number, day in enumerate(_WEEKDAY_NAMES, 1)}
 _CRON = re.compile(r"^cron\((?P<fields>[^()]*)\)$")
 
 
-class ScheduleError(ValueError):
+class ScheduleError(FieldError):
     """A schedule that cannot be accepted: `field` names what is wrong, the message why."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 @dataclass(frozen=True)

@@ -68,8 +68,7 @@ class Presets:
                     "remove one first",
                     log="presets of the tenant spent",
                 )
-            changed = PresetSet((*others, saved), current.revision + 1)
-            if self._store.save(owner, changed, saved, after=current.revision):
+            if self._store.save(owner, (*others, saved), saved, after=current.revision):
                 return saved
         raise ConflictError(
             "the tenant's presets are being changed by someone else: try again",
@@ -101,7 +100,7 @@ class Presets:
             if current.tenant_presets().named(name) is None:
                 raise NotFoundError(f"no preset {name[:63]!r}", log="no such preset")
             kept = tuple(preset for preset in current.presets if preset.name != name)
-            if self._store.save(owner, PresetSet(kept), None, after=current.revision):
+            if self._store.save(owner, kept, None, after=current.revision):
                 return
         raise ConflictError(
             "the tenant's presets are being changed by someone else: try again",

@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any
 
 from filejobs.access import Caller
-from filejobs.domain.ingest import UPLOAD_PREFIX
 from filejobs.domain.job import JobType
 from filejobs.domain.schedules import (
     MAX_NAME_CHARS,
@@ -28,6 +27,7 @@ from filejobs.domain.schedules import (
     checked_expression,
     time_zone,
 )
+from filejobs.domain.tenant_prefixes import prefix_problem
 from filejobs.domain.time import utcnow
 from filejobs.ports import Scheduler, ScheduleStore
 from filejobs.services.errors import ConflictError, InvalidRequestError, NotFoundError
@@ -35,8 +35,6 @@ from filejobs.services.operations import BulkOperations, Started
 from filejobs.services.tenancy import tenant_acted_for
 
 logger = logging.getLogger(__name__)
-
-MAX_PREFIX_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -170,8 +168,5 @@ def _check_name(name: str) -> None:
 
 
 def _check_prefix(tenant: str, prefix: str) -> None:
-    area = f"{UPLOAD_PREFIX}{tenant}/"
-    if not prefix.startswith(area):
-        raise ScheduleError("prefix", f"must start with the tenant's {area}")
-    if len(prefix.encode("utf-8", errors="replace")) > MAX_PREFIX_BYTES or not prefix.isprintable():
-        raise ScheduleError("prefix", f"printable text of at most {MAX_PREFIX_BYTES} bytes")
+    if problem := prefix_problem(tenant, prefix):
+        raise ScheduleError("prefix", problem)

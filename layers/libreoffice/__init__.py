@@ -1,0 +1,2 @@
+"""The libreoffice layer's build script (debs.py): a package only so that type checkers tell it from
+the other layers' scripts of the same name."""

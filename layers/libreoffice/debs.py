@@ -1,0 +1,444 @@
+"""LibreOffice for Lambda from Debian's arm64 packages, pinned by SHA-256: no container, no
+compiler. document_preview converts office documents to PDF with it (headless soffice).
+
+Headless LibreOffice with the libraries it loads and a set of fonts is about 330 MB unpacked:
+more than Lambda's 250 MB for a function and all its layers. So the layer ships it compressed,
+as one archive (libreoffice/libreoffice.tar.xz, with libreoffice/layer.json saying its version,
+digest and unpacked size), and the document worker unpacks it to /tmp on its first conversion
+in an execution environment (filejobs.processors.office_runtime).
+
+  lock     resolves packages.txt (roots, their dependencies, exclusions) to exact versions,
+           URLs and SHA-256 digests from Debian 11's signed indexes and writes packages.lock;
+  install  downloads and verifies the locked packages, unpacks them without dpkg, and archives
+           LibreOffice's own tree (/usr/lib/libreoffice, its links into /etc resolved), the
+           libraries its files load (their DT_NEEDED closure, every file checked against
+           Lambda's glibc), the fonts and fontconfig's aliases into DEST/libreoffice;
+  smoke    unpacks a built layer's archive and converts a DOCX to PDF with its arm64 soffice
+           under qemu-user on this machine, against the locked libc6.
+
+All three read and trust Debian's archive as debian_packages.py (beside this folder) says:
+HTTPS only, each suite's Release signed by Debian's archive keyring, each .deb by the SHA-256 of
+both packages.lock and the signed index.
+
+    python3.13 debs.py lock
+    python3.13 debs.py install --dest "$ARTIFACTS_DIR"
+    python3.13 debs.py smoke --layer BUILD_DIR/LibreOfficeLayer
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # debian_packages.py, shared with the ClamAV layer
+
+import debian_packages as debian  # noqa: E402
+from debian_packages import QEMU, SYSROOT_PACKAGE, Archive, BuildError, unpack  # noqa: E402
+
+PACKAGES = debian.PackageList(
+    HERE / "packages.txt", HERE / "packages.lock", default_release="bullseye"
+)
+# LibreOffice's own tree, as Debian installs it; it becomes the archive's root.
+INSTALL_DIR = "usr/lib/libreoffice"
+# Where the loader finds libraries; lp_solve's own folder (Calc's solver links it by RUNPATH);
+# and BLAS's and LAPACK's, whose usual names update-alternatives links to them from a maintainer
+# script (which never runs here).
+LIBRARY_DIRS = (
+    *debian.LIBRARY_DIRS,
+    "usr/lib/lp_solve",
+    "usr/lib/aarch64-linux-gnu/blas",
+    "usr/lib/aarch64-linux-gnu/lapack",
+)
+# Libraries loaded with dlopen (not DT_NEEDED), so no closure finds them: NSS's software token
+# and its crypto, which NSS loads from libnss3's own folder. Every PDF export hashes with NSS:
+# without them it fails ("Write Code:16").
+DLOPENED = (
+    "usr/lib/aarch64-linux-gnu/nss/libsoftokn3.so",
+    "usr/lib/aarch64-linux-gnu/nss/libfreeblpriv3.so",
+)
+# Debian's bootstrap files name where Debian installs LibreOffice (/usr/lib/libreoffice) and its
+# configuration (/etc/libreoffice); the layer's tree is wherever the worker unpacks it. Each
+# (file, text, replacement), as upstream's own files say it: relative to the program folder.
+RELOCATIONS = (
+    (
+        "program/fundamentalrc",
+        "BRAND_BASE_DIR=file:///usr/lib/libreoffice",
+        "BRAND_BASE_DIR=${ORIGIN}/..",
+    ),
+    (
+        "program/fundamentalrc",
+        "file:///etc/libreoffice/registry",
+        "${BRAND_BASE_DIR}/share/registry",
+    ),
+    # dconf: a desktop's settings store, read over D-Bus; Lambda has neither.
+    ("program/fundamentalrc", " dconf:*", ""),
+)
+# Debian's sofficerc points to /etc/libreoffice/sofficerc for its settings; the layer's holds
+# them itself, with no crash dumps (no crash reporter to send them to).
+SOFFICE_SETTINGS = "etc/libreoffice/sofficerc"
+# What headless conversion never reads: the help, document templates, wizards' Basic, and the
+# clip-art gallery. (Filters, the registry and the UNO type libraries stay: all are read.)
+LEFT_OUT = ("share/gallery", "share/template", "share/wizards", "share/basic", "program/wizards")
+# The fonts, under the archive's fonts/ (their packages' folders).
+FONT_DIRS = (
+    "usr/share/fonts/truetype/liberation2",
+    "usr/share/fonts/truetype/crosextra",
+    "usr/share/fonts/truetype/dejavu",
+)
+# fontconfig's rule files as Debian enables them (links into conf.avail), under fontconfig/.
+FONTCONFIG_RULES = "etc/fonts/conf.d"
+# The fontconfig file the unpacker completes, and the mark it replaces with the tree's path.
+FONTS_CONF_TEMPLATE = "fonts.conf.in"
+TREE_MARK = "@LIBREOFFICE_HOME@"
+ARCHIVE_NAME = "libreoffice.tar.xz"
+MANIFEST_NAME = "layer.json"
+# xz's preset: 6 (its default) takes twice as long to write for 3% less; the worker unpacks
+# either in the same time.
+XZ_PRESET = 3
+# A symlink chain longer than this is a loop.
+MAX_LINK_HOPS = 40
+# Under qemu soffice starts in tens of seconds where it takes two natively; far above both.
+SMOKE_TIMEOUT = 900.0
+# soffice.bin's exit status asking its launcher (oosplash, which qemu-user cannot run it
+# through: it starts soffice.bin as a child) to start it again, as it does on a fresh profile.
+RESTART = 81
+FONT_NAME = re.compile(rb"/FontName\s*/([A-Za-z0-9+_-]+)")
+
+
+def install(dest: Path, cache: Path, archive: Archive) -> list[str]:
+    """Builds DEST/libreoffice (the archive and its manifest); returns a line per part. The
+    layer appears there only once whole: a build that fails leaves no DEST/libreoffice."""
+    layer, staging = dest / "libreoffice", dest / "libreoffice.partial"
+    shutil.rmtree(layer, ignore_errors=True)  # a previous build's: not this build's result
+    shutil.rmtree(staging, ignore_errors=True)
+    debs = debian.verified_debs(archive, cache, PACKAGES, names=lambda n: n != SYSROOT_PACKAGE)
+    try:
+        with tempfile.TemporaryDirectory(prefix="libreoffice-debs-") as scratch:
+            root, tree = Path(scratch) / "root", Path(scratch) / "tree"
+            for deb in debs:
+                unpack(deb, root)
+            summary = lay_out(root, tree)
+            staging.mkdir(parents=True)
+            summary.append(write_archive(tree, staging, version=office_version()))
+        staging.rename(layer)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return summary
+
+
+def office_version() -> str:
+    """LibreOffice's version in the lock: 7.0.4 of 1:7.0.4-4+deb11u13."""
+    (core,) = (p for p in PACKAGES.locked() if p.name == "libreoffice-core-nogui")
+    return debian.upstream_part(core.version)
+
+
+def lay_out(root: Path, tree: Path) -> list[str]:
+    """The archive's tree from the unpacked packages under root: LibreOffice's own files, the
+    libraries they load in lib/, the fonts in fonts/, fontconfig's rules in fontconfig/."""
+    copy_resolved(root, root / INSTALL_DIR, tree)
+    install_registry(tree)
+    relocate(root, tree)
+    for left_out in LEFT_OUT:
+        shutil.rmtree(tree / left_out, ignore_errors=True)
+    elf_files = [path for path in sorted(tree.rglob("*")) if _is_elf(path)]
+    for path in elf_files:
+        debian.check_glibc(path)
+    own = frozenset(path.name for path in elf_files)
+    dlopened = {Path(name).name: root / name for name in DLOPENED}
+    libraries = dlopened | debian.library_closure(
+        [*elf_files, *dlopened.values()], root, provided=own, library_dirs=LIBRARY_DIRS
+    )
+    (tree / "lib").mkdir()
+    for soname, path in sorted(libraries.items()):
+        debian.check_glibc(path)
+        shutil.copy2(path.resolve(), tree / "lib" / soname)
+    for font_dir in FONT_DIRS:
+        copy_resolved(root, root / font_dir, tree / "fonts" / Path(font_dir).name)
+    copy_resolved(root, root / FONTCONFIG_RULES, tree / "fontconfig" / "conf.d")
+    write_fonts_conf_template(tree)
+    fonts = [path for path in (tree / "fonts").rglob("*") if path.suffix in {".ttf", ".otf"}]
+    return [
+        "bootstrap files relocated (share/registry, fundamentalrc, sofficerc)",
+        f"{len(elf_files)} LibreOffice programs and libraries (each within glibc "
+        f"{'.'.join(map(str, debian.RUNTIME_GLIBC))})",
+        f"{len(libraries)} libraries they load, in lib/",
+        f"{len(fonts)} fonts",
+    ]
+
+
+def install_registry(tree: Path) -> None:
+    """The configuration registry where soffice reads it (share/registry), as libreoffice-common's
+    maintainer script would install it: Debian ships the .xcd files in share/.registry and
+    share/registry as a link to /etc/libreoffice/registry, which the script fills. Without them
+    soffice aborts at start (a DeploymentException from the configuration manager)."""
+    shipped, registry = tree / "share" / ".registry", tree / "share" / "registry"
+    if not (shipped / "main.xcd").is_file():
+        raise BuildError("libreoffice-common has no share/.registry/main.xcd: its layout changed")
+    for sample in registry.glob("*.sample"):
+        sample.unlink()
+    shutil.copytree(shipped, registry, dirs_exist_ok=True)
+    shutil.rmtree(shipped)
+
+
+def relocate(root: Path, tree: Path) -> None:
+    """The bootstrap files made independent of where the tree is (RELOCATIONS, sofficerc's
+    settings in place); BuildError when a file still names /usr/lib/libreoffice or /etc."""
+    for name, text, replacement in RELOCATIONS:
+        path = tree / name
+        content = path.read_text()
+        if text not in content:
+            raise BuildError(f"{name} no longer says {text!r}: Debian's layout changed")
+        path.write_text(content.replace(text, replacement))
+    settings = (
+        (root / SOFFICE_SETTINGS)
+        .read_text()
+        .replace("CrashDumpEnable=true", "CrashDumpEnable=false")
+    )
+    (tree / "program/sofficerc").write_text(settings + "URE_BOOTSTRAP=${ORIGIN}/fundamentalrc\n")
+    for bootstrap in sorted((tree / "program").glob("*rc")):
+        if (
+            "file:///usr/lib/libreoffice" in (said := bootstrap.read_text())
+            or "file:///etc" in said
+        ):
+            raise BuildError(f"{bootstrap.name} still names a path of Debian's installation")
+
+
+def copy_resolved(root: Path, source: Path, target: Path) -> None:
+    """source's tree into target with every symlink replaced by what it points to, read
+    inside root (Debian links /usr/lib/libreoffice/share/registry to /etc/libreoffice/registry:
+    the layer has no /etc); a link to nothing in root is left out."""
+    real = resolve_inside(root, source)
+    if real is None:
+        return
+    if real.is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        for entry in sorted(real.iterdir()):
+            copy_resolved(root, entry, target / entry.name)
+    elif real.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(real, target)
+
+
+def resolve_inside(root: Path, path: Path) -> Path | None:
+    """path with its links followed as if root were /: never to a file outside root. None for
+    a link to nothing (or a loop)."""
+    for _ in range(MAX_LINK_HOPS):
+        if not path.is_symlink():
+            return path if path.exists() else None
+        link = Path(os.readlink(path))
+        path = root / link.relative_to("/") if link.is_absolute() else path.parent / link
+        path = root / Path(os.path.normpath(path)).relative_to(root)
+        if not path.resolve(strict=False).is_relative_to(root.resolve()) and not path.is_symlink():
+            return None
+    return None
+
+
+def _is_elf(path: Path) -> bool:
+    if path.is_symlink() or not path.is_file():
+        return False
+    with path.open("rb") as file:
+        return file.read(4) == b"\x7fELF"
+
+
+def write_archive(tree: Path, target: Path, *, version: str) -> str:
+    """tree as target/libreoffice.tar.xz (owners and times cleared: the same tree gives the
+    same bytes) and the manifest the worker reads before unpacking it."""
+    files = sorted(path for path in tree.rglob("*") if path.is_file())
+    unpacked = sum(path.stat().st_size for path in files)
+    archive_path = target / ARCHIVE_NAME
+    with (
+        lzma.open(archive_path, "wb", preset=XZ_PRESET) as compressed,
+        tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for path in sorted(tree.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(tree)), recursive=False, filter=_plain)
+    manifest = {
+        "libreoffice": version,
+        "archive": ARCHIVE_NAME,
+        "sha256": debian.sha256_of(archive_path),
+        "archive_bytes": archive_path.stat().st_size,
+        "unpacked_bytes": unpacked,
+        "files": len(files),
+    }
+    (target / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+    return (
+        f"LibreOffice {version}: {len(files)} files, {unpacked / 1e6:.1f} MB unpacked, "
+        f"{manifest['archive_bytes'] / 1e6:.1f} MB as {ARCHIVE_NAME}"  # type: ignore[operator]
+    )
+
+
+def _plain(member: tarfile.TarInfo) -> tarfile.TarInfo:
+    member.uid = member.gid = 0
+    member.uname = member.gname = ""
+    member.mtime = 0
+    member.mode &= 0o755
+    return member
+
+
+# --- smoke ---------------------------------------------------------------------------------------
+
+
+def smoke(layer: Path, cache: Path, archive: Archive) -> Iterator[str]:
+    """Unpacks the layer's archive as the worker does and converts a DOCX with its soffice under
+    qemu: one line per check passed, BuildError at the first that fails."""
+    if shutil.which(QEMU) is None:
+        raise BuildError(f"{QEMU} is not installed (apt-get install qemu-user-static)")
+    manifest = json.loads((layer / "libreoffice" / MANIFEST_NAME).read_text())
+    with tempfile.TemporaryDirectory(prefix="libreoffice-smoke-") as scratch:
+        work = Path(scratch)
+        (libc,) = debian.verified_debs(
+            archive, cache, PACKAGES, names=lambda name: name == SYSROOT_PACKAGE
+        )
+        unpack(libc, work / "sysroot")
+        started = time.monotonic()
+        office = work / "office"
+        with tarfile.open(layer / "libreoffice" / manifest["archive"], mode="r:xz") as tar:
+            tar.extractall(office, filter="data")
+        yield f"unpacked {manifest['files']} files in {time.monotonic() - started:.1f} s"
+        yield check_conversion(office, work)
+
+
+def check_conversion(office: Path, work: Path) -> str:
+    """soffice must turn a one-page DOCX into a one-page PDF, with nothing but the layer's
+    libraries, fonts and a scratch profile in its environment."""
+    document, out = work / "smoke.docx", work / "out"
+    write_docx(document, "filejobs LibreOffice layer smoke test")
+    fonts_conf = write_fonts_conf(office)
+    command = [
+        QEMU, "-L", str(work / "sysroot"), str(office / "program" / "soffice.bin"),
+        f"-env:UserInstallation=file://{work / 'profile'}", "--headless", "--norestore",
+        "--nologo", "--convert-to", "pdf", "--outdir", str(out), str(document),
+    ]  # fmt: skip
+    environment = {
+        "LD_LIBRARY_PATH": str(office / "lib"),
+        "FONTCONFIG_FILE": str(fonts_conf),
+        "SAL_USE_VCLPLUGIN": "svp",
+        "HOME": str(work),
+    }
+    started = time.monotonic()
+    run = _run(command, environment)
+    if run.returncode == RESTART:  # a fresh profile: soffice asks to be started again
+        run = _run(command, environment)
+    pdf = out / "smoke.pdf"
+    if run.returncode != 0 or not pdf.is_file() or not pdf.read_bytes().startswith(b"%PDF-"):
+        raise BuildError(f"soffice: exit {run.returncode}, {run.stdout}{run.stderr}")
+    data = pdf.read_bytes()
+    pages = data.count(b"/Type/Page") - data.count(b"/Type/Pages")
+    # A subset font is named XXXXXX+Family: with none, the text was not drawn in any font.
+    fonts = sorted({name.split(b"+")[-1].decode() for name in FONT_NAME.findall(data)})
+    if pages != 1 or not fonts:
+        raise BuildError(f"soffice: smoke.pdf has {pages} pages and fonts {fonts}")
+    took = time.monotonic() - started
+    return (
+        f"soffice --convert-to pdf: smoke.docx -> smoke.pdf ({pages} page, text in "
+        f"{', '.join(fonts)}) in {took:.0f} s"
+    )
+
+
+def _run(command: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(  # noqa: S603 (a fixed argument list, no shell)
+            command, env=environment, stdin=subprocess.DEVNULL, capture_output=True,
+            text=True, timeout=SMOKE_TIMEOUT, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as error:
+        raise BuildError(f"soffice still running after {SMOKE_TIMEOUT:.0f} s") from error
+
+
+def write_fonts_conf_template(tree: Path) -> None:
+    """fontconfig's file for the tree's fonts and rules, its cache beside them, with TREE_MARK
+    where the tree's path goes: whoever unpacks the tree writes fonts.conf from it (Lambda has
+    no /etc/fonts, and bullseye's fontconfig 2.13.1 finds no font through a relative <dir>)."""
+    (tree / "fontconfig" / FONTS_CONF_TEMPLATE).write_text(
+        '<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">\n'
+        "<fontconfig>\n"
+        f"  <dir>{TREE_MARK}/fonts</dir>\n"
+        f"  <cachedir>{TREE_MARK}/fontcache</cachedir>\n"
+        f'  <include ignore_missing="yes">{TREE_MARK}/fontconfig/conf.d</include>\n'
+        "</fontconfig>\n"
+    )
+
+
+def write_fonts_conf(office: Path) -> Path:
+    """fonts.conf for the tree unpacked at office, as the worker writes it."""
+    template = (office / "fontconfig" / FONTS_CONF_TEMPLATE).read_text()
+    conf = office / "fontconfig" / "fonts.conf"
+    conf.write_text(template.replace(TREE_MARK, str(office)))
+    return conf
+
+
+def write_docx(path: Path, text: str) -> None:
+    """The smallest DOCX Word opens: its content types, its relationship, one paragraph."""
+    main = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    office_document = (
+        "http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument"
+    )
+    with zipfile.ZipFile(path, "w") as docx:
+        docx.writestr(
+            "[Content_Types].xml",
+            '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats'
+            '.org/package/2006/content-types"><Default Extension="rels" ContentType="application'
+            '/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" '
+            'ContentType="application/xml"/><Override PartName="/word/document.xml" '
+            'ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.'
+            'document.main+xml"/></Types>',
+        )
+        docx.writestr(
+            "_rels/.rels",
+            '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.'
+            'openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" '
+            f'Type="{office_document}" Target="word/document.xml"/></Relationships>',
+        )
+        docx.writestr(
+            "word/document.xml",
+            f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{main}"><w:body>'
+            f"<w:p><w:r><w:t>{text}</w:t></w:r></w:p></w:body></w:document>",
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    lock_command = commands.add_parser("lock", help="resolve packages.txt into packages.lock")
+    install_command = commands.add_parser("install", help="build the layer into DEST")
+    install_command.add_argument("--dest", type=Path, required=True)
+    smoke_command = commands.add_parser("smoke", help="convert a DOCX with the built layer")
+    smoke_command.add_argument("--layer", type=Path, required=True)
+    for command in (install_command, smoke_command):
+        debian.cache_option(command, "LIBREOFFICE_DEB_CACHE")
+    for command in (lock_command, install_command, smoke_command):
+        debian.archive_options(command)
+    arguments = parser.parse_args(argv)
+    archive = Archive(keyring=arguments.keyring, ca_bundle=arguments.ca_bundle)
+    try:
+        if arguments.command == "lock":
+            packages = debian.lock(archive, PACKAGES)
+            PACKAGES.write_lock(packages)
+            print(f"locked {len(packages)} packages in {PACKAGES.lock_file.name}")
+        elif arguments.command == "install":
+            for line in install(arguments.dest, arguments.cache, archive):
+                print(f"libreoffice layer: {line}", flush=True)
+        else:
+            for line in smoke(arguments.layer, arguments.cache, archive):
+                print(f"libreoffice layer smoke test (arm64 under qemu): {line}", flush=True)
+    except BuildError as error:
+        print(f"debs.py: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
