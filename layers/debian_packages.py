@@ -40,12 +40,13 @@ import shutil
 import ssl
 import struct
 import subprocess
+import sys
 import tarfile
 import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -897,3 +898,53 @@ def cache_option(command: argparse.ArgumentParser, variable: str) -> None:
         help=f"where downloaded packages are kept between builds (verified on every use; "
         f"default ${variable} or ~/.cache/filejobs/debs)",
     )
+
+
+@dataclass(frozen=True)
+class LayerScript:
+    """What a layer's build script does for each of the three commands every one has: `lock`
+    (its list into its lock), `install` (the layer into DEST; a line per part built) and
+    `smoke` (a built layer's programs run under qemu; a line per check passed)."""
+
+    name: str  # "clamav": how its lines begin
+    description: str
+    packages: Callable[[], PackageList]
+    install: Callable[[Path, Path, Archive], Iterable[str]]
+    smoke: Callable[[Path, Path, Archive], Iterable[str]]
+    smoke_help: str
+    cache_variable: str
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """Runs the command argv names; 1, with the reason on stderr, when the build fails."""
+        arguments = self._parser().parse_args(argv)
+        archive = Archive(keyring=arguments.keyring, ca_bundle=arguments.ca_bundle)
+        try:
+            if arguments.command == "lock":
+                packages = self.packages()
+                locked = lock(archive, packages)
+                packages.write_lock(locked)
+                print(f"locked {len(locked)} packages in {packages.lock_file.name}")
+            elif arguments.command == "install":
+                for line in self.install(arguments.dest, arguments.cache, archive):
+                    print(f"{self.name} layer: {line}", flush=True)
+            else:
+                for line in self.smoke(arguments.layer, arguments.cache, archive):
+                    print(f"{self.name} layer smoke test (arm64 under qemu): {line}", flush=True)
+        except BuildError as error:
+            print(f"debs.py: {error}", file=sys.stderr)
+            return 1
+        return 0
+
+    def _parser(self) -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(description=self.description)
+        commands = parser.add_subparsers(dest="command", required=True)
+        lock_command = commands.add_parser("lock", help="resolve packages.txt into packages.lock")
+        install_command = commands.add_parser("install", help="build the layer into DEST")
+        install_command.add_argument("--dest", type=Path, required=True)
+        smoke_command = commands.add_parser("smoke", help=self.smoke_help)
+        smoke_command.add_argument("--layer", type=Path, required=True)
+        for command in (install_command, smoke_command):
+            cache_option(command, self.cache_variable)
+        for command in (lock_command, install_command, smoke_command):
+            archive_options(command)
+        return parser

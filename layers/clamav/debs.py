@@ -35,7 +35,6 @@ the CA certificates a mirror's HTTPS certificate must chain to; the system's by 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import http.client
@@ -469,35 +468,23 @@ def serving(directory: Path) -> Iterator[str]:
         thread.join(timeout=SMOKE_TIMEOUT)
 
 
+def _installed(dest: Path, cache: Path, archive: Archive) -> list[str]:
+    return [", ".join(install(dest, cache, archive))]
+
+
+SCRIPT = debian.LayerScript(
+    name="clamav",
+    description=__doc__.split("\n\n")[0],
+    packages=packages,
+    install=_installed,
+    smoke=smoke,
+    smoke_help="run a built layer's programs under qemu",
+    cache_variable="CLAMAV_DEB_CACHE",
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    lock_command = commands.add_parser("lock", help="resolve packages.txt into packages.lock")
-    install_command = commands.add_parser("install", help="build the layer into DEST")
-    install_command.add_argument("--dest", type=Path, required=True)
-    smoke_command = commands.add_parser("smoke", help="run a built layer's programs under qemu")
-    smoke_command.add_argument("--layer", type=Path, required=True)
-    for command in (install_command, smoke_command):
-        debian.cache_option(command, "CLAMAV_DEB_CACHE")
-    for command in (lock_command, install_command, smoke_command):
-        debian.archive_options(command)
-    arguments = parser.parse_args(argv)
-    archive = Archive(keyring=arguments.keyring, ca_bundle=arguments.ca_bundle)
-    try:
-        if arguments.command == "lock":
-            packages = lock(archive)
-            write_lock(packages)
-            print(f"locked {len(packages)} packages in {LOCK_FILE.name}")
-        elif arguments.command == "install":
-            copied = install(arguments.dest, arguments.cache, archive)
-            print(f"clamav layer: {', '.join(copied)}")
-        else:
-            for line in smoke(arguments.layer, arguments.cache, archive):
-                print(f"clamav layer smoke test (arm64 under qemu): {line}", flush=True)
-    except BuildError as error:
-        print(f"debs.py: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return SCRIPT.main(argv)
 
 
 if __name__ == "__main__":

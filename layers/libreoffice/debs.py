@@ -27,7 +27,6 @@ both packages.lock and the signed index.
 
 from __future__ import annotations
 
-import argparse
 import json
 import lzma
 import os
@@ -409,35 +408,19 @@ def write_docx(path: Path, text: str) -> None:
         )
 
 
+SCRIPT = debian.LayerScript(
+    name="libreoffice",
+    description=__doc__.split("\n\n")[0],
+    packages=lambda: PACKAGES,
+    install=install,
+    smoke=smoke,
+    smoke_help="convert a DOCX with the built layer's soffice under qemu",
+    cache_variable="LIBREOFFICE_DEB_CACHE",
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    lock_command = commands.add_parser("lock", help="resolve packages.txt into packages.lock")
-    install_command = commands.add_parser("install", help="build the layer into DEST")
-    install_command.add_argument("--dest", type=Path, required=True)
-    smoke_command = commands.add_parser("smoke", help="convert a DOCX with the built layer")
-    smoke_command.add_argument("--layer", type=Path, required=True)
-    for command in (install_command, smoke_command):
-        debian.cache_option(command, "LIBREOFFICE_DEB_CACHE")
-    for command in (lock_command, install_command, smoke_command):
-        debian.archive_options(command)
-    arguments = parser.parse_args(argv)
-    archive = Archive(keyring=arguments.keyring, ca_bundle=arguments.ca_bundle)
-    try:
-        if arguments.command == "lock":
-            packages = debian.lock(archive, PACKAGES)
-            PACKAGES.write_lock(packages)
-            print(f"locked {len(packages)} packages in {PACKAGES.lock_file.name}")
-        elif arguments.command == "install":
-            for line in install(arguments.dest, arguments.cache, archive):
-                print(f"libreoffice layer: {line}", flush=True)
-        else:
-            for line in smoke(arguments.layer, arguments.cache, archive):
-                print(f"libreoffice layer smoke test (arm64 under qemu): {line}", flush=True)
-    except BuildError as error:
-        print(f"debs.py: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return SCRIPT.main(argv)
 
 
 if __name__ == "__main__":
