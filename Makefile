@@ -68,7 +68,8 @@ typecheck: install
 # its tests sign an archive of their own with gpg and serve it over TLS with openssl's
 # certificate. The console's browser tests drive Debian's chromium (Playwright's own browser
 # download is never used) and take axe-core from npm. document_preview converts office documents
-# to PDF with LibreOffice (soffice, headless: the -nogui packages).
+# to PDF with LibreOffice (soffice, headless: the -nogui packages); the LibreOffice layer's build
+# compresses its archive with zstd.
 export DEBIAN_ARCHIVE_KEYRING ?= /usr/share/keyrings/debian-archive-keyring.gpg
 system-deps:
 	@command -v clamscan >/dev/null && test -x /usr/sbin/clamd && command -v freshclam >/dev/null \
@@ -77,13 +78,13 @@ system-deps:
 	  && command -v gpgv >/dev/null && test -f "$(DEBIAN_ARCHIVE_KEYRING)" \
 	  && command -v gpg >/dev/null && command -v openssl >/dev/null \
 	  && test -x /usr/bin/chromium && test -d /usr/share/fonts/truetype/dejavu \
-	  && command -v npm >/dev/null && command -v soffice >/dev/null || { \
+	  && command -v npm >/dev/null && command -v soffice >/dev/null && command -v zstd >/dev/null || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
 	    clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static \
 	    gpgv debian-archive-keyring gpg openssl chromium fonts-dejavu-core npm \
-	    libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui >/dev/null; }
+	    libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui zstd >/dev/null; }
 
 # The pinned axe-core, from npm (npm itself: system-deps).
 $(AXE): | system-deps

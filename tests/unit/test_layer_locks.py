@@ -78,8 +78,9 @@ def test_the_lock_holds_every_requirement_at_a_release_it_allows(layer: str) -> 
 
 
 # Layers no function has together (tests/integration/test_template_resources.py checks the
-# functions): the thumbnails layer is the imaging layer's Pillow and the thumbnailer's formats.
-ALTERNATIVES = {frozenset({"imaging", "thumbnails"})}
+# functions): the thumbnails layer is the imaging layer's Pillow and the thumbnailer's formats;
+# the documents layer has zstandard, as the compression layer does, to unpack LibreOffice.
+ALTERNATIVES = {frozenset({"imaging", "thumbnails"}), frozenset({"compression", "documents"})}
 
 
 def test_no_release_is_in_two_layers_a_function_may_have_together() -> None:
@@ -98,3 +99,8 @@ def test_the_thumbnails_layer_ships_the_pillow_the_imaging_layer_does() -> None:
     imaging, thumbnails = locked("imaging"), locked("thumbnails")
     for shared in ("pillow", "pi-heif"):
         assert thumbnails[shared] == imaging[shared], shared
+
+
+def test_the_documents_layer_ships_the_zstandard_the_compression_layer_does() -> None:
+    # one zstd library, one set of its bugs: the LibreOffice archive's and the compressed copies'
+    assert locked("documents")["zstandard"] == locked("compression")["zstandard"]

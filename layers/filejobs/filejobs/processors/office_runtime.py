@@ -1,7 +1,7 @@
 """Where LibreOffice's `soffice` is, and the environment it runs with.
 
 - **On Lambda** it comes from the LibreOffice layer (layers/libreoffice): too big for a function's
-  250 MB unpacked, the layer holds it as one archive (`/opt/libreoffice/libreoffice.tar.xz`)
+  250 MB unpacked, the layer holds it as one archive (`/opt/libreoffice/libreoffice.tar.zst`)
   with a manifest (`layer.json`: version, digest, unpacked size). The first conversion in an
   execution environment unpacks it under /tmp (the function's EphemeralStorage), once; every
   later one reuses it. The unpacked tree carries its own libraries (`lib/`, named by
@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import zstandard
 
 from filejobs.config import ConfigurationError
 
@@ -66,11 +68,12 @@ def soffice() -> OfficeProgram:
 
 
 @functools.cache
-def unpacked_layer(layer: Path) -> OfficeProgram:
-    """The layer's LibreOffice, unpacked under /tmp on the first call in this execution
-    environment (a later process finds it complete and unpacks nothing)."""
+def unpacked_layer(layer: Path, into: Path | None = None) -> OfficeProgram:
+    """The layer's LibreOffice, unpacked under /tmp (or `into`) on the first call in this
+    execution environment (a later process finds it complete and unpacks nothing)."""
     manifest = _manifest(layer)
-    home = Path(tempfile.gettempdir()) / f"filejobs-libreoffice-{manifest['sha256'][:16]}"
+    parent = into or Path(tempfile.gettempdir())
+    home = parent / f"filejobs-libreoffice-{manifest['sha256'][:16]}"
     if not (home / "program" / "oosplash").is_file():
         _unpack(layer / manifest["archive"], home, needs=int(manifest["unpacked_bytes"]))
     return OfficeProgram(
@@ -106,8 +109,7 @@ def _unpack(archive: Path, home: Path, *, needs: int) -> None:
         )
     partial = Path(tempfile.mkdtemp(prefix=f"{home.name}.partial-", dir=home.parent))
     try:
-        with tarfile.open(archive, mode="r:xz") as tar:
-            tar.extractall(partial, filter="data")  # no member outside, no device, no setuid
+        _extract(archive, partial)
         _write_fonts_conf(home, partial)
         try:
             partial.rename(home)
@@ -116,6 +118,20 @@ def _unpack(archive: Path, home: Path, *, needs: int) -> None:
                 raise
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def _extract(archive: Path, into: Path) -> None:
+    try:
+        with (
+            archive.open("rb") as compressed,
+            zstandard.ZstdDecompressor().stream_reader(compressed) as stream,
+            tarfile.open(fileobj=stream, mode="r|") as tar,
+        ):
+            tar.extractall(into, filter="data")  # no member outside, no device, no setuid
+    except (tarfile.TarError, zstandard.ZstdError, EOFError) as error:
+        raise ConfigurationError(
+            f"the LibreOffice layer's {archive.name} is broken ({error}): deploy the layer again"
+        ) from error
 
 
 def _write_fonts_conf(home: Path, unpacked: Path) -> None:
