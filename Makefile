@@ -118,7 +118,7 @@ $(SAM): | $(UV)
 # scratch folder, so the working tree gets no .aws-sam; then every native library of the build
 # must match its function's architecture and every function fit Lambda's 250 MB with its layers;
 # the ClamAV layer's arm64 clamscan must find EICAR and the LibreOffice layer's arm64 soffice
-# convert a DOCX to PDF, each run under qemu-user on this machine.
+# convert a DOCX, a spreadsheet and a presentation to PDF, each run under qemu-user here.
 template: install system-deps $(SAM)
 	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint --region us-east-1
 	build_dir=$$(mktemp -d) && trap 'rm -rf "$$build_dir" "$$build_dir.log"' EXIT && \

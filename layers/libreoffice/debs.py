@@ -13,8 +13,9 @@ in an execution environment (filejobs.processors.office_runtime).
            LibreOffice's own tree (/usr/lib/libreoffice, its links into /etc resolved), the
            libraries its files load (their DT_NEEDED closure, every file checked against
            Lambda's glibc), the fonts and fontconfig's aliases into DEST/libreoffice;
-  smoke    unpacks a built layer's archive and converts a DOCX to PDF with its arm64 soffice
-           under qemu-user on this machine, against the locked libc6.
+  smoke    unpacks a built layer's archive as the worker does and converts a DOCX, a
+           spreadsheet and a presentation to PDF with its arm64 soffice under qemu-user on
+           this machine, against the locked libc6.
 
 All three read and trust Debian's archive as debian_packages.py (beside this folder) says:
 HTTPS only, each suite's Release signed by Debian's archive keyring, each .deb by the SHA-256 of
@@ -301,9 +302,10 @@ def _plain(member: tarfile.TarInfo) -> tarfile.TarInfo:
 
 
 def smoke(layer: Path, cache: Path, archive: Archive) -> Iterator[str]:
-    """Unpacks the layer's archive with the document worker's own code and converts a DOCX
-    with its soffice under qemu: one line per check passed, BuildError at the first that fails.
-    Run by the project's interpreter (make template: .venv), which has the worker's package."""
+    """Unpacks the layer's archive with the document worker's own code and converts a document
+    of each application (write_documents) with its soffice under qemu: one line per check
+    passed, BuildError at the first that fails. Run by the project's interpreter (make
+    template: .venv), which has the worker's package."""
     if shutil.which(QEMU) is None:
         raise BuildError(f"{QEMU} is not installed (apt-get install qemu-user-static)")
     from filejobs.processors.office_runtime import unpacked_layer  # noqa: PLC0415
@@ -319,16 +321,20 @@ def smoke(layer: Path, cache: Path, archive: Archive) -> Iterator[str]:
         manifest = json.loads((layer / "libreoffice" / MANIFEST_NAME).read_text())
         took = time.monotonic() - started
         yield f"unpacked {manifest['files']} files as the worker does in {took:.1f} s"
-        yield check_conversion(Path(program.argv[0]).parent, program.environment, work)
+        for document in write_documents(work / "documents"):
+            yield check_conversion(
+                Path(program.argv[0]).parent, program.environment, work, document
+            )
 
 
-def check_conversion(programs: Path, environment: Mapping[str, str], work: Path) -> str:
-    """soffice must turn a one-page DOCX into a one-page PDF, its text drawn in a font of the
-    layer's, with nothing but the worker's environment for it (the layer's libraries and
+def check_conversion(
+    programs: Path, environment: Mapping[str, str], work: Path, document: Path
+) -> str:
+    """soffice must turn the one-page document into a one-page PDF, its text drawn in a font of
+    the layer's, with nothing but the worker's environment for it (the layer's libraries and
     fontconfig file) and a scratch profile. soffice.bin is run itself, as oosplash would run it:
     qemu-user cannot follow oosplash starting it as a child."""
-    document, out = work / "smoke.docx", work / "out"
-    write_docx(document, "filejobs LibreOffice layer smoke test")
+    out = work / "out"
     command = [
         QEMU, "-L", str(work / "sysroot"), str(programs / "soffice.bin"),
         f"-env:UserInstallation=file://{work / 'profile'}", "--headless", "--norestore",
@@ -340,18 +346,20 @@ def check_conversion(programs: Path, environment: Mapping[str, str], work: Path)
     run = _run(command, environment)
     if run.returncode == RESTART:  # a fresh profile: soffice asks to be started again
         run = _run(command, environment)
-    pdf = out / "smoke.pdf"
+    pdf = out / f"{document.stem}.pdf"
     if run.returncode != 0 or not pdf.is_file() or not pdf.read_bytes().startswith(b"%PDF-"):
-        raise BuildError(f"soffice: exit {run.returncode}, {run.stdout}{run.stderr}")
+        raise BuildError(
+            f"soffice ({document.name}): exit {run.returncode}, {run.stdout}{run.stderr}"
+        )
     data = pdf.read_bytes()
     pages = data.count(b"/Type/Page") - data.count(b"/Type/Pages")
     # A subset font is named XXXXXX+Family: with none, the text was not drawn in any font.
     fonts = sorted({name.split(b"+")[-1].decode() for name in FONT_NAME.findall(data)})
     if pages != 1 or not fonts:
-        raise BuildError(f"soffice: smoke.pdf has {pages} pages and fonts {fonts}")
+        raise BuildError(f"soffice: {pdf.name} of {document.name} has {pages} pages, fonts {fonts}")
     took = time.monotonic() - started
     return (
-        f"soffice --convert-to pdf: smoke.docx -> smoke.pdf ({pages} page, text in "
+        f"soffice --convert-to pdf: {document.name} -> {pdf.name} ({pages} page, text in "
         f"{', '.join(fonts)}) in {took:.0f} s"
     )
 
@@ -377,6 +385,42 @@ def write_fonts_conf_template(tree: Path) -> None:
         f"  <cachedir>{TREE_MARK}/fontcache</cachedir>\n"
         f'  <include ignore_missing="yes">{TREE_MARK}/fontconfig/conf.d</include>\n'
         "</fontconfig>\n"
+    )
+
+
+def write_documents(folder: Path) -> list[Path]:
+    """One document for each of the layer's applications, each a page: a DOCX (Writer, through
+    the OOXML filters), a flat OpenDocument spreadsheet (Calc) and presentation (Impress)."""
+    folder.mkdir(parents=True)
+    text = "filejobs LibreOffice layer smoke test"
+    write_docx(folder / "smoke.docx", text)
+    (folder / "smoke-sheet.fods").write_text(flat_open_document("spreadsheet", text))
+    (folder / "smoke-slides.fodp").write_text(flat_open_document("presentation", text))
+    return sorted(folder.iterdir())
+
+
+def flat_open_document(kind: str, text: str) -> str:
+    """A one-page flat OpenDocument spreadsheet (one cell) or presentation (one text box)."""
+    namespaces = {
+        "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
+        "text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0",
+        "table": "urn:oasis:names:tc:opendocument:xmlns:table:1.0",
+        "draw": "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0",
+        "svg": "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0",
+    }
+    declared = " ".join(f'xmlns:{prefix}="{uri}"' for prefix, uri in namespaces.items())
+    body = (
+        f'<table:table table:name="Smoke"><table:table-row><table:table-cell><text:p>{text}'
+        "</text:p></table:table-cell></table:table-row></table:table>"
+        if kind == "spreadsheet"
+        else '<draw:page draw:name="Smoke"><draw:frame svg:x="2cm" svg:y="2cm" svg:width="20cm"'
+        f' svg:height="3cm"><draw:text-box><text:p>{text}</text:p></draw:text-box></draw:frame>'
+        "</draw:page>"
+    )
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document {declared} '
+        f'office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.{kind}">'
+        f"<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document>"
     )
 
 
@@ -415,7 +459,7 @@ SCRIPT = debian.LayerScript(
     packages=lambda: PACKAGES,
     install=install,
     smoke=smoke,
-    smoke_help="convert a DOCX with the built layer's soffice under qemu",
+    smoke_help="convert a document of each application with the built layer under qemu",
     cache_variable="LIBREOFFICE_DEB_CACHE",
 )
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import zstandard
@@ -21,6 +23,7 @@ from tests.scripts import load_script
 ROOT = Path(__file__).resolve().parents[2]
 office = load_script(ROOT / "layers/libreoffice/debs.py", "libreoffice_debs")
 debian: Any = office.debian
+OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 
 
 def _stanza(name: str, depends: str = "", provides: str = "") -> dict[str, str]:
@@ -268,3 +271,25 @@ def test_the_configuration_registry_is_where_soffice_reads_it(tmp_path: Path) ->
     # and a libreoffice-common without them fails the build (soffice would abort at start)
     with pytest.raises(debian.BuildError, match=r"no share/\.registry/main\.xcd"):
         office.install_registry(tree)
+
+
+def test_the_smoke_converts_a_document_of_each_application(tmp_path: Path) -> None:
+    documents = office.write_documents(tmp_path / "documents")
+    assert [document.name for document in documents] == [
+        "smoke-sheet.fods",
+        "smoke-slides.fodp",
+        "smoke.docx",
+    ]
+    # each well-formed, of its kind, carrying the text the PDF must draw in a font
+    sheet, slides, docx = documents
+    for flat, kind in ((sheet, "spreadsheet"), (slides, "presentation")):
+        root = ElementTree.fromstring(flat.read_bytes())
+        assert root.get(f"{{{OFFICE}}}mimetype") == f"application/vnd.oasis.opendocument.{kind}"
+        assert "layer smoke test" in "".join(root.itertext())
+    with zipfile.ZipFile(docx) as archive:
+        assert "layer smoke test" in archive.read("word/document.xml").decode()
+        assert set(archive.namelist()) == {
+            "[Content_Types].xml",
+            "_rels/.rels",
+            "word/document.xml",
+        }
