@@ -199,7 +199,7 @@ def test_a_parsing_job_cancelled_because_its_scan_was_cancelled_is_explained_by_
     assert violations(evidence) == {}
 
 
-NOT_ONCE = "files not announced processed exactly once"
+NOT_ONCE = "files not announced processed once per completion"
 
 
 def test_copies_of_one_file_processed_event_count_once(plan: IngestPlan, clock: FakeClock) -> None:
@@ -236,3 +236,30 @@ def test_an_announcement_of_another_state_than_the_recorded_one_is_a_violation(
     report = audit(evidence)
     assert report.figures[NOT_ONCE] == 1
     assert any("not the file's recorded completion" in v for v in report.violations)
+
+
+def test_a_file_whose_cancelled_job_was_given_back_may_be_announced_again(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    # given a file announced processed with a job cancelled, that job then given back (the scan
+    # gate, when a cancelled scan's verdict still came) and the file processed again
+    evidence = clean_run(plan, clock)
+    (event,) = evidence.processed_events
+    earlier = replace(
+        event, event_id=f"file:{plan.file.id}:processed:earlier", fingerprint="1" * 32
+    )
+    evidence.processed_events.insert(0, earlier)
+    job = evidence.jobs[0]
+    evidence.stream += [
+        StreamRecord("MODIFY", job.id, "pending", "cancelled"),
+        StreamRecord("MODIFY", job.id, "cancelled", "pending"),
+    ]
+    # then both announcements count, the last being the file's recorded completion
+    assert audit(evidence).figures[NOT_ONCE] == 0
+    # and a third, with no other job given back, is one too many
+    evidence.processed_events.insert(0, replace(earlier, event_id="file:x:processed:third"))
+    report = audit(evidence)
+    assert report.figures[NOT_ONCE] == 1
+    assert f"file {plan.file.id}: announced processed 3 times (1 of its jobs reopened)" in (
+        report.violations
+    )

@@ -113,8 +113,13 @@ def audit(evidence: Evidence) -> Report:
         unexplained_outcomes(evidence.uploads, files_by_upload, jobs_by_file, evidence.cancelled),
     )
     report.check(
-        "files not announced processed exactly once",
-        not_processed_once(evidence.files, jobs_by_file, evidence.processed_events),
+        "files not announced processed once per completion",
+        not_processed_once(
+            evidence.files,
+            jobs_by_file,
+            evidence.processed_events,
+            reopened_jobs(evidence.jobs, evidence.stream),
+        ),
     )
     report.figures["File Processed events received"] = len(evidence.processed_events)
     report.figures["File Processed events distinct"] = len(
@@ -176,10 +181,14 @@ def not_processed_once(
     files: Iterable[StoredFile],
     jobs_by_file: Mapping[str, list[ProcessingJob]],
     events: Iterable[ProcessedEvent],
+    reopened: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """Every file version given jobs is announced processed exactly once (copies of one event,
-    same id, are a consumer's to drop), and what was announced is its jobs' final state: the
-    completion the file keeps, naming every one of its jobs."""
+    """Every file version given jobs is announced processed once (copies of one event, same id,
+    are a consumer's to drop), and what was last announced is its jobs' final state: the
+    completion the file keeps, naming every one of its jobs. A file one of whose ended jobs was
+    made pending again (`reopened`: the scan gate giving back the jobs it had cancelled when a
+    cancelled scan's verdict still came) may be processed once more for each, each time with a
+    new completion: the harness retries nothing itself."""
     announced: dict[str, set[str]] = defaultdict(set)
     fingerprints: dict[str, set[str]] = defaultdict(set)
     for event in events:
@@ -190,14 +199,30 @@ def not_processed_once(
         jobs = jobs_by_file.get(stored.id, [])
         if not jobs:
             continue
-        count = len(announced.get(stored.id, ()))
-        if count != 1:
-            problems.append(f"file {stored.id}: announced processed {count} times")
-        elif stored.processed is None or fingerprints[stored.id] != {stored.processed.fingerprint}:
+        count, again = len(announced.get(stored.id, ())), (reopened or {}).get(stored.id, 0)
+        if not 1 <= count <= 1 + again:
+            reason = f" ({again} of its jobs reopened)" if again else ""
+            problems.append(f"file {stored.id}: announced processed {count} times{reason}")
+        elif (
+            stored.processed is None or stored.processed.fingerprint not in fingerprints[stored.id]
+        ):
             problems.append(f"file {stored.id}: the event is not the file's recorded completion")
         elif {j.id for j in stored.processed.jobs} != {j.id for j in jobs}:
             problems.append(f"file {stored.id}: its completion does not name every job")
     return problems
+
+
+def reopened_jobs(jobs: Iterable[ProcessingJob], stream: Iterable[StreamRecord]) -> dict[str, int]:
+    """file id -> how many times the stream saw one of its jobs leave an end (failed or
+    cancelled) for pending again."""
+    file_of = {job.id: job.file_id for job in jobs}
+    ended = {JobStatus.FAILED.value, JobStatus.CANCELLED.value}
+    counts: Counter[str] = Counter(
+        file_of[r.job_id]
+        for r in stream
+        if r.old_status in ended and r.new_status not in ended and r.job_id in file_of
+    )
+    return dict(counts)
 
 
 def not_terminal(jobs: Iterable[ProcessingJob]) -> list[str]:
