@@ -462,13 +462,13 @@ class PackageList:
         """package -> Debian release of each package listed by name."""
         return self.entries()[0]
 
-    def release_of(self, name: str) -> str | None:
-        """The release a locked package must come from: its own entry's, else (a dependency
-        of a `+` entry) the default release; None when the list cannot have put it there."""
+    def releases_of(self, names: Iterable[str]) -> dict[str, str | None]:
+        """name -> the release a locked package of that name must come from: its own entry's,
+        else (a dependency of a `+` entry) the default release; None when the list cannot have
+        put it there. The list is read once for all of them."""
         wanted, closures, excluded = self.entries()
-        if name in wanted:
-            return wanted[name]
-        return self.default_release if closures and name not in excluded else None
+        dependency = self.default_release if closures else None
+        return {name: wanted.get(name, None if name in excluded else dependency) for name in names}
 
     def locked(self) -> list[LockedPackage]:
         lines = self.lock_file.read_text().splitlines()
@@ -654,7 +654,7 @@ def vouched_packages(archive: Archive, packages: PackageList) -> list[Vouched]:
     version, URL and SHA-256: the lock pins what is built, the archive's signature vouches that
     Debian published it (a lock edited by hand, or written from a tampered index, fails here)."""
     locked = packages.locked()
-    releases = {package.name: packages.release_of(package.name) for package in locked}
+    releases = packages.releases_of(package.name for package in locked)
     unlisted = sorted(name for name, release in releases.items() if release is None)
     if unlisted:
         raise BuildError(

@@ -258,7 +258,8 @@ def _is_elf(path: Path) -> bool:
 def write_archive(tree: Path, target: Path, *, version: str) -> str:
     """tree as target/libreoffice.tar.zst (owners and times cleared: the same tree gives the
     same bytes) and the manifest the worker reads before unpacking it."""
-    files = sorted(path for path in tree.rglob("*") if path.is_file())
+    entries = sorted(tree.rglob("*"))
+    files = [path for path in entries if path.is_file()]
     unpacked = sum(path.stat().st_size for path in files)
     archive_path = target / ARCHIVE_NAME
     zstd = shutil.which("zstd")
@@ -271,7 +272,7 @@ def write_archive(tree: Path, target: Path, *, version: str) -> str:
             compressor.stdin,
             tarfile.open(fileobj=compressor.stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar,
         ):
-            for path in sorted(tree.rglob("*")):
+            for path in entries:
                 tar.add(path, arcname=str(path.relative_to(tree)), recursive=False, filter=_plain)
         if compressor.wait() != 0:
             raise BuildError(f"zstd exited {compressor.returncode} compressing the archive")
@@ -347,11 +348,11 @@ def check_conversion(
     if run.returncode == RESTART:  # a fresh profile: soffice asks to be started again
         run = _run(command, environment)
     pdf = out / f"{document.stem}.pdf"
-    if run.returncode != 0 or not pdf.is_file() or not pdf.read_bytes().startswith(b"%PDF-"):
+    data = pdf.read_bytes() if pdf.is_file() else b""
+    if run.returncode != 0 or not data.startswith(b"%PDF-"):
         raise BuildError(
             f"soffice ({document.name}): exit {run.returncode}, {run.stdout}{run.stderr}"
         )
-    data = pdf.read_bytes()
     pages = data.count(b"/Type/Page") - data.count(b"/Type/Pages")
     # A subset font is named XXXXXX+Family: with none, the text was not drawn in any font.
     fonts = sorted({name.split(b"+")[-1].decode() for name in FONT_NAME.findall(data)})

@@ -52,17 +52,18 @@ def test_a_plus_entry_brings_its_dependencies_and_a_minus_entry_keeps_one_out(
     )
     # and a package the lock holds as a dependency comes from the default release, an excluded
     # one from nowhere (the lock naming it is refused)
-    assert packages.release_of("libfoo") == "bullseye"
-    assert packages.release_of("fonts") == "bookworm"
-    assert packages.release_of("dpkg") is None
+    assert packages.releases_of(["libfoo", "fonts", "dpkg"]) == {
+        "libfoo": "bullseye",
+        "fonts": "bookworm",
+        "dpkg": None,
+    }
 
 
 def test_a_list_without_plus_entries_admits_only_what_it_names(tmp_path: Path) -> None:
     listing = tmp_path / "packages.txt"
     listing.write_text("clamav\n")
     packages = debian.PackageList(listing, tmp_path / "packages.lock", default_release="bookworm")
-    assert packages.release_of("clamav") == "bookworm"
-    assert packages.release_of("libfoo") is None
+    assert packages.releases_of(["clamav", "libfoo"]) == {"clamav": "bookworm", "libfoo": None}
 
 
 def test_the_dependency_closure_follows_alternatives_virtual_packages_and_exclusions() -> None:
