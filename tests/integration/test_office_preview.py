@@ -22,6 +22,7 @@ from filejobs.domain.retry import PermanentError
 from filejobs.processors import office, office_runtime
 from filejobs.processors.document import DocumentPreviewProcessor
 from filejobs.processors.office_runtime import OfficeProgram, soffice
+from tests.office_layers import office_layer
 from tests.processing import MediaBench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
@@ -184,25 +185,14 @@ def test_the_layer_s_unpacked_libreoffice_converts_inside_the_sandbox_with_its_e
     run in the sandbox with the tree's libraries and fontconfig file. The tree's launcher here
     hands over to this machine's LibreOffice (the layer's own is arm64: `make template` runs it
     under qemu), noting the environment it was given."""
-    from tests.scripts import load_script  # noqa: PLC0415
-
-    layer_build = load_script(
-        Path(__file__).resolve().parents[2] / "layers/libreoffice/debs.py", "libreoffice_debs"
+    seen = tmp_path / "seen-environment"
+    installed = Path(shutil.which("soffice") or "").resolve()
+    dejavu = Path("/usr/share/fonts/truetype/dejavu").glob("DejaVuSans*.ttf")
+    layer = office_layer(
+        tmp_path,
+        f'#!/bin/sh\nenv > "{seen}"\nexec {installed} "$@"\n',
+        [(font.name, font.read_bytes()) for font in dejavu],
     )
-    tree, seen = tmp_path / "tree", tmp_path / "seen-environment"
-    for folder in ("program", "lib", "fonts", "fontconfig/conf.d"):
-        (tree / folder).mkdir(parents=True)
-    layer_build.write_fonts_conf_template(tree)
-    launcher = tree / "program/oosplash"
-    launcher.write_text(
-        f'#!/bin/sh\nenv > "{seen}"\nexec {Path(shutil.which("soffice") or "").resolve()} "$@"\n'
-    )
-    launcher.chmod(0o755)
-    for font in Path("/usr/share/fonts/truetype/dejavu").glob("DejaVuSans*.ttf"):
-        shutil.copy(font, tree / "fonts")
-    layer = tmp_path / "opt/libreoffice"
-    layer.mkdir(parents=True)
-    layer_build.write_archive(tree, layer, version="7.0.4")
     monkeypatch.setenv("FILEJOBS_LIBREOFFICE_LAYER", str(layer))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "lambda-tmp"))
     (tmp_path / "lambda-tmp").mkdir()

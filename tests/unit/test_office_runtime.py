@@ -18,10 +18,7 @@ import pytest
 
 from filejobs.config import ConfigurationError
 from filejobs.processors import office_runtime
-from tests.scripts import load_script
-
-ROOT = Path(__file__).resolve().parents[2]
-layer_build = load_script(ROOT / "layers/libreoffice/debs.py", "libreoffice_debs")
+from tests.office_layers import office_layer
 
 
 @pytest.fixture(autouse=True)
@@ -37,19 +34,9 @@ def scratch_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     office_runtime.unpacked_layer.cache_clear()
 
 
-def make_layer(tmp_path: Path, version: str = "7.0.4") -> Path:
-    """A layer as /opt holds it: libreoffice/{libreoffice.tar.zst, layer.json}."""
-    tree = tmp_path / "tree"
-    for folder in ("program", "lib", "fonts", "fontconfig/conf.d"):
-        (tree / folder).mkdir(parents=True)
-    layer_build.write_fonts_conf_template(tree)
-    (tree / "program/oosplash").write_text("#!/bin/sh\n")
-    (tree / "program/oosplash").chmod(0o755)
-    (tree / "fonts/Sans.ttf").write_bytes(b"\0" * 10)
-    layer = tmp_path / "opt/libreoffice"
-    layer.mkdir(parents=True)
-    layer_build.write_archive(tree, layer, version=version)
-    return layer
+def make_layer(tmp_path: Path) -> Path:
+    """A layer whose launcher does nothing, with one font."""
+    return office_layer(tmp_path, "#!/bin/sh\n", [("Sans.ttf", b"\0" * 10)])
 
 
 def test_the_layer_is_unpacked_under_tmp_and_soffice_runs_with_its_libraries_and_fonts(
