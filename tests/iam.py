@@ -109,6 +109,9 @@ def permissions_of(call: Call) -> list[tuple[str, str]]:
         ]
     if call.service == "scheduler":
         return _scheduler(call.operation, params)
+    if call.service == "secretsmanager" and call.operation == "GetSecretValue":
+        # The template hands functions a secret's ARN (its Ref), which IAM matches as it is.
+        return [("secretsmanager:GetSecretValue", params["SecretId"])]
     raise UnmappedCallError(f"no IAM mapping for {call.service}:{call.operation}")
 
 
@@ -228,6 +231,9 @@ class Resolver:
     def resolve(self, value: Any) -> str:
         if isinstance(value, str):
             return value
+        if isinstance(value, dict) and isinstance(value.get("Ref"), str):
+            # a resource whose Ref is its ARN (a secret, a topic), known as "LogicalId"
+            return self._substitute(value["Ref"])
         if isinstance(value, dict) and "Fn::GetAtt" in value:
             target = value["Fn::GetAtt"]
             name = target if isinstance(target, str) else ".".join(target)

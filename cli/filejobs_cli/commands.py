@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TextIO
 
 from filejobs_cli.client import (
@@ -23,8 +23,10 @@ from filejobs_cli.client import (
     Target,
     UsageError,
     add_target_options,
+    requested_acting,
     resolve_target,
 )
+from filejobs_cli.credentials import Acting, aws_message
 from filejobs_cli.progress import (
     Display,
     JobRow,
@@ -35,6 +37,8 @@ from filejobs_cli.progress import (
     row_of,
     summary,
 )
+from filejobs_cli.transfer import ByteProgress, download, upload_file
+from filejobs_cli.upload_keys import chosen_name, safe_name, upload_key
 
 JOB_STATUSES = ("pending", "scheduled", "running", "completed", "failed", "cancelled")
 JOB_TYPES = (
@@ -48,7 +52,7 @@ JOB_TYPES = (
 # A file is processed once all its jobs are terminal and the API has recorded it so.
 PROCESSED = "processed"
 STORED = "stored"  # a file given no job: nothing to wait for
-DERIVED_PREFIX = "derived"
+DEFAULT_TENANT = "demo"  # the local stack's demo tenant, where no other is named
 POLL_SECONDS = 0.5
 CLOCK_SKEW = timedelta(seconds=5)  # between this machine and the API's clock
 PAGE_MAX = 100  # the API's largest page
@@ -73,9 +77,24 @@ def register(
     ) -> Callable[[argparse.Namespace], int]:
         return targeted(command, project_root, check)
 
-    upload_ = commands.add_parser("upload", help="upload files, then follow their jobs")
-    upload_.add_argument("paths", nargs="+", metavar="PATH")
-    upload_.add_argument("--tenant", type=tenant_argument, default="demo", help="default: demo")
+    upload_ = commands.add_parser(
+        "upload",
+        help="upload files (any name; multipart with byte progress), then follow their jobs",
+    )
+    upload_.add_argument(
+        "paths", nargs="+", metavar="PATH", help="the files; each object key is made from its name"
+    )
+    upload_.add_argument(
+        "--tenant",
+        type=tenant_argument,
+        help=f"whose uploads (default: the tenant you act as, else {DEFAULT_TENANT})",
+    )
+    upload_.add_argument(
+        "--key",
+        metavar="NAME",
+        help="the object's name under the tenant's uploads (and --folder), exactly as written, "
+        "for one PATH (default: made safe from the file's name)",
+    )
     upload_.add_argument("--no-follow", action="store_true", help="stop once the ids are known")
     upload_.add_argument(
         "--wait",
@@ -97,33 +116,50 @@ def register(
         type=preset_argument,
         help="the upload preset that says which jobs run (x-amz-meta-filejobs-preset)",
     )
+    upload_.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON document on stdout: each file's key, version, id and (followed) its "
+        "final state; progress on stderr",
+    )
     upload_.set_defaults(run=on_target(upload, check_upload))
 
     status_ = commands.add_parser("status", help="a job or a file, by its id")
-    status_.add_argument("id", type=uuid_argument, metavar="FILE_ID|JOB_ID")
+    status_.add_argument(
+        "id", type=uuid_argument, metavar="FILE_ID|JOB_ID", help="a job's or a file's id"
+    )
     status_.add_argument("--json", action="store_true", help="the API's JSON as it is")
     status_.set_defaults(run=on_target(status))
 
     jobs_ = commands.add_parser("jobs", help="list the jobs of one tenant or in one status")
-    jobs_.add_argument("--status", choices=JOB_STATUSES)
-    jobs_.add_argument("--type", choices=JOB_TYPES)
-    jobs_.add_argument("--tenant", type=tenant_argument)
+    jobs_.add_argument("--status", choices=JOB_STATUSES, help="only jobs in this status")
+    jobs_.add_argument("--type", choices=JOB_TYPES, help="only jobs of this type")
+    jobs_.add_argument("--tenant", type=tenant_argument, help="only this tenant's jobs")
     jobs_.add_argument("--limit", type=positive_int, default=25, help="at most (default 25)")
     jobs_.add_argument("--json", action="store_true", help="the jobs as the API gives them")
     jobs_.set_defaults(run=on_target(jobs, check_jobs_filters))
 
     cancel_ = commands.add_parser("cancel", help="cancel a job")
-    cancel_.add_argument("job_id", type=uuid_argument)
-    cancel_.add_argument("--reason")
+    cancel_.add_argument("job_id", type=uuid_argument, help="the job's id")
+    cancel_.add_argument("--reason", help="why (recorded on the job)")
+    cancel_.add_argument("--json", action="store_true", help="the cancelled job as the API says")
     cancel_.set_defaults(run=on_target(cancel))
 
     retry_ = commands.add_parser("retry", help="retry a failed or cancelled job")
-    retry_.add_argument("job_id", type=uuid_argument)
+    retry_.add_argument("job_id", type=uuid_argument, help="the job's id")
+    retry_.add_argument("--json", action="store_true", help="the job as the API says")
     retry_.set_defaults(run=on_target(retry))
 
-    get_ = commands.add_parser("get", help="download a file's derived outputs")
-    get_.add_argument("file_id", type=uuid_argument)
-    get_.add_argument("--out", default="out", help="the folder (default ./out)")
+    get_ = commands.add_parser(
+        "get", help="download a file's derived outputs (through the API's presigned URLs)"
+    )
+    get_.add_argument("file_id", type=uuid_argument, help="the file's id")
+    get_.add_argument(
+        "--out", default="out", help="the folder: DIR/FILE_ID/JOB_TYPE/NAME (default ./out)"
+    )
+    get_.add_argument(
+        "--json", action="store_true", help="what was written where, as one JSON document"
+    )
     get_.set_defaults(run=on_target(get))
 
     for parser in (upload_, status_, jobs_, cancel_, retry_, get_):
@@ -210,14 +246,6 @@ def positive_float(value: str) -> float:
     return number
 
 
-def upload_key(tenant: str, path: Path, folder: str = "") -> str:
-    name = path.name
-    if not _OUTPUT_NAME.match(name) or ".." in name:
-        # The key is the object's name under the tenant's prefix: keep it a plain file name.
-        raise UsageError(f"{path}: the file name must be letters, digits, '.', '_' or '-'")
-    return f"uploads/{tenant}/{folder}{name}"
-
-
 def folder_argument(value: str) -> str:
     """'avatars' or 'avatars/staff/' -> 'avatars/staff/': plain names, no '..' ('' is the
     tenant's own folder)."""
@@ -265,57 +293,119 @@ class Upload:
 
 
 def check_upload(arguments: argparse.Namespace) -> None:
-    planned(arguments)
+    planned(arguments, upload_tenant(arguments, requested_acting(arguments) or Acting()))
 
 
-def planned(arguments: argparse.Namespace) -> list[Upload]:
-    """One upload per path given: each an existing file, with a distinct plain name."""
+def upload_tenant(arguments: argparse.Namespace, acting: Acting) -> str:
+    """--tenant, which must be the tenant one acts as, if one does; else DEFAULT_TENANT."""
+    if acting.tenant is not None:
+        if arguments.tenant not in (None, acting.tenant):
+            raise UsageError(
+                f"you act as tenant {acting.tenant}: --tenant {arguments.tenant} is another "
+                "tenant's uploads"
+            )
+        return acting.tenant
+    return str(arguments.tenant or DEFAULT_TENANT)
+
+
+def planned(arguments: argparse.Namespace, tenant: str) -> list[Upload]:
+    """One upload per path given, each an existing file, no two to the same key."""
+    chosen: str | None = getattr(arguments, "key", None)
+    if chosen is not None and len(arguments.paths) != 1:
+        raise UsageError("--key names one file's object: give one PATH with it")
     uploads = []
     for path in map(Path, arguments.paths):
         if not path.is_file():
             raise UsageError(f"{path}: no such file")
-        key = upload_key(arguments.tenant, path, arguments.folder)
-        uploads.append(Upload(path, key, None))
-    keys = [u.key for u in uploads]
-    if len(set(keys)) != len(keys):
-        raise UsageError("two of the files have the same name: they would overwrite each other")
+        name = chosen_name(chosen) if chosen is not None else safe_name(path.name)
+        uploads.append(Upload(path, upload_key(tenant, arguments.folder, name), None))
+    by_key: dict[str, list[Path]] = {}
+    for item in uploads:
+        by_key.setdefault(item.key, []).append(item.path)
+    for key, paths in by_key.items():
+        if len(paths) > 1:
+            raise UsageError(
+                f"{paths[0]} and {paths[1]} would both be uploaded as {key}: rename one, "
+                "or upload it on its own with --key"
+            )
     return uploads
 
 
-def upload(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
-    uploads = planned(arguments)
+def upload(
+    arguments: argparse.Namespace,
+    target: Target,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    out = out or sys.stdout  # the stream of now, not of import time
+    err = err or sys.stderr
+    as_json = bool(getattr(arguments, "json", False))
+    say = err if as_json else out  # with --json, stdout holds the one document
+    uploads = planned(arguments, upload_tenant(arguments, target.acting()))
     bucket = target.require_uploads_bucket()
     deadline = time.monotonic() + arguments.timeout
     s3 = target.s3()
     for item in uploads:
-        content_type = mimetypes.guess_type(item.path.name)[0] or "application/octet-stream"
-        item.uploaded_at = datetime.now(UTC)
-        try:
-            with item.path.open("rb") as body:
-                answer = s3.put_object(
-                    Bucket=bucket,
-                    Key=item.key,
-                    Body=body,
-                    ContentType=content_type,
-                    Metadata=upload_metadata(arguments),
-                )
-        except Exception as error:
-            raise CliError(f"{item.path}: upload failed ({_aws_message(error)})") from None
-        item.version_id = answer.get("VersionId")
-        print(f"uploaded {item.path} to s3://{bucket}/{item.key}", file=out, flush=True)
+        _send(s3, bucket, item, upload_metadata(arguments), err)
+        print(f"uploaded {item.path} to s3://{bucket}/{item.key}", file=say, flush=True)
     api = ApiClient(target)
     for item in uploads:
         item.file_id = _wait_for_file(api, bucket, item, deadline)
-        print(f"{item.path}: file {item.file_id}", file=out, flush=True)
-    if arguments.no_follow:
-        return 0
+        print(f"{item.path}: file {item.file_id}", file=say, flush=True)
     labelled = [(str(u.path), str(u.file_id)) for u in uploads]
-    if arguments.wait:
-        return wait_until_processed(api, labelled, deadline, out)
-    display: Display = (
-        TableDisplay(out, shutil.get_terminal_size().columns) if out.isatty() else LineDisplay(out)
-    )
-    return follow(api, labelled, display, deadline, out)
+    if arguments.no_follow:
+        outcome = 0
+    elif arguments.wait or as_json:
+        outcome = wait_until_processed(api, labelled, deadline, say)
+    else:
+        display: Display = (
+            TableDisplay(out, shutil.get_terminal_size().columns)
+            if out.isatty()
+            else LineDisplay(out)
+        )
+        outcome = follow(api, labelled, display, deadline, out)
+    if as_json:
+        document = [
+            _uploaded(api, bucket, item, followed=not arguments.no_follow) for item in uploads
+        ]
+        print(json.dumps({"files": document}, indent=2), file=out)
+    return outcome
+
+
+def _send(s3: Any, bucket: str, item: Upload, metadata: dict[str, str], err: TextIO) -> None:
+    content_type = mimetypes.guess_type(item.path.name)[0] or "application/octet-stream"
+    progress = ByteProgress(str(item.path), item.path.stat().st_size, err)
+    item.uploaded_at = datetime.now(UTC)
+    try:
+        item.version_id = upload_file(
+            s3,
+            item.path,
+            bucket,
+            item.key,
+            extra_args={"ContentType": content_type, "Metadata": metadata},
+            progress=progress,
+        )
+    except CliError:
+        raise
+    except Exception as error:
+        message = aws_message(error)
+        if "AccessDenied" in message or "Access Denied" in message:
+            message += "; docs/CLI.md, IAM policy, says whose credentials upload and what they need"
+        raise CliError(f"{item.path}: upload failed ({message})") from None
+    finally:
+        progress.finish()
+
+
+def _uploaded(api: ApiClient, bucket: str, item: Upload, *, followed: bool) -> dict[str, Any]:
+    """One file of `upload --json`: where it went, its id and, followed, the API's view."""
+    return {
+        "path": str(item.path),
+        "bucket": bucket,
+        "key": item.key,
+        "version_id": item.version_id,
+        "file_id": item.file_id,
+        "file": api.get(f"/files/{item.file_id}") if followed else None,
+    }
 
 
 def upload_metadata(arguments: argparse.Namespace) -> dict[str, str]:
@@ -445,7 +535,8 @@ def preset_line(stored: dict[str, Any]) -> str:
 # --- status, jobs, cancel, retry ------------------------------------------------------------
 
 
-def status(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def status(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     api = ApiClient(target)
     kind, found = "job", _get_or_none(api, f"/jobs/{arguments.id}")
     if found is None:
@@ -576,7 +667,8 @@ def check_jobs_filters(arguments: argparse.Namespace) -> None:
         raise UsageError("give --tenant or --status (an operator lists one tenant or one status)")
 
 
-def jobs(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def jobs(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     check_jobs_filters(arguments)
     api = ApiClient(target)
     found = list(_job_pages(api, arguments))
@@ -611,15 +703,23 @@ def _job_pages(api: ApiClient, arguments: argparse.Namespace) -> Iterator[dict[s
             return
 
 
-def cancel(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def cancel(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     body = None if arguments.reason is None else {"reason": arguments.reason}
     job = _command(ApiClient(target), arguments.job_id, "cancel", body)
-    print(f"job {job['id']} ({job.get('job_type')}): {job.get('status')}", file=out)
+    if getattr(arguments, "json", False):
+        print(json.dumps(job, indent=2), file=out)
+    else:
+        print(f"job {job['id']} ({job.get('job_type')}): {job.get('status')}", file=out)
     return 0
 
 
-def retry(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def retry(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     job = _command(ApiClient(target), arguments.job_id, "retry", None)
+    if getattr(arguments, "json", False):
+        print(json.dumps(job, indent=2), file=out)
+        return 0
     print(
         f"job {job['id']} ({job.get('job_type')}): {job.get('status')} "
         f"(attempt {job.get('attempt')} next)",
@@ -643,79 +743,55 @@ def _command(api: ApiClient, job_id: str, action: str, body: Any) -> dict[str, A
 # --- get ------------------------------------------------------------------------------------
 
 
-def get(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
-    api = ApiClient(target)
+@dataclass(frozen=True)
+class Output:
+    job_type: str
+    name: str
+    url: str
+    path: Path
+
+
+def get(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    """Each output of the file's completed jobs, downloaded through the presigned URL the API
+    gives for it (no AWS credentials), to DIR/FILE_ID/JOB_TYPE/NAME and nowhere else."""
+    out = out or sys.stdout
     try:
-        stored = api.get(f"/files/{arguments.file_id}")
+        stored = ApiClient(target).get(f"/files/{arguments.file_id}")
     except HttpError as error:
         if error.status == 404:
             raise CliError(f"no file {arguments.file_id}") from None
         raise
-    bucket = target.require_outputs_bucket()
     out_dir = Path(arguments.out)
-    planned: list[tuple[str, Path]] = []
-    s3 = None
-    for job in stored.get("jobs") or []:
-        if job.get("status") != "completed":
-            continue
-        prefix = f"{DERIVED_PREFIX}/{stored['tenant']}/{stored['id']}/{job['job_type']}/"
-        keys = derived_keys(job.get("result"), prefix)
-        if not keys:
-            s3 = s3 or target.s3()
-            keys = _listed_keys(s3, bucket, prefix)
-        for key in keys:
-            name = key[len(prefix) :]
-            planned.append((key, output_path(out_dir, stored["id"], job["job_type"], name)))
-    if not planned:
+    outputs = outputs_of(stored, out_dir)
+    as_json = bool(getattr(arguments, "json", False))
+    written = []
+    for output in outputs:
+        output.path.parent.mkdir(parents=True, exist_ok=True)
+        size = download(output.url, output.path)
+        written.append(
+            {"job_type": output.job_type, "name": output.name, "path": str(output.path),
+             "bytes": size}
+        )  # fmt: skip
+        if not as_json:
+            print(f"{output.path}", file=out)
+    if as_json:
+        print(json.dumps({"file_id": stored["id"], "written": written}, indent=2), file=out)
+    elif not outputs:
         print(f"file {stored['id']}: no derived outputs (yet)", file=out)
-        return 0
-    s3 = s3 or target.s3()
-    for key, path in planned:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            s3.download_file(bucket, key, str(path))
-        except Exception as error:
-            failure = _aws_message(error)
-            raise CliError(f"s3://{bucket}/{key}: download failed ({failure})") from None
-        print(f"{path}", file=out)
-    print(f"file {stored['id']}: {len(planned)} outputs in {out_dir}", file=out)
+    else:
+        print(f"file {stored['id']}: {len(outputs)} outputs in {out_dir}", file=out)
     return 0
 
 
-def derived_keys(result: Any, prefix: str) -> list[str]:
-    """Every object key under `prefix` that a job's result names (at any depth, as "key")."""
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for name, item in value.items():
-                if name == "key" and isinstance(item, str):
-                    if item.startswith(prefix) and item not in found:
-                        found.append(item)
-                else:
-                    walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(result)
+def outputs_of(stored: dict[str, Any], out_dir: Path) -> list[Output]:
+    """Every output the API links for the file's completed jobs, each with where it goes
+    (output_path refuses a name that would land outside `out_dir`)."""
+    found = []
+    for job in stored.get("jobs") or []:
+        if job.get("status") != "completed":
+            continue
+        for output in job.get("outputs") or []:
+            name, url = str(output.get("name")), str(output.get("url"))
+            path = output_path(out_dir, stored["id"], str(job.get("job_type")), name)
+            found.append(Output(str(job.get("job_type")), name, url, path))
     return found
-
-
-def _listed_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
-    keys: list[str] = []
-    try:
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            keys.extend(item["Key"] for item in page.get("Contents") or [])
-    except Exception as error:
-        raise CliError(f"s3://{bucket}/{prefix}: listing failed ({_aws_message(error)})") from None
-    return [k for k in keys if PurePosixPath(k).parent == PurePosixPath(prefix)]
-
-
-def _aws_message(error: Exception) -> str:
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        message = response.get("Error", {}).get("Message")
-        if message:
-            return str(message)
-    return str(error) or type(error).__name__

@@ -73,8 +73,10 @@ def register(
     search_.set_defaults(run=targeted(search, project_root, check_search))
 
     failures_ = commands.add_parser("failures", help="failed jobs grouped by how they failed")
-    failures_.add_argument("--tenant", type=tenant_argument)
-    failures_.add_argument("--type", choices=JOB_TYPES, metavar="JOB_TYPE")
+    failures_.add_argument("--tenant", type=tenant_argument, help="only this tenant's failures")
+    failures_.add_argument(
+        "--type", choices=JOB_TYPES, metavar="JOB_TYPE", help="only this job type's failures"
+    )
     failures_.add_argument("--json", action="store_true", help="the API's JSON as it is")
     failures_.set_defaults(run=targeted(failures, project_root))
 
@@ -96,12 +98,14 @@ def register(
         parsers.append(action_)
 
     status_ = bulk_actions.add_parser("status", help="an operation's progress")
-    status_.add_argument("operation_id", type=operation_id_argument, metavar="OP_ID")
+    status_.add_argument(
+        "operation_id", type=operation_id_argument, metavar="OP_ID", help="the operation's id"
+    )
     status_.add_argument("--json", action="store_true", help="the API's JSON as it is")
     status_.set_defaults(run=targeted(operation_status, project_root))
 
     list_ = bulk_actions.add_parser("list", help="the audit list of operations, newest first")
-    list_.add_argument("--tenant", type=tenant_argument)
+    list_.add_argument("--tenant", type=tenant_argument, help="only this tenant's operations")
     list_.add_argument(
         "--limit",
         type=positive_int,
@@ -126,9 +130,11 @@ ACTION_HELP = {
 
 def add_filter_options(parser: argparse.ArgumentParser) -> None:
     """The filters of GET /jobs and of an operation's `filter`."""
-    parser.add_argument("--tenant", type=tenant_argument)
-    parser.add_argument("--status", choices=JOB_STATUSES)
-    parser.add_argument("--type", choices=JOB_TYPES, metavar="JOB_TYPE", dest="job_type")
+    parser.add_argument("--tenant", type=tenant_argument, help="one tenant's jobs")
+    parser.add_argument("--status", choices=JOB_STATUSES, help="jobs in this status")
+    parser.add_argument(
+        "--type", choices=JOB_TYPES, metavar="JOB_TYPE", dest="job_type", help="jobs of this type"
+    )
     parser.add_argument("--group", type=group_argument, help="a failure group's id")
     parser.add_argument(
         "--error", type=error_argument, metavar="TEXT",
@@ -251,7 +257,8 @@ def check_bulk(arguments: argparse.Namespace, stdin: TextIO | None = None) -> No
 # --- search ---------------------------------------------------------------------------------
 
 
-def search(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def search(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # the stream of now, not of import time
     check_search(arguments)
     limit = None if arguments.all else (arguments.limit or DEFAULT_LIMIT)
     render: Callable[[Sequence[Mapping[str, Any]]], list[str]]
@@ -353,7 +360,8 @@ def render_files(files: Sequence[Mapping[str, Any]]) -> list[str]:
 # --- failures --------------------------------------------------------------------------------
 
 
-def failures(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def failures(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     query = {"tenant": arguments.tenant, "job_type": arguments.type}
     try:
         answer = ApiClient(target).get("/failures", query)
@@ -406,11 +414,12 @@ def render_failures(groups: Sequence[Mapping[str, Any]]) -> list[str]:
 def bulk(
     arguments: argparse.Namespace,
     target: Target,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     stdin: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
     """Dry run, then (confirmed) start, then follow: 0 when it succeeded with no errors."""
+    out = out or sys.stdout
     check_bulk(arguments, stdin)
     stdin, err = stdin or sys.stdin, err or sys.stderr
     # With --json stdout holds one JSON document; what a person reads goes to stderr.
@@ -418,7 +427,9 @@ def bulk(
     api = ApiClient(target)
     action = arguments.action
     body = {"action": action, "filter": filter_of(arguments), "reason": arguments.reason}
-    preview = _object(api.post("/operations", {**body, "dry_run": True}), "a dry run")
+    # A dry run changes nothing: safe to send again.
+    dry_run = api.post("/operations", {**body, "dry_run": True}, repeatable=True)
+    preview = _object(dry_run, "a dry run")
     print("\n".join(dry_run_lines(action, preview)), file=say, flush=True)
     if arguments.dry_run:
         if arguments.json:
@@ -537,8 +548,9 @@ def progress_line(operation: Mapping[str, Any]) -> str:
 
 
 def operation_status(
-    arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout
+    arguments: argparse.Namespace, target: Target, out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout
     answer = _object(ApiClient(target).get(f"/operations/{arguments.operation_id}"), "an operation")
     print(json.dumps(answer, indent=2) if arguments.json else render_operation(answer), file=out)
     return 0
@@ -562,7 +574,8 @@ def render_operation(operation: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def operation_list(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def operation_list(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     listing = Listing(
         ApiClient(target), "/operations", "operations", {"tenant": arguments.tenant},
         arguments.limit,

@@ -30,6 +30,8 @@ from filejobs_cli.commands import print_listing, targeted
 from filejobs_cli.quotas import tenant_argument
 from filejobs_cli.requests import option_argument
 
+NAME_HELP = "the preset's name"
+JSON_HELP = "the API's JSON as it is"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _JOB_TYPE = re.compile(r"[a-z][a-z_]{0,63}")
 
@@ -42,7 +44,7 @@ def register(
     actions = presets_.add_subparsers(dest="action", required=True)
 
     set_ = actions.add_parser("set", help="create a preset, or save its next version")
-    set_.add_argument("name", type=name_argument)
+    set_.add_argument("name", type=name_argument, help=NAME_HELP)
     what = set_.add_mutually_exclusive_group(required=True)
     what.add_argument(
         "--job",
@@ -64,26 +66,26 @@ def register(
     set_.add_argument(
         "--tenant-default", action="store_true", help="the tenant's uploads that no prefix binds"
     )
-    set_.add_argument("--description", default="")
+    set_.add_argument("--description", default="", help="a note kept with the preset")
     set_.add_argument("--tenant", type=tenant_argument, help="operators: whose preset")
-    set_.add_argument("--json", action="store_true")
+    set_.add_argument("--json", action="store_true", help=JSON_HELP)
     set_.set_defaults(run=targeted(put, project_root))
 
     list_ = actions.add_parser("list", help="the presets, with their jobs and bindings")
-    list_.add_argument("--tenant", type=tenant_argument)
-    list_.add_argument("--json", action="store_true")
+    list_.add_argument("--tenant", type=tenant_argument, help="operators: whose presets")
+    list_.add_argument("--json", action="store_true", help=JSON_HELP)
     list_.set_defaults(run=targeted(list_presets, project_root))
 
     show_ = actions.add_parser("show", help="a preset: its current version, or --version N")
-    show_.add_argument("name", type=name_argument)
-    show_.add_argument("--version", type=int)
-    show_.add_argument("--tenant", type=tenant_argument)
-    show_.add_argument("--json", action="store_true")
+    show_.add_argument("name", type=name_argument, help=NAME_HELP)
+    show_.add_argument("--version", type=int, help="an earlier version (default: the current)")
+    show_.add_argument("--tenant", type=tenant_argument, help="operators: whose preset")
+    show_.add_argument("--json", action="store_true", help=JSON_HELP)
     show_.set_defaults(run=targeted(show, project_root))
 
     remove_ = actions.add_parser("remove", help="later uploads no longer get it")
-    remove_.add_argument("name", type=name_argument)
-    remove_.add_argument("--tenant", type=tenant_argument)
+    remove_.add_argument("name", type=name_argument, help=NAME_HELP)
+    remove_.add_argument("--tenant", type=tenant_argument, help="operators: whose preset")
     remove_.set_defaults(run=targeted(remove, project_root))
 
     for parser in (set_, list_, show_, remove_):
@@ -128,19 +130,22 @@ def body_of(arguments: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def put(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def put(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # the stream of now, not of import time
     path = f"/presets/{arguments.name}{_tenant_query(arguments)}"
     _print(ApiClient(target).request("PUT", path, body=body_of(arguments)), arguments.json, out)
     return 0
 
 
-def list_presets(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def list_presets(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     found = ApiClient(target).get("/presets", {"tenant": arguments.tenant})
     print_listing(found, "presets", summary_line, out, as_json=arguments.json, empty="no presets")
     return 0
 
 
-def show(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def show(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     version = None if arguments.version is None else str(arguments.version)
     query = {"tenant": arguments.tenant, "version": version}
     found = ApiClient(target).get(f"/presets/{arguments.name}", query)
@@ -148,7 +153,8 @@ def show(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout
     return 0
 
 
-def remove(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def remove(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     ApiClient(target).request("DELETE", f"/presets/{arguments.name}{_tenant_query(arguments)}")
     print(f"removed preset {arguments.name}", file=out)
     return 0

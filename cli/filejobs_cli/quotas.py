@@ -23,6 +23,12 @@ from filejobs_cli.commands import targeted
 
 # The API's field for each option (--files-per-day N -> files_per_day).
 QUOTAS = ("files_per_day", "bytes_per_day", "max_file_bytes", "max_in_flight_jobs")
+QUOTA_HELP = {
+    "files_per_day": "uploads accepted per UTC day (0: unlimited)",
+    "bytes_per_day": "bytes of uploads accepted per UTC day (0: unlimited)",
+    "max_file_bytes": "the largest upload accepted, in bytes (0: unlimited)",
+    "max_in_flight_jobs": "jobs pending or running at once (0: unlimited)",
+}
 MAX_VALUE = 2**53 - 1  # the API's largest (what every JSON client reads exactly)
 # Any tenant the API knows (domain/keys.py TENANT_PATTERN), not only those `upload` makes.
 _TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
@@ -36,14 +42,16 @@ def register(
     actions = quotas_.add_subparsers(dest="action", required=True)
 
     show_ = actions.add_parser("show", help="the quotas in force, the defaults, today's usage")
-    show_.add_argument("tenant", type=tenant_argument)
+    show_.add_argument("tenant", type=tenant_argument, help="whose quotas")
     show_.add_argument("--json", action="store_true", help="the API's JSON as it is")
     show_.set_defaults(run=targeted(show, project_root))
 
     set_ = actions.add_parser("set", help="set a tenant's own quotas (operators); 0: unlimited")
-    set_.add_argument("tenant", type=tenant_argument)
+    set_.add_argument("tenant", type=tenant_argument, help="whose quotas")
     for name in QUOTAS:
-        set_.add_argument(f"--{option(name)}", dest=name, type=quota_value, metavar="N")
+        set_.add_argument(
+            f"--{option(name)}", dest=name, type=quota_value, metavar="N", help=QUOTA_HELP[name]
+        )
     set_.add_argument(
         "--default",
         action="append",
@@ -52,6 +60,7 @@ def register(
         metavar="QUOTA",
         help="put this quota back to the stack's default (repeatable)",
     )
+    set_.add_argument("--json", action="store_true", help="the API's answer as it is")
     set_.set_defaults(run=targeted(set_quotas, project_root, check_change))
 
     for parser in (show_, set_):
@@ -100,23 +109,27 @@ def check_change(arguments: argparse.Namespace) -> None:
         raise UsageError(f"quotas set: --{option(both[0])} is both given and put back to default")
 
 
-def show(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def show(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # the stream of now, not of import time
     report = _call(ApiClient(target).get(f"/tenants/{arguments.tenant}/quotas"))
     print(json.dumps(report, indent=2) if arguments.json else render(report), file=out)
     return 0
 
 
-def set_quotas(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def set_quotas(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     path = f"/tenants/{arguments.tenant}/quotas"
     try:
-        report = ApiClient(target).request("PUT", path, body=change_of(arguments))
+        # Absolute values: setting them twice sets them once (safe to send again).
+        report = ApiClient(target).request("PUT", path, body=change_of(arguments), repeatable=True)
     except HttpError as error:
         if error.status == 403:
             raise UsageError(
                 f"quotas set: {error.message} (use an operator's credentials)"
             ) from None
         raise
-    print(render(_call(report)), file=out)
+    shown = _call(report)
+    print(json.dumps(shown, indent=2) if arguments.json else render(shown), file=out)
     return 0
 
 

@@ -9,7 +9,7 @@ its options, a delay or a time, and its attempt budget.
 `--option NAME=VALUE` (repeatable) reads VALUE as JSON when it is JSON (128, "x", [128],
 true), as a list when it holds a comma (each item the same way: sizes=128,512 is [128, 512],
 sizes=128, is [128]), else as text (format=jpeg). `--options JSON` gives them all at once;
-`--option` adds to it. The API checks them against the job type's definition (README: Job
+`--option` adds to it. The API checks them against the job type's definition (docs/JOBS.md, Job
 options) and answers what is wrong, field first. The CLI knows no option itself: the API is
 the one judge.
 """
@@ -41,8 +41,8 @@ def register(
     request_ = commands.add_parser(
         "request", help="request a job of a type on a file: options, a delay, max retries"
     )
-    request_.add_argument("file_id", type=uuid_argument)
-    request_.add_argument("job_type", choices=JOB_TYPES)
+    request_.add_argument("file_id", type=uuid_argument, help="the file's id")
+    request_.add_argument("job_type", choices=JOB_TYPES, help="the type of the job to run")
     request_.add_argument(
         "--option",
         action="append",
@@ -158,7 +158,8 @@ def body_of(arguments: argparse.Namespace) -> dict[str, Any]:
 # --- the command -----------------------------------------------------------------------------
 
 
-def request(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def request(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # the stream of now, not of import time
     key = arguments.idempotency_key or str(uuid.uuid4())
     try:
         job = ApiClient(target).post(

@@ -22,12 +22,13 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 from urllib.parse import quote_plus, unquote_plus, urlsplit
 
 from filejobs_cli.client import (
+    UPDATER_OUTPUT,
     ApiClient,
     CliError,
     HttpError,
@@ -36,11 +37,10 @@ from filejobs_cli.client import (
     add_target_options,
 )
 from filejobs_cli.commands import targeted, tenant_argument, uuid_argument
+from filejobs_cli.credentials import aws_message
 from filejobs_cli.progress import Display, LineDisplay, TableDisplay
 
 POLL_SECONDS = 1.0
-# template.yaml's output naming the updater function (a deployed stack's `definitions`).
-UPDATER_OUTPUT = "DefinitionsUpdaterName"
 type Invoke = Callable[[str, dict[str, Any]], dict[str, Any]]
 # SendMessageBatch takes ten messages at most.
 _BATCH = 10
@@ -61,7 +61,9 @@ def register(
         return targeted(command, project_root, check)
 
     rescan_ = commands.add_parser("rescan", help="scan files again with today's definitions")
-    rescan_.add_argument("file_ids", nargs="*", metavar="FILE_ID", type=uuid_argument)
+    rescan_.add_argument(
+        "file_ids", nargs="*", metavar="FILE_ID", type=uuid_argument, help="the files to rescan"
+    )
     rescan_.add_argument(
         "--tenant", type=tenant_argument, help="every file of this tenant (under --prefix)"
     )
@@ -71,10 +73,15 @@ def register(
     rescan_.add_argument("--key", help="resume an interrupted --tenant rescan (its printed key)")
     rescan_.add_argument("--no-follow", action="store_true", help="do not wait for the verdicts")
     rescan_.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
+    rescan_.add_argument(
+        "--json",
+        action="store_true",
+        help="the rescan jobs and verdicts as one JSON document (progress on stderr)",
+    )
     rescan_.set_defaults(run=on_target(rescan, check_rescan))
 
     backfill_ = commands.add_parser(
-        "backfill", help="record and process objects that existed before the stack"
+        "backfill", help="record and process objects that existed before the stack (operators)"
     )
     backfill_.add_argument("--bucket", required=True, help="the bucket the objects are in")
     backfill_.add_argument("--prefix", default="", help="only keys under this prefix")
@@ -89,34 +96,49 @@ def register(
     backfill_.add_argument("--dry-run", action="store_true", help="count, change nothing")
     backfill_.add_argument("--no-follow", action="store_true", help="do not wait for the jobs")
     backfill_.add_argument("--timeout", type=float, default=900.0, help="seconds (default 900)")
+    backfill_.add_argument(
+        "--json", action="store_true", help="the counts as one JSON document (progress on stderr)"
+    )
     backfill_.set_defaults(run=on_target(backfill, check_backfill))
 
-    definitions_ = commands.add_parser("definitions", help="the virus scan's definitions")
-    definitions_.add_argument("action", choices=["status", "update", "rollback"])
+    definitions_ = commands.add_parser(
+        "definitions", help="the virus scan's definitions (update and rollback: operators)"
+    )
+    definitions_.add_argument(
+        "action",
+        choices=["status", "update", "rollback"],
+        help="status: the set the scan uses; update: fetch and publish now; rollback: make "
+        "the previous set current",
+    )
+    definitions_.add_argument("--json", action="store_true", help="the updater's answer as it is")
 
     def run_definitions(arguments: argparse.Namespace, target: Target) -> int:
-        return definitions(arguments, target, _updater_invoker(arguments, invoke_local))
+        return definitions(arguments, target, _updater_invoker(target, invoke_local))
 
     definitions_.set_defaults(run=on_target(run_definitions))
     for parser in (rescan_, backfill_, definitions_):
         add_target_options(parser)
 
 
-def _updater_invoker(arguments: argparse.Namespace, invoke_local: Invoke) -> Invoke:
-    """The local stack's updater (run as its host runs it), or a deployed stack's (Lambda)."""
-    if getattr(arguments, "api_url", None) and not getattr(arguments, "stack_name", None):
-        raise UsageError("definitions runs the stack's updater function: give --stack-name")
-    if not getattr(arguments, "stack_name", None):
+def _updater_invoker(target: Target, invoke_local: Invoke) -> Invoke:
+    """The local stack's updater (run as its host runs it), or a deployed stack's (Lambda, as
+    the operator role)."""
+    if target.local:
         return invoke_local
+    if not target.updater_name:
+        raise UsageError(
+            "definitions runs the stack's updater function: give --stack-name (its output "
+            f"{UPDATER_OUTPUT} names it)"
+        )
+    updater = target.updater_name
 
     def invoke_deployed(function: str, event: dict[str, Any]) -> dict[str, Any]:
-        from filejobs_cli.client import _session, stack_outputs  # noqa: PLC0415
+        from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
 
-        session = _session(getattr(arguments, "region", None))
-        name = stack_outputs(session, arguments.stack_name).get(UPDATER_OUTPUT)
-        if not name:
-            raise CliError(f"stack {arguments.stack_name} has no output {UPDATER_OUTPUT}")
-        answer = session.client("lambda").invoke(FunctionName=name, Payload=json.dumps(event))
+        try:
+            answer = target.lambda_factory().invoke(FunctionName=updater, Payload=json.dumps(event))
+        except (ClientError, BotoCoreError) as error:
+            raise CliError(f"{function}: {aws_message(error)}") from None
         payload: dict[str, Any] = json.loads(answer["Payload"].read() or b"{}")
         if answer.get("FunctionError"):
             raise CliError(f"{function}: {payload.get('errorMessage', 'failed')}")
@@ -128,16 +150,49 @@ def _updater_invoker(arguments: argparse.Namespace, invoke_local: Invoke) -> Inv
 # --- rescan -----------------------------------------------------------------------------------
 
 
-def rescan(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def rescan(
+    arguments: argparse.Namespace,
+    target: Target,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    out = out or sys.stdout  # the stream of now, not of import time
+    err = err or sys.stderr
+    as_json = bool(getattr(arguments, "json", False))
+    say = err if as_json else out  # with --json, stdout holds the one document
     api = ApiClient(target)
     reason = {"reason": arguments.reason} if arguments.reason else None
     if arguments.file_ids:
-        jobs = [_rescan_one(api, file_id, reason, out) for file_id in arguments.file_ids]
+        pages = Rescanned(None)
+        pages.jobs = [_rescan_one(api, file_id, reason, say) for file_id in arguments.file_ids]
     else:
-        jobs = _rescan_pages(api, arguments, out)
-    if arguments.dry_run or arguments.no_follow or not jobs:
-        return 0
-    return follow_jobs(api, jobs, _display(out), time.monotonic() + arguments.timeout)
+        pages = _rescan_pages(api, arguments, say)
+    finished: dict[str, dict[str, Any]] = {}
+    outcome = 0
+    if not (arguments.dry_run or arguments.no_follow or not pages.jobs):
+        deadline = time.monotonic() + arguments.timeout
+        outcome = follow_jobs(api, pages.jobs, _display(say), deadline, finished)
+    if as_json:
+        document = {
+            "dry_run": bool(arguments.dry_run),
+            "operation_key": pages.key,
+            "requested": pages.requested if pages.key else len(pages.jobs),
+            "skipped": pages.skipped,
+            "job_ids": pages.jobs,
+            "finished": [finished[job_id] for job_id in pages.jobs if job_id in finished],
+        }
+        print(json.dumps(document, indent=2), file=out)
+    return outcome
+
+
+@dataclass
+class Rescanned:
+    """What a rescan asked for: its jobs, and for a tenant's prefix its key and counts."""
+
+    key: str | None
+    jobs: list[str] = field(default_factory=list)
+    requested: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
 
 def check_rescan(arguments: argparse.Namespace) -> None:
@@ -150,45 +205,55 @@ def check_rescan(arguments: argparse.Namespace) -> None:
 
 
 def _rescan_one(api: ApiClient, file_id: str, body: Any, out: TextIO) -> str:
+    # A key of its own: a request lost on the way is sent again without a second rescan.
+    key = {"Idempotency-Key": str(uuid.uuid4())}
     try:
-        job = api.post(f"/files/{file_id}/rescan", body)
+        job = api.post(f"/files/{file_id}/rescan", body, headers=key)
     except HttpError as error:
         raise CliError(f"file {file_id}: {error.message}") from None
     print(f"file {file_id}: rescan job {job['id']} ({job['status']})", file=out, flush=True)
     return str(job["id"])
 
 
-def _rescan_pages(api: ApiClient, arguments: argparse.Namespace, out: TextIO) -> list[str]:
+def _rescan_pages(api: ApiClient, arguments: argparse.Namespace, out: TextIO) -> Rescanned:
     """Every page of the tenant's files under the prefix, under one key: a command run again
     after an interruption makes no second job for the files it already did."""
-    key = arguments.key or str(uuid.uuid4())
+    done = Rescanned(arguments.key or str(uuid.uuid4()))
     body: dict[str, Any] = {"tenant": arguments.tenant, "prefix": arguments.prefix or ""}
     if arguments.reason:
         body["reason"] = arguments.reason
     if arguments.dry_run:
         body["dry_run"] = True
-    jobs: list[str] = []
-    requested = skipped = 0
     while True:
-        page = api.post("/rescans", body, headers={"Idempotency-Key": key})
-        requested += len(page["requested"])
-        skipped += len(page["skipped"])
-        jobs.extend(str(r["job_id"]) for r in page["requested"])
+        page = api.post("/rescans", body, headers={"Idempotency-Key": str(done.key)})
+        done.requested += len(page["requested"])
+        done.skipped.extend(page["skipped"])
+        done.jobs.extend(str(r["job_id"]) for r in page["requested"])
         verb = "would rescan" if arguments.dry_run else "rescanning"
-        print(f"{verb} {requested} files, {skipped} skipped", file=out, flush=True)
+        print(f"{verb} {done.requested} files, {len(done.skipped)} skipped", file=out, flush=True)
         for skip in page["skipped"]:
             print(f"  skipped {skip['file_id']}: {skip['reason']}", file=out)
         if not page.get("next_token"):
             break
         body["next_token"] = page["next_token"]
     if not arguments.dry_run:
-        print(f"operation key {key} (give --key {key} to resume it)", file=out, flush=True)
-    return jobs
+        print(
+            f"operation key {done.key} (give --key {done.key} to resume it)", file=out, flush=True
+        )
+    return done
 
 
-def follow_jobs(api: ApiClient, job_ids: list[str], display: Display, deadline: float) -> int:
-    """Polls the scan jobs until all are finished: one line of counts, then the verdicts."""
-    open_ids, finished = list(job_ids), {}
+def follow_jobs(
+    api: ApiClient,
+    job_ids: list[str],
+    display: Display,
+    deadline: float,
+    finished: dict[str, dict[str, Any]] | None = None,
+) -> int:
+    """Polls the scan jobs until all are finished (into `finished`, by id): one line of counts,
+    then the verdicts."""
+    open_ids = list(job_ids)
+    finished = {} if finished is None else finished
     while open_ids:
         for job_id in list(open_ids):
             job = api.get(f"/jobs/{job_id}")
@@ -243,7 +308,12 @@ class ExistingObject:
     etag: str
 
 
-def backfill(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def backfill(
+    arguments: argparse.Namespace,
+    target: Target,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
     """Records and processes objects that existed before the stack (or were uploaded while its
     notifications were not delivered). In the stack's uploads bucket, each object version is
     announced to the ingest as S3 would have (idempotent: a version is recorded once however
@@ -251,6 +321,12 @@ def backfill(arguments: argparse.Namespace, target: Target, out: TextIO = sys.st
     under uploads/{tenant}/, which S3 announces itself (a copy already made is not made again).
     Then, unless --no-follow, every file is followed until its jobs are done.
     """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if not target.acting().operator:
+        raise UsageError(f"backfill is an operator's command; you act as {target.acting()}")
+    as_json = bool(getattr(arguments, "json", False))
+    say = err if as_json else out  # with --json, stdout holds the one document
     s3 = target.s3()
     uploads = target.require_uploads_bucket()
     in_place = arguments.bucket == uploads
@@ -267,16 +343,20 @@ def backfill(arguments: argparse.Namespace, target: Target, out: TextIO = sys.st
     )
     counts = {"listed": 0, "announced": 0, "copied": 0, "already": 0, "skipped": 0}
     if in_place:
-        keys = _backfill_in_place(target, found, counts, dry_run=arguments.dry_run, out=out)
+        keys = _backfill_in_place(target, found, counts, dry_run=arguments.dry_run, out=say)
     else:
         plan = CopyIn(arguments.bucket, prefix, uploads, arguments.tenant)
-        keys = _backfill_by_copy(s3, plan, found, counts, dry_run=arguments.dry_run, out=out)
+        keys = _backfill_by_copy(s3, plan, found, counts, dry_run=arguments.dry_run, out=say)
     verb = "would have " if arguments.dry_run else ""
-    print(f"{verb}{_progress(counts)}", file=out, flush=True)
-    if arguments.dry_run or arguments.no_follow or not keys:
-        return 0
-    deadline = time.monotonic() + arguments.timeout
-    return follow_files(ApiClient(target), uploads, keys, _display(out), deadline)
+    print(f"{verb}{_progress(counts)}", file=say, flush=True)
+    outcome = 0
+    if not (arguments.dry_run or arguments.no_follow or not keys):
+        deadline = time.monotonic() + arguments.timeout
+        outcome = follow_files(ApiClient(target), uploads, keys, _display(say), deadline)
+    if as_json:
+        document = {"dry_run": bool(arguments.dry_run), "counts": counts, "keys": keys}
+        print(json.dumps(document, indent=2), file=out)
+    return outcome
 
 
 def _backfill_in_place(
@@ -496,10 +576,30 @@ def definitions(
     arguments: argparse.Namespace,
     target: Target,
     invoke: Callable[[str, dict[str, Any]], dict[str, Any]],
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """What the scan scans with now; an update run now; the previous set made current."""
+    out = out or sys.stdout
     answer = invoke("DefinitionsUpdater", {"action": arguments.action})
-    print(json.dumps(answer, indent=2, sort_keys=True), file=out)
+    if getattr(arguments, "json", False):
+        print(json.dumps(answer, indent=2, sort_keys=True), file=out)
+    else:
+        print("\n".join(definitions_lines(answer)), file=out)
     status = str(answer.get("status", ""))
     return 1 if status == "failed" else 0
+
+
+def definitions_lines(answer: dict[str, Any]) -> list[str]:
+    """The updater's answer, a field a line: status and set first, the rest as they come."""
+    first = [name for name in ("status", "set_id") if name in answer]
+    rest = sorted(name for name in answer if name not in first)
+    width = max((len(name) for name in answer), default=0) + 1
+    return [f"{name + ':':<{width}} {_shown(answer[name])}" for name in first + rest]
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str | int | float | bool):
+        return str(value)
+    return json.dumps(value, sort_keys=True)

@@ -26,6 +26,7 @@ from filejobs_cli.commands import print_listing, targeted
 from filejobs_cli.quotas import tenant_argument
 from filejobs_cli.requests import option_argument
 
+JSON_HELP = "the API's JSON as it is"
 _SCHEDULE_ID = re.compile(r"sch-[0-9a-f]{16}")
 JOB_TYPES = (
     "thumbnail_generation",
@@ -44,7 +45,7 @@ def register(
     actions = schedules_.add_subparsers(dest="action", required=True)
 
     add_ = actions.add_parser("add", help="a new schedule: rescan, or run a job, on a cron")
-    add_.add_argument("name")
+    add_.add_argument("name", help="a name to know it by")
     add_.add_argument("--cron", required=True, help='e.g. "cron(0 3 * * ? *)" (03:00 daily)')
     add_.add_argument("--timezone", default="UTC", help="IANA name (default UTC)")
     add_.add_argument("--prefix", required=True, help="an object key prefix: uploads/TENANT/...")
@@ -62,12 +63,12 @@ def register(
         help="an option of --run's jobs (repeatable), as `filejobs request` takes it",
     )
     add_.add_argument("--tenant", type=tenant_argument, help="operators: whose schedule")
-    add_.add_argument("--json", action="store_true")
+    add_.add_argument("--json", action="store_true", help=JSON_HELP)
     add_.set_defaults(run=targeted(add, project_root, check_add))
 
     list_ = actions.add_parser("list", help="the schedules, with their next runs")
-    list_.add_argument("--tenant", type=tenant_argument)
-    list_.add_argument("--json", action="store_true")
+    list_.add_argument("--tenant", type=tenant_argument, help="only this tenant's (operators)")
+    list_.add_argument("--json", action="store_true", help=JSON_HELP)
     list_.set_defaults(run=targeted(list_schedules, project_root))
 
     parsers = [add_, list_]
@@ -78,8 +79,10 @@ def register(
         ("remove", "remove it; its runs' operations stay in the audit list"),
     ):
         one = actions.add_parser(name, help=help_text)
-        one.add_argument("schedule_id", type=schedule_id_argument)
-        one.add_argument("--json", action="store_true")
+        one.add_argument(
+            "schedule_id", type=schedule_id_argument, help="the schedule's id (sch-...)"
+        )
+        one.add_argument("--json", action="store_true", help=JSON_HELP)
         one.set_defaults(run=targeted(ONE[name], project_root))
         parsers.append(one)
     for parser in parsers:
@@ -115,13 +118,15 @@ def body_of(arguments: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def add(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def add(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # the stream of now, not of import time
     made = ApiClient(target).request("POST", "/schedules", body=body_of(arguments))
     _print(made, arguments.json, out)
     return 0
 
 
-def list_schedules(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def list_schedules(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     found = ApiClient(target).get("/schedules", {"tenant": arguments.tenant})
     print_listing(
         found, "schedules", summary_line, out, as_json=arguments.json, empty="no schedules"
@@ -129,20 +134,24 @@ def list_schedules(arguments: argparse.Namespace, target: Target, out: TextIO = 
     return 0
 
 
-def show(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def show(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     _print(ApiClient(target).get(f"/schedules/{arguments.schedule_id}"), arguments.json, out)
     return 0
 
 
-def pause(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def pause(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     return _set_enabled(arguments, target, out, enabled=False)
 
 
-def resume(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def resume(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     return _set_enabled(arguments, target, out, enabled=True)
 
 
-def remove(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def remove(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     ApiClient(target).request("DELETE", f"/schedules/{arguments.schedule_id}")
     print(f"removed {arguments.schedule_id}", file=out)
     return 0
@@ -155,7 +164,8 @@ def _set_enabled(
     arguments: argparse.Namespace, target: Target, out: TextIO, *, enabled: bool
 ) -> int:
     path = f"/schedules/{arguments.schedule_id}"
-    changed = ApiClient(target).request("PATCH", path, body={"enabled": enabled})
+    # Paused or resumed is a state: asking twice is asking once (safe to send again).
+    changed = ApiClient(target).request("PATCH", path, body={"enabled": enabled}, repeatable=True)
     _print(changed, arguments.json, out)
     return 0
 

@@ -1,4 +1,4 @@
-"""`filejobs webhooks ...`: a tenant's signed webhook endpoints (README, "Webhooks").
+"""`filejobs webhooks ...`: a tenant's signed webhook endpoints (docs/WEBHOOKS.md).
 
     filejobs webhooks add URL --event "Job Completed" [--event ...] [--tenant T] [--description D]
     filejobs webhooks list [--tenant T] [--json]
@@ -38,6 +38,7 @@ EVENT_TYPES = (
     "File Processed",
 )
 _WEBHOOK_ID = re.compile(r"wh-[0-9a-f]{24}-[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+ID_HELP = "the endpoint's id (wh-...)"
 _DELIVERY_ID = re.compile(r"dl-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{20}")
 
 
@@ -49,7 +50,7 @@ def register(
     actions = webhooks_.add_subparsers(dest="action", required=True)
 
     add_ = actions.add_parser("add", help="register an endpoint (prints its secret, once)")
-    add_.add_argument("url")
+    add_.add_argument("url", help="the https:// URL deliveries are POSTed to")
     add_.add_argument(
         "--event",
         dest="events",
@@ -60,7 +61,8 @@ def register(
         help=f"an event type to receive (repeatable): {', '.join(EVENT_TYPES)}",
     )
     add_.add_argument("--tenant", type=tenant_argument, help="whose (operators)")
-    add_.add_argument("--description", default="")
+    add_.add_argument("--description", default="", help="a note kept with the endpoint")
+    add_.add_argument("--json", action="store_true", help="the API's answer (with the secret)")
     add_.set_defaults(run=targeted(add, project_root))
 
     list_ = actions.add_parser("list", help="a tenant's endpoints")
@@ -69,32 +71,43 @@ def register(
     list_.set_defaults(run=targeted(list_endpoints, project_root))
 
     show_ = actions.add_parser("show", help="one endpoint (never its secret)")
-    show_.add_argument("webhook_id", type=webhook_id)
+    show_.add_argument("webhook_id", type=webhook_id, help=ID_HELP)
     show_.add_argument("--json", action="store_true", help="the API's JSON as it is")
     show_.set_defaults(run=targeted(show, project_root))
 
     rotate_ = actions.add_parser("rotate", help="a new secret; the old one kept for the overlap")
-    rotate_.add_argument("webhook_id", type=webhook_id)
-    rotate_.add_argument("--overlap-hours", type=overlap_hours, default=None, metavar="H")
+    rotate_.add_argument("webhook_id", type=webhook_id, help=ID_HELP)
+    rotate_.add_argument(
+        "--overlap-hours",
+        type=overlap_hours,
+        default=None,
+        metavar="H",
+        help="how long the old secret still signs too, 0-168 (default: the API's, 24)",
+    )
+    rotate_.add_argument("--json", action="store_true", help="the API's answer (with the secret)")
     rotate_.set_defaults(run=targeted(rotate, project_root))
 
     enable_ = actions.add_parser("enable", help="enable a disabled endpoint again")
-    enable_.add_argument("webhook_id", type=webhook_id)
+    enable_.add_argument("webhook_id", type=webhook_id, help=ID_HELP)
+    enable_.add_argument("--json", action="store_true", help="the API's answer as it is")
     enable_.set_defaults(run=targeted(enable, project_root))
 
     deliveries_ = actions.add_parser("deliveries", help="the delivery log, newest first")
-    deliveries_.add_argument("webhook_id", type=webhook_id)
-    deliveries_.add_argument("--limit", type=limit, default=25, metavar="N")
+    deliveries_.add_argument("webhook_id", type=webhook_id, help=ID_HELP)
+    deliveries_.add_argument(
+        "--limit", type=limit, default=25, metavar="N", help="at most N, 1-100 (default 25)"
+    )
     deliveries_.add_argument("--json", action="store_true", help="the API's JSON as it is")
     deliveries_.set_defaults(run=targeted(deliveries, project_root))
 
     resend_ = actions.add_parser("resend", help="send a delivery again (a new delivery)")
-    resend_.add_argument("webhook_id", type=webhook_id)
-    resend_.add_argument("delivery_id", type=delivery_id)
+    resend_.add_argument("webhook_id", type=webhook_id, help=ID_HELP)
+    resend_.add_argument("delivery_id", type=delivery_id, help="the delivery's id (dl-...)")
+    resend_.add_argument("--json", action="store_true", help="the new delivery as the API says")
     resend_.set_defaults(run=targeted(resend, project_root))
 
     remove_ = actions.add_parser("remove", help="remove an endpoint")
-    remove_.add_argument("webhook_id", type=webhook_id)
+    remove_.add_argument("webhook_id", type=webhook_id, help=ID_HELP)
     remove_.set_defaults(run=targeted(remove, project_root))
 
     for parser in (add_, list_, show_, rotate_, enable_, deliveries_, resend_, remove_):
@@ -133,19 +146,20 @@ def _path(*parts: str) -> str:
     return "/webhooks" + "".join(f"/{quote(part, safe='')}" for part in parts)
 
 
-def add(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def add(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout  # the stream of now, not of import time
     body: dict[str, Any] = {"url": arguments.url, "event_types": sorted(set(arguments.events))}
     if arguments.tenant:
         body["tenant"] = arguments.tenant
     if arguments.description:
         body["description"] = arguments.description
     made = _object(ApiClient(target).post("/webhooks", body))
-    print(render(made), file=out)
-    print(_secret_notice(made), file=out)
+    _print_made(made, arguments, out)
     return 0
 
 
-def list_endpoints(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def list_endpoints(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     found = _object(ApiClient(target).get("/webhooks", {"tenant": arguments.tenant}))
     print_listing(
         found, "webhooks", endpoint_line, out, as_json=arguments.json, empty="no webhook endpoints"
@@ -158,27 +172,40 @@ def endpoint_line(endpoint: dict[str, Any]) -> str:
     return f"{endpoint['id']}  {endpoint['status']:<8}  {endpoint['url']}  [{types}]"
 
 
-def show(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def show(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     found = _object(ApiClient(target).get(_path(arguments.webhook_id)))
     print(json.dumps(found, indent=2) if arguments.json else render(found), file=out)
     return 0
 
 
-def rotate(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def rotate(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     body = None if arguments.overlap_hours is None else {"overlap_hours": arguments.overlap_hours}
     made = _object(ApiClient(target).post(_path(arguments.webhook_id, "rotate"), body))
+    _print_made(made, arguments, out)
+    return 0
+
+
+def _print_made(made: dict[str, Any], arguments: argparse.Namespace, out: TextIO) -> None:
+    """An endpoint with its new secret: the API's JSON, or the endpoint then the secret."""
+    if getattr(arguments, "json", False):
+        print(json.dumps(made, indent=2), file=out)
+        return
     print(render(made), file=out)
     print(_secret_notice(made), file=out)
-    return 0
 
 
-def enable(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def enable(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     found = _object(ApiClient(target).post(_path(arguments.webhook_id, "enable")))
-    print(render(found), file=out)
+    shown = json.dumps(found, indent=2) if getattr(arguments, "json", False) else render(found)
+    print(shown, file=out)
     return 0
 
 
-def deliveries(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def deliveries(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     query = {"limit": str(arguments.limit)}
     page = _object(ApiClient(target).get(_path(arguments.webhook_id, "deliveries"), query))
     print_listing(
@@ -187,14 +214,19 @@ def deliveries(arguments: argparse.Namespace, target: Target, out: TextIO = sys.
     return 0
 
 
-def resend(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def resend(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     path = _path(arguments.webhook_id, "deliveries", arguments.delivery_id, "resend")
     again = _object(ApiClient(target).post(path))
-    print(f"queued {again['id']} (a resend of {again.get('resend_of')})", file=out)
+    if getattr(arguments, "json", False):
+        print(json.dumps(again, indent=2), file=out)
+    else:
+        print(f"queued {again['id']} (a resend of {again.get('resend_of')})", file=out)
     return 0
 
 
-def remove(arguments: argparse.Namespace, target: Target, out: TextIO = sys.stdout) -> int:
+def remove(arguments: argparse.Namespace, target: Target, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     ApiClient(target).request("DELETE", _path(arguments.webhook_id))
     print(f"removed {arguments.webhook_id}", file=out)
     return 0
@@ -209,7 +241,7 @@ def _object(answer: Any) -> dict[str, Any]:
 def _secret_notice(made: dict[str, Any]) -> str:
     return (
         f"secret: {made.get('secret')}\n"
-        "(shown this once: store it now; it signs Filejobs-Signature, see README, Webhooks)"
+        "(shown this once: store it now; it signs Filejobs-Signature, see docs/WEBHOOKS.md)"
     )
 
 

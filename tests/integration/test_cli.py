@@ -216,6 +216,30 @@ def test_get_downloads_the_thumbnails_of_a_file(
             assert max(image.size) <= 512
 
 
+def test_upload_takes_any_file_name_and_says_what_it_did_as_json(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    # given a file whose name has spaces and accents
+    (tmp_path / "Mon fichier d'été.txt").write_text("filejobs names\n" * 50)
+    # when it is uploaded with --json
+    done = cli(
+        "upload", str(tmp_path / "Mon fichier d'été.txt"), "--tenant", "cli-names",
+        "--no-follow", "--json", cwd=stack.root,
+    )  # fmt: skip
+    # then stdout is one JSON document naming the safe key and the file's id
+    assert done.returncode == 0, done.stderr
+    (uploaded,) = json.loads(done.stdout)["files"]
+    assert uploaded["key"] == "uploads/cli-names/Mon-fichier-d_été.txt"
+    assert uploaded["file"] is None  # not followed
+    # and the file is the tenant's: it sees it as itself (a tenant token), another does not
+    own = cli("status", uploaded["file_id"], "--as", "tenant:cli-names", "--json", cwd=stack.root)
+    assert own.returncode == 0, own.stderr
+    assert json.loads(own.stdout)["key"] == uploaded["key"]
+    other = cli("status", uploaded["file_id"], "--as", "tenant:cli-other", cwd=stack.root)
+    assert other.returncode == 1
+    assert f"no job or file {uploaded['file_id']}" in other.stderr
+
+
 def test_a_missing_local_stack_is_a_clear_error(tmp_path: Path) -> None:
     # given a project with no running local stack
     (tmp_path / "template.yaml").write_text((ROOT / "template.yaml").read_text())
@@ -305,10 +329,17 @@ def test_backfill_in_place_records_objects_whose_notifications_never_came(
 
 
 def test_definitions_status_names_the_set_the_scan_uses(stack: RunningStack) -> None:
-    result = cli("definitions", "status", cwd=stack.root)
+    result = cli("definitions", "status", "--json", cwd=stack.root)
     assert result.returncode == 0, result.stderr
     status = json.loads(result.stdout)
     assert status["set_id"] and status["status"]
+    # and without --json, a field a line, status first
+    shown = cli("definitions", "status", cwd=stack.root)
+    first, second = shown.stdout.splitlines()[:2]
+    assert (first.split(), second.split()) == (
+        ["status:", status["status"]],
+        ["set_id:", status["set_id"]],
+    )
 
 
 # --- quotas ------------------------------------------------------------------------------------

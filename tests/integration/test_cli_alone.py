@@ -1,16 +1,20 @@
-"""Specification: the CLI installs alone (`pip install ./cli`: boto3 and nothing of the dev
-tools) and works against a deployed stack, found by its API URL or by its CloudFormation stack's
-outputs; its requests are SigV4-signed. The deployed API here is a stand-in on 127.0.0.1 that
-checks each signature as API Gateway's IAM authorization would; CloudFormation is moto's."""
+"""Specification: the CLI installs alone (`pipx install ./cli`, `pip install ./cli`: boto3 and
+shtab, nothing of the dev tools) and works against a deployed stack, found by its API URL or by
+its CloudFormation stack's outputs; its requests are SigV4-signed. The deployed API here is a
+stand-in on 127.0.0.1 that checks each signature as API Gateway's IAM authorization would;
+CloudFormation and STS are moto's. (tests/integration/test_cli_deployed.py runs the CLI against
+a whole stack under the template's and the documented IAM policies.)"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,6 +29,7 @@ from botocore.credentials import Credentials
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "eu-west-1"
 KEY_ID, SECRET = "AKIDCLIALONE", "cli-alone-secret"
+OPERATOR_ROLE = "arn:aws:iam::123456789012:role/filejobs-prod-ApiOperatorRole-1A2B"
 JOB_ID = "0c535fa5-a5ec-5dfe-88d6-630684923320"
 FILE_ID = "6b0d9f4e-1c1e-5a53-9a51-3cbb1f7b2f10"
 JOB = {
@@ -61,9 +66,11 @@ def cli_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class SignedApi(BaseHTTPRequestHandler):
-    """GET /jobs/{id}: the job, for a request signed with the expected key; 403 otherwise."""
+    """GET /jobs/{id}: the job, for a request signed with a known key; 403 otherwise."""
 
     seen: list[dict[str, str]] = []  # noqa: RUF012 (one server per module, read by the tests)
+    # key id -> (secret, session token): whose signatures hold
+    known: dict[str, tuple[str, str | None]] = {KEY_ID: (SECRET, None)}  # noqa: RUF012
 
     def do_GET(self) -> None:
         headers = {key: value for key, value in self.headers.items()}
@@ -77,16 +84,24 @@ class SignedApi(BaseHTTPRequestHandler):
 
     def signature_holds(self, headers: dict[str, str]) -> bool:
         given = headers.get("Authorization", "")
-        if f"Credential={KEY_ID}/" not in given or f"/{REGION}/execute-api/" not in given:
+        found = re.fullmatch(
+            r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/\d{8}/(?P<region>[^/]+)/execute-api/"
+            r"aws4_request, SignedHeaders=(?P<signed>[^,]+), Signature=(?P<signature>[0-9a-f]+)",
+            given,
+        )
+        if found is None or found["key"] not in SignedApi.known or found["region"] != REGION:
             return False
-        host = headers["Host"]
-        signed = {k: v for k, v in headers.items() if k.lower() in {"host", "x-amz-date"}}
-        request = AWSRequest(method="GET", url=f"http://{host}{self.path}", headers=signed)
-        signer = SigV4Auth(Credentials(KEY_ID, SECRET), "execute-api", REGION)
-        request.context["timestamp"] = headers.get("X-Amz-Date", "")
+        secret, token = SignedApi.known[found["key"]]
+        lowered = {k.lower(): v for k, v in headers.items()}
+        signed = {name: lowered[name] for name in found["signed"].split(";")}
+        request = AWSRequest(
+            method="GET", url=f"http://{lowered['host']}{self.path}", headers=signed
+        )
+        signer = SigV4Auth(Credentials(found["key"], secret, token), "execute-api", REGION)
+        request.context["timestamp"] = lowered.get("x-amz-date", "")
         canonical = signer.canonical_request(request)
         expected = signer.signature(signer.string_to_sign(request, canonical), request)
-        return given.endswith(f"Signature={expected}")
+        return bool(found["signature"] == expected)
 
     def answer(self, status: int, body: dict[str, Any]) -> None:
         raw = json.dumps(body).encode()
@@ -158,23 +173,44 @@ def test_it_finds_a_deployed_stack_by_name(cli_venv: Path, api_url: str) -> None
     try:
         endpoint = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
         deploy_stack_with_outputs(endpoint, api_url)
-        # when the CLI is given the stack's name (CloudFormation at the emulator's address)
+        # given credentials that already are a session of the stack's operator role
+        session = operator_session(endpoint)
+        # when the CLI is given the stack's name (from the environment, as FILEJOBS_STACK)
         ran = run_cli(
             cli_venv,
             "status",
             JOB_ID,
-            "--stack-name",
-            "filejobs-prod",
             "--region",
             REGION,
+            FILEJOBS_STACK="filejobs-prod",
             AWS_ENDPOINT_URL_CLOUDFORMATION=endpoint,
+            AWS_ENDPOINT_URL_STS=endpoint,
+            **session,
         )
     finally:
         server.stop()
-    # then it read the API's URL from the stack's outputs and the job from that API
+    # then it read the API's URL from the stack's outputs and the job from that API, signed
+    # with the session as it is (no role assumed again)
     assert ran.returncode == 0, ran.stderr
     assert f"job {JOB_ID}" in ran.stdout
     assert "status:   completed" in ran.stdout
+    assert f"Credential={session['AWS_ACCESS_KEY_ID']}/" in SignedApi.seen[-1]["Authorization"]
+
+
+def operator_session(endpoint: str) -> dict[str, str]:
+    """Credentials of a session of the stack's operator role, as the environment holds them;
+    the stand-in API knows their secret."""
+    sts = boto3.client(
+        "sts",
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=KEY_ID,
+        aws_secret_access_key=SECRET,
+    )
+    issued = sts.assume_role(RoleArn=OPERATOR_ROLE, RoleSessionName="ops")["Credentials"]
+    key, secret, token = issued["AccessKeyId"], issued["SecretAccessKey"], issued["SessionToken"]
+    SignedApi.known[key] = (secret, token)
+    return {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": token}
 
 
 def test_a_bad_signature_is_reported_in_one_line(cli_venv: Path, api_url: str) -> None:
@@ -207,6 +243,7 @@ def deploy_stack_with_outputs(endpoint: str, api_url: str) -> None:
         "Resources": {"Uploads": {"Type": "AWS::S3::Bucket"}},
         "Outputs": {
             "ApiUrl": {"Value": api_url},
+            "ApiOperatorRoleArn": {"Value": OPERATOR_ROLE},
             "UploadsBucketName": {"Value": {"Ref": "Uploads"}},
             "OutputsBucketName": {"Value": "filejobs-prod-outputs"},
         },
@@ -219,3 +256,54 @@ def deploy_stack_with_outputs(endpoint: str, api_url: str) -> None:
         aws_secret_access_key=SECRET,
     )
     client.create_stack(StackName="filejobs-prod", TemplateBody=json.dumps(template))
+
+
+# --- pipx ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pipx_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`pipx install ./cli`, as its README tells: pipx (PyPI's) in a venv of its own, its home
+    and its bin folder in a scratch folder."""
+    scratch = tmp_path_factory.mktemp("pipx")
+    source = scratch / "cli"
+    shutil.copytree(ROOT / "cli", source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    tool = scratch / "tool"
+    subprocess.run([sys.executable, "-m", "venv", str(tool)], check=True)
+    subprocess.run(
+        [tool / "bin" / "pip", "install", "--quiet", "--disable-pip-version-check", "pipx"],
+        check=True,
+    )
+    environment = {
+        "PATH": f"{tool / 'bin'}:/usr/bin:/bin",
+        "HOME": str(scratch),
+        "PIPX_HOME": str(scratch / "pipx-home"),
+        "PIPX_BIN_DIR": str(scratch / "bin"),
+        "PIPX_MAN_DIR": str(scratch / "man"),
+    }
+    subprocess.run(
+        [tool / "bin" / "pipx", "install", str(source)],
+        check=True,
+        env=environment,
+        capture_output=True,
+        timeout=600,
+    )
+    return scratch / "bin"
+
+
+def test_pipx_installs_the_cli_with_its_version_help_and_completion(pipx_bin: Path) -> None:
+    filejobs = pipx_bin / "filejobs"
+    version = tomllib.loads((ROOT / "cli" / "pyproject.toml").read_text())["project"]["version"]
+    ran = subprocess.run(
+        [filejobs, "--version"], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert ran.stdout == f"filejobs {version}\n"
+    helped = subprocess.run(
+        [filejobs, "--help"], capture_output=True, text=True, check=True, timeout=60
+    )
+    for command in ("upload", "status", "get", "completion", "webhooks"):
+        assert command in helped.stdout
+    script = subprocess.run(
+        [filejobs, "completion", "bash"], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "--stack-name" in script.stdout

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from filejobs_cli.client import UsageError, http_error
 from filejobs_cli.commands import (
-    derived_keys,
     file_summary,
     output_path,
+    outputs_of,
     tenant_argument,
-    upload_key,
 )
 from filejobs_cli.main import main
+from filejobs_cli.upload_keys import safe_name, upload_key
 
 FILE_ID = "0c535fa5-a5ec-5dfe-88d6-630684923320"
 
@@ -54,9 +55,12 @@ def test_an_upload_of_a_missing_file_is_a_usage_error(
 
 
 def test_an_upload_key_is_under_the_tenants_prefix() -> None:
-    assert upload_key("demo", Path("/x/photo.png")) == "uploads/demo/photo.png"
-    with pytest.raises(UsageError):
-        upload_key("demo", Path("/x/my photo.png"))
+    assert upload_key("demo", "", safe_name("photo.png")) == "uploads/demo/photo.png"
+    assert upload_key("demo", "avatars/", safe_name("my photo.png")) == (
+        "uploads/demo/avatars/my-photo.png"
+    )
+    with pytest.raises(UsageError, match="longer than S3"):
+        upload_key("demo", "deep/" * 203, "photo.png")
 
 
 def test_outputs_land_under_the_out_folder(tmp_path: Path) -> None:
@@ -81,14 +85,32 @@ def test_names_that_would_escape_the_out_folder_are_refused(
         output_path(tmp_path, file_id, job_type, name)
 
 
-def test_derived_keys_are_the_results_keys_under_the_jobs_prefix() -> None:
-    prefix = f"derived/demo/{FILE_ID}/thumbnail_generation/"
-    result = {
-        "thumbnails": [{"key": prefix + "thumb-128.webp"}, {"key": prefix + "thumb-256.webp"}],
-        "source": {"key": "uploads/demo/photo.png"},
-        "quarantine_key": prefix + "ignored",
+def test_get_takes_the_outputs_the_api_links_for_completed_jobs_only(tmp_path: Path) -> None:
+    # given a file answer whose completed job links two outputs and whose failed job links one
+    url = "https://outputs.example/derived/demo/x?X-Amz-Signature=abc"
+    stored: dict[str, Any] = {
+        "id": FILE_ID,
+        "jobs": [
+            {"job_type": "thumbnail_generation", "status": "completed", "outputs": [
+                {"name": "thumb-128.webp", "url": url}, {"name": "thumb-256.webp", "url": url},
+            ]},
+            {"job_type": "compression", "status": "failed", "outputs": [{"name": "x", "url": url}]},
+        ],
+    }  # fmt: skip
+    # then each completed output goes to OUT/FILE_ID/JOB_TYPE/NAME, through the API's URL
+    found = outputs_of(stored, tmp_path)
+    assert [(o.job_type, o.name, o.url) for o in found] == [
+        ("thumbnail_generation", "thumb-128.webp", url),
+        ("thumbnail_generation", "thumb-256.webp", url),
+    ]
+    assert found[0].path == tmp_path.resolve() / FILE_ID / "thumbnail_generation" / "thumb-128.webp"
+    # and an output name that would escape the folder is refused
+    escaping = {
+        **stored,
+        "jobs": [{**stored["jobs"][0], "outputs": [{"name": "../x", "url": url}]}],
     }
-    assert derived_keys(result, prefix) == [prefix + "thumb-128.webp", prefix + "thumb-256.webp"]
+    with pytest.raises(Exception, match="refusing"):
+        outputs_of(escaping, tmp_path)
 
 
 def test_an_http_error_says_the_apis_message() -> None:

@@ -109,7 +109,14 @@ class FakeApi:
     def get(self, path: str, query: dict[str, str | None] | None = None) -> Any:
         return self._answer("GET", path, query=query)
 
-    def post(self, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+    def post(
+        self,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        *,
+        repeatable: bool | None = None,
+    ) -> Any:
         return self._answer("POST", path, body=body, headers=headers)
 
     def _answer(self, method: str, path: str, **sent: Any) -> Any:
