@@ -10,7 +10,9 @@ Who authenticates what, as designed (template.yaml, access.py, docs/API_AUTH.md)
 - No route holding data is public. API Gateway (FileJobsApi's DefaultAuthorizer AWS_IAM, which
   only the operator console's shell, /console and /console/{asset}, opts out of; locally, the
   router's bearer tokens) refuses an unsigned request on every other route, /health,
-  /openapi.json and /docs included, before the function runs.
+  /openapi.json and /docs included, before the function runs. With ApiAuth=COGNITO, a second
+  API (ConsoleApi) fronts the same function with a user pool's authorizer on every route but
+  the same two (test_template_console_sign_in.py checks it method by method).
 - The function identifies the caller (access.py) on every route but /health, which answers
   liveness and nothing else, reading neither the caller nor a table (as test_api.py's
   test_health_answers_without_reading_the_caller_or_the_table shows).
@@ -815,7 +817,17 @@ def test_nothing_reaches_the_functions_around_the_authorizer() -> None:
         # a role of the same name in another account
         assert "ResourcePolicy" not in properties.get("Auth", {}), name
     assert not TEMPLATE.get("Globals", {}).get("Api"), "Globals.Api applies to every API"
-    # and no other way in: no other API, method or function URL
+    # and no other way in: no other API, method or function URL but the user pool's API
+    # (ApiAuth=COGNITO), whose methods test_template_console_sign_in.py checks one by one, and
+    # which has no resource policy either
+    user_pool_api = {
+        "AWS::ApiGateway::RestApi": {"ConsoleApi"},
+        "AWS::ApiGateway::Method": {
+            "ConsoleApiProxyAny",
+            "ConsoleApiShellGet",
+            "ConsoleApiShellAssetGet",
+        },
+    }
     for kind in (
         "AWS::Serverless::HttpApi",
         "AWS::ApiGateway::RestApi",
@@ -823,6 +835,7 @@ def test_nothing_reaches_the_functions_around_the_authorizer() -> None:
         "AWS::ApiGatewayV2::Api",
         "AWS::Lambda::Url",
     ):
-        assert not resources_of_type(TEMPLATE, kind), kind
+        assert set(resources_of_type(TEMPLATE, kind)) == user_pool_api.get(kind, set()), kind
+    assert "Policy" not in TEMPLATE["Resources"]["ConsoleApi"]["Properties"]
     functions = resources_of_type(TEMPLATE, "AWS::Serverless::Function")
     assert not any("FunctionUrlConfig" in f.get("Properties", {}) for f in functions.values())

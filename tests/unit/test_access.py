@@ -170,3 +170,45 @@ def test_a_cognito_user_without_a_valid_tenant_or_the_group_is_no_caller(
     values: dict[str, str],
 ) -> None:
     assert caller_from(claims(**values), {}) is None
+
+
+# --- the stack's own Cognito API (ApiAuth=COGNITO): its stage names the console's app client ----
+
+CONSOLE_CLIENT = "4example0console0client0id"
+
+
+def on_console_api(claims_event: dict[str, Any], client: str = CONSOLE_CLIENT) -> dict[str, Any]:
+    """The event as ConsoleApi's stage hands it over (template.yaml's stage variables)."""
+    return {**claims_event, "stageVariables": {"consoleClientId": client}}
+
+
+def test_an_id_token_of_the_console_s_client_is_read_as_before() -> None:
+    raw = on_console_api(claims(aud=CONSOLE_CLIENT, **{"custom:tenant": "acme"}))
+    assert caller_from(raw, {}) == Caller(tenant="acme", operator=False)
+    operator = on_console_api(claims(aud=CONSOLE_CLIENT, **{"cognito:groups": "operators"}))
+    assert caller_from(operator, {}) == Caller(tenant=None, operator=True)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        # another app client of the same pool (the authorizer takes any of the pool's)
+        {"aud": "another0app0client0of0pool", "cognito:groups": "operators"},
+        {"aud": "another0app0client0of0pool", "custom:tenant": "acme"},
+        # no audience at all
+        {"custom:tenant": "acme"},
+        # the console's client, but an access token rather than an ID token
+        {"aud": CONSOLE_CLIENT, "token_use": "access", "cognito:groups": "operators"},
+    ],
+)
+def test_on_the_console_s_api_a_token_not_issued_to_its_client_is_no_caller(
+    values: dict[str, str],
+) -> None:
+    assert caller_from(on_console_api(claims(**values)), {}) is None
+
+
+def test_an_api_whose_stage_names_no_client_leaves_the_audience_to_its_authorizer() -> None:
+    # given an HTTP API's JWT authorizer, which checks the audience itself (no stage variable)
+    raw = {**claims(aud="whatever-the-authorizer-took", **{"custom:tenant": "acme"})}
+    raw["stageVariables"] = None
+    assert caller_from(raw, {}) == Caller(tenant="acme", operator=False)

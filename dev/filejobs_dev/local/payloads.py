@@ -154,10 +154,12 @@ def api_event(
     query: str,
     headers: dict[str, str],
     body: bytes,
-    authorizer: dict[str, str],
+    authorizer: dict[str, Any],
     stage: str = "local",
+    stage_variables: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """An API Gateway REST proxy event (payload 1.0) for one HTTP request."""
+    """An API Gateway REST proxy event (payload 1.0) for one HTTP request; `authorizer` is a
+    Lambda authorizer's context or a Cognito authorizer's `{"claims": {...}}`."""
     query_values = parse_qs(query, keep_blank_values=True)
     text_body: str | None = None
     encoded = False
@@ -175,7 +177,7 @@ def api_event(
         "queryStringParameters": {k: v[-1] for k, v in query_values.items()} or None,
         "multiValueQueryStringParameters": query_values or None,
         "pathParameters": path_parameters or None,
-        "stageVariables": None,
+        "stageVariables": stage_variables,
         "requestContext": {
             "resourcePath": resource,
             "httpMethod": method,

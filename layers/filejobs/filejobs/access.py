@@ -4,7 +4,10 @@ Three sources, the first present wins:
 - `requestContext.authorizer.claims`, the claims of a Cognito user pool authorizer (the
   documented alternative to IAM, docs/API_AUTH.md), every value a string: the tenant is the
   user's `custom:tenant` attribute, and a member of the group API_OPERATOR_GROUP ("operators"
-  unless set) is an operator.
+  unless set) is an operator. A REST API's Cognito authorizer takes an ID token of any app
+  client of the pool: on the stack's own Cognito API (ApiAuth=COGNITO), whose stage variable
+  `consoleClientId` names the console's client, only an ID token issued to that client is
+  taken (`aud`, `token_use`), so another app client of a shared pool opens nothing.
 - `requestContext.authorizer`, the context a Lambda authorizer puts on the request:
   `{"tenant": "<tenant>", "role": "tenant" | "operator"}`. The local stack's router sets it from
   its bearer tokens.
@@ -63,6 +66,9 @@ def caller_from(
         return None
     authorizer = context.get("authorizer")
     if isinstance(authorizer, dict) and isinstance(authorizer.get("claims"), dict):
+        audience = _required_audience(event)
+        if audience is not None and not _issued_to(authorizer["claims"], audience):
+            return None
         return _from_claims(authorizer["claims"], environment)
     if isinstance(authorizer, dict) and ("role" in authorizer or "tenant" in authorizer):
         return _from_authorizer(authorizer)
@@ -70,6 +76,21 @@ def caller_from(
     if isinstance(identity, dict):
         return _from_iam(identity, environment)
     return None
+
+
+def _required_audience(event: dict[str, Any]) -> str | None:
+    """The app client whose ID tokens the API that took the request accepts: its stage's
+    `consoleClientId` (stage variables come from the stage, never from the caller); None on an
+    API that names none (an HTTP API's JWT authorizer checks the audience itself)."""
+    variables = event.get("stageVariables")
+    client = variables.get("consoleClientId") if isinstance(variables, dict) else None
+    return client if isinstance(client, str) and client else None
+
+
+def _issued_to(claims: dict[str, Any], audience: str) -> bool:
+    """Whether the claims are an ID token's (an access token carries no custom attributes,
+    and names its client otherwise) issued to `audience`."""
+    return claims.get("token_use") == "id" and claims.get("aud") == audience
 
 
 def _from_authorizer(authorizer: dict[str, Any]) -> Caller | None:

@@ -1,10 +1,17 @@
-// filejobs console: one ES module, no framework, nothing from another origin (docs/CONSOLE.md).
+// filejobs console: ES modules (this one; oauth.js signs in with a user pool), no framework,
+// nothing from another origin (docs/CONSOLE.md).
 //
 // The page holds no data of its own: every view reads the status API on this origin with the
 // caller's bearer token, and shows what the API answers (it alone decides what a caller sees).
 // Views are routed by the URL fragment: #/overview, #/jobs?status=failed, #/job/<id>,
 // #/files?prefix=..., #/file/<id>, #/failures, #/operations, #/operation/<id>.
 // Every piece of data reaches the page through textContent or an attribute: never as HTML.
+//
+// How it signs in is the API's to say (GET console/config.json): through the stack's user pool
+// (ApiAuth=COGNITO: oauth.js, the ID token sent as the Cognito authorizer takes it), or with a
+// bearer token (the local stack's, or the secret of `filejobs console`'s signing proxy).
+
+import { CognitoSignIn } from "./oauth.js";
 
 const TOKEN_KEY = "filejobs.console.token";
 const LIVE_SECONDS = 3;
@@ -23,6 +30,9 @@ const main = document.getElementById("main");
 const updated = document.getElementById("updated");
 const alerts = document.getElementById("alerts");
 const signOut = document.getElementById("sign-out");
+const who = document.getElementById("who");
+// The user pool's sign-in (CognitoSignIn) when the API names one; null: a bearer token.
+let cognito = null;
 
 // --- small DOM helpers ----------------------------------------------------------------------
 
@@ -170,6 +180,26 @@ function token() {
   return window.sessionStorage.getItem(TOKEN_KEY);
 }
 
+function signedIn() {
+  return cognito ? cognito.signedIn() : Boolean(token());
+}
+
+// The Authorization header's value: the user pool's ID token as it is (what API Gateway's
+// Cognito authorizer reads), renewed first when about to expire; or `Bearer <token>`.
+async function authorization({ renew = false } = {}) {
+  if (cognito) return cognito.idToken({ renew });
+  const bearer = token();
+  return bearer ? `Bearer ${bearer}` : null;
+}
+
+// What the console says of the session beside "Sign out".
+function showSession() {
+  const name = cognito && signedIn() ? cognito.who() : null;
+  who.textContent = name ? `Signed in as ${name}` : "";
+  who.hidden = !name;
+  signOut.hidden = !signedIn();
+}
+
 function setToken(value) {
   if (value) window.sessionStorage.setItem(TOKEN_KEY, value);
   else window.sessionStorage.removeItem(TOKEN_KEY);
@@ -186,26 +216,57 @@ function takeTokenFromFragment() {
   window.history.replaceState(null, "", `${window.location.pathname}${window.location.search}#/overview`);
 }
 
+async function send(path, init) {
+  try {
+    return await fetch(new URL(path, API_BASE), init);
+  } catch (error) {
+    throw new ApiError(0, "unreachable", `The API did not answer (${error.message}).`);
+  }
+}
+
+// `filejobs console` opens the page at its one-time link, #handoff=...: traded once, on this
+// origin, for the signing proxy's secret, so the secret itself is on no command line. False
+// when the link was used already or expired.
+async function takeHandoffFromFragment() {
+  const fragment = window.location.hash.slice(1);
+  if (!fragment.startsWith("handoff=")) return true;
+  const handoff = new URLSearchParams(fragment).get("handoff");
+  window.history.replaceState(null, "", `${window.location.pathname}${window.location.search}#/overview`);
+  try {
+    const response = await fetch(new URL("console/session", API_BASE), {
+      method: "POST",
+      cache: "no-store",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ handoff }),
+    });
+    if (!response.ok) return false;
+    setToken((await response.json()).token);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function api(path, { method = "GET", body, headers = {} } = {}) {
-  const bearer = token();
-  if (!bearer) {
-    showSignIn();
+  const credentials = await authorization();
+  if (!credentials) {
+    showSignIn(cognito ? "Your sign-in has ended: sign in again." : undefined);
     throw new SignInNeeded();
   }
   const init = {
     method,
     cache: "no-store",
-    headers: { Accept: "application/json", Authorization: `Bearer ${bearer}`, ...headers },
+    headers: { Accept: "application/json", Authorization: credentials, ...headers },
   };
   if (body !== undefined) {
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";
   }
-  let response;
-  try {
-    response = await fetch(new URL(path, API_BASE), init);
-  } catch (error) {
-    throw new ApiError(0, "unreachable", `The API did not answer (${error.message}).`);
+  let response = await send(path, init);
+  if (response.status === 401 && cognito) {
+    // Revoked or expired early: one renewal, then the request once more.
+    const renewed = await authorization({ renew: true });
+    if (renewed) response = await send(path, { ...init, headers: { ...init.headers, Authorization: renewed } });
   }
   const text = await response.text();
   let data = null;
@@ -215,8 +276,9 @@ async function api(path, { method = "GET", body, headers = {} } = {}) {
     data = null;
   }
   if (response.status === 401) {
-    setToken(null);
-    showSignIn("The API did not accept the token (401). Sign in again.");
+    if (cognito) cognito.forget();
+    else setToken(null);
+    showSignIn(`The API did not accept ${cognito ? "your sign-in" : "the token"} (401). Sign in again.`);
     throw new SignInNeeded();
   }
   if (!response.ok) {
@@ -379,11 +441,11 @@ async function route({ focus = false } = {}) {
     if (link.dataset.view === nav) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  if (!token()) {
-    showSignIn();
+  if (!signedIn()) {
+    showSignIn(cognito && cognito.takeSignedOut() ? "Signed out." : undefined);
     return;
   }
-  signOut.hidden = false;
+  showSession();
   const ctx = {
     params,
     arg: match && match[1] ? decoded(match[1]) : null,
@@ -417,9 +479,13 @@ function notFoundView() {
 function showSignIn(message) {
   stopLive();
   generation += 1;
-  signOut.hidden = true;
+  showSession();
   updated.textContent = "";
   document.title = "Sign in · filejobs console";
+  if (cognito) {
+    showUserPoolSignIn(message);
+    return;
+  }
   const input = h("input", {
     id: "signin-token", name: "token", type: "password", autocomplete: "off",
     required: true, spellcheck: "false", "aria-describedby": "signin-hint",
@@ -439,8 +505,10 @@ function showSignIn(message) {
   },
   h("div", { className: "field" }, h("label", { for: "signin-token" }, "API token"), input),
   h("p", { id: "signin-hint", className: "hint" },
-    "The bearer token the API gave you. Locally, make demo prints the operator's console URL, and ",
-    h("code", {}, "filejobs token --tenant T"), " mints a tenant's token. It is kept in this tab only."),
+    "The bearer token the API gave you, kept in this tab only. On AWS with IAM auth, ",
+    h("code", {}, "filejobs console --stack-name STACK"),
+    " opens this console signed in, through a local proxy that signs its requests. Locally, make demo prints the operator's console URL, and ",
+    h("code", {}, "filejobs token --tenant T"), " mints a tenant's token."),
   h("div", { className: "form-actions" }, h("button", { type: "submit", className: "primary" }, "Sign in")));
   fill(main, h("section", { className: "signin", "aria-labelledby": "signin-title" },
     h("h1", { id: "signin-title", tabindex: "-1" }, "Sign in"),
@@ -448,7 +516,31 @@ function showSignIn(message) {
     form));
 }
 
+// Signs in through the user pool's own pages, then back to the view the reader was on.
+function showUserPoolSignIn(message) {
+  const view = window.location.hash.startsWith("#/") ? window.location.hash : "#/overview";
+  const start = h("button", {
+    type: "button", id: "signin-start", className: "primary",
+    onclick: async () => {
+      start.disabled = true;
+      await cognito.start(view);
+    },
+  }, "Sign in");
+  fill(main, h("section", { className: "signin", "aria-labelledby": "signin-title" },
+    h("h1", { id: "signin-title", tabindex: "-1" }, "Sign in"),
+    message ? h("p", { className: "error-box", role: "alert" }, message) : null,
+    h("p", { className: "hint" },
+      "This console signs you in with the stack's user pool; your administrator creates your account. ",
+      "Your session is kept in this tab only."),
+    h("div", { className: "form-actions" }, start)));
+}
+
 signOut.addEventListener("click", () => {
+  if (cognito) {
+    signOut.disabled = true;
+    cognito.signOut(); // leaves for the user pool's /logout, which comes back here
+    return;
+  }
   setToken(null);
   showSignIn("Signed out.");
   main.querySelector("input").focus();
@@ -1416,10 +1508,49 @@ document.getElementById("skip-link").addEventListener("click", (event) => {
 });
 
 window.addEventListener("hashchange", () => {
-  takeTokenFromFragment(); // a #token=... pasted into the address bar of an open console
+  if (!cognito) takeTokenFromFragment(); // a #token=... pasted into the address bar of an open console
   route({ focus: true });
 });
 
-takeTokenFromFragment();
-signOut.hidden = !token();
-route();
+// How this API signs people in; an API that does not say (an older one) takes bearer tokens.
+async function signInSettings() {
+  try {
+    const response = await fetch(new URL("console/config.json", API_BASE), { cache: "no-store" });
+    return response.ok ? await response.json() : { sign_in: "token" };
+  } catch {
+    return { sign_in: "token" };
+  }
+}
+
+// Back from the user pool with ?code&state (or ?error): the tokens taken, the query dropped
+// from the address bar and the history, and the view the reader started from shown.
+async function finishSignIn() {
+  const params = new URLSearchParams(window.location.search);
+  if (!params.has("code") && !params.has("error")) return true;
+  try {
+    const view = await cognito.finish(params);
+    window.history.replaceState(null, "", `${window.location.pathname}${view}`);
+    return true;
+  } catch (error) {
+    window.history.replaceState(null, "", `${window.location.pathname}#/overview`);
+    showSignIn(error.message);
+    return false;
+  }
+}
+
+async function start() {
+  const settings = await signInSettings();
+  if (settings.sign_in === "cognito") {
+    cognito = new CognitoSignIn(settings, new URL("console", API_BASE).href);
+    if (!(await finishSignIn())) return;
+  } else if (!(await takeHandoffFromFragment())) {
+    showSignIn("This console link was used already or has expired: run filejobs console again for a new one.");
+    return;
+  } else {
+    takeTokenFromFragment();
+  }
+  showSession();
+  route();
+}
+
+start();
