@@ -920,7 +920,7 @@ def _request_schema(job_type: JobType) -> dict[str, Any]:
             },
             "input_data": {
                 "description": (
-                    f"The {job_type.value} job's options (README: Job options); an unknown "
+                    f"The {job_type.value} job's options (docs/JOBS.md, Job options); an unknown "
                     "name or a value out of bounds answers 422 naming the field. null or "
                     "absent: every default"
                 ),

@@ -107,8 +107,8 @@ def axe_violations(page: Page, *, impacts: tuple[str, ...] = ("serious", "critic
 
 
 def screenshots() -> Path | None:
-    """Where to save the screenshots README.md shows: CONSOLE_SCREENSHOTS (make
-    console-screenshots sets docs/console/), or nowhere."""
+    """Where to save the console's screenshots (docs/console/, README.md shows the overview's):
+    CONSOLE_SCREENSHOTS (make console-screenshots sets docs/console/), or nowhere."""
     folder = os.environ.get("CONSOLE_SCREENSHOTS")
     if not folder:
         return None

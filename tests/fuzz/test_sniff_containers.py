@@ -1,6 +1,6 @@
 """The sniffer on corrupt containers: mutants of real OOXML, ODF, OLE2, camera RAW, SVG and
 audio files never raise, never read past the budget, never hang, and always give a content type
-the README's table lists.
+the table of docs/UPLOADS.md lists.
 
 The mutations aim where parsers break: the bytes at and after each structure's signature (ZIP
 local and central headers, the end record, OLE2 header and directory entries, ID3 frames, MP4

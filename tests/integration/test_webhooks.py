@@ -1,15 +1,15 @@
 """Signed webhooks end to end on moto: endpoints registered through the API, events published on
 the bus and forwarded by the template's rule to the webhooks queue, the webhooks function fanning
 them out and POSTing them to a real HTTP receiver on 127.0.0.1 (local mode), verified with the
-README's snippet; a receiver that fails then succeeds, one that times out, one that answers 410
-(disabled, and a notice on the bus); a resend; and the refusal of a name that resolves to a
-private address when not in local mode."""
+manual's snippet (docs/snippets/verify_webhook.py, which docs/WEBHOOKS.md includes); a receiver
+that fails then succeeds, one that times out, one that answers 410 (disabled, and a notice on the
+bus); a resend; and the refusal of a name that resolves to a private address when not in local
+mode."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import re
 import socket
 import threading
 import time
@@ -31,16 +31,15 @@ from filejobs.ports import DeliveryTask
 from functions.webhooks import app as webhooks_function
 from tests.integration.test_api import ACME, GLOBEX, OPERATOR, TEMPLATE, Api, stack  # noqa: F401
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+SNIPPET = ROOT / "docs" / "snippets" / "verify_webhook.py"
 
 
-def readme_verifier() -> Callable[[str, bytes, str], bool]:
-    """The verification snippet of README's Webhooks section, run as written."""
-    section = README.read_text().split("## Webhooks", 1)[1]
-    snippet = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert snippet is not None
+def docs_verifier() -> Callable[[str, bytes, str], bool]:
+    """The signature check docs/WEBHOOKS.md shows a receiver (its snippet file), run as written."""
+    assert '--8<-- "docs/snippets/verify_webhook.py"' in (ROOT / "docs" / "WEBHOOKS.md").read_text()
     scope: dict[str, Any] = {}
-    exec(snippet[1], scope)
+    exec(compile(SNIPPET.read_text(), str(SNIPPET), "exec"), scope)
     verify: Callable[[str, bytes, str], bool] = scope["verify_filejobs_signature"]
     return verify
 
@@ -225,7 +224,7 @@ def test_an_event_reaches_the_receiver_signed_and_logged(hooks: Hooks, receiver:
     assert hooks.drain() == 4  # three events, one delivery
 
     (got,) = receiver.received
-    verify = readme_verifier()
+    verify = docs_verifier()
     assert verify(got.headers["Filejobs-Signature"], got.body, secret)
     assert not verify(got.headers["Filejobs-Signature"], got.body + b" ", secret)
     assert not verify(got.headers["Filejobs-Signature"], got.body, "whsec_other")
@@ -292,7 +291,7 @@ def test_rotation_signs_with_both_secrets_during_the_overlap(
     (got,) = receiver.received
     header = got.headers["Filejobs-Signature"]
     assert header.count("v1=") == 2
-    verify = readme_verifier()
+    verify = docs_verifier()
     assert verify(header, got.body, rotated["secret"])
     assert verify(header, got.body, endpoint["secret"])
 
@@ -510,7 +509,7 @@ def test_the_sample_event_file_fans_out_to_the_tenants_endpoint(
     hooks: Hooks, receiver: Receiver
 ) -> None:
     endpoint = hooks.register(receiver.url, "Job Completed")
-    sample = json.loads((README.parent / "events" / "webhooks_bus_event.json").read_text())
+    sample = json.loads((ROOT / "events" / "webhooks_bus_event.json").read_text())
     assert webhooks_function.handler(sample, _context())["batchItemFailures"] == []
     hooks.drain()
     (delivery,) = hooks.deliveries(endpoint["id"])

@@ -558,7 +558,7 @@ SET_QUOTAS = _doc(
     },
 )
 
-# --- webhooks (README, "Webhooks") ---------------------------------------------------------------
+# --- webhooks (docs/WEBHOOKS.md) ------------------------------------------------------------------
 
 _WEBHOOK_BODY = {
     "required": True,

@@ -507,7 +507,7 @@ _PREVIEWABLE_DOCUMENTS = _any_case(
 )
 
 
-# Every content type `sniff` can give, for the README's table (tools/content_table.py) and the
+# Every content type `sniff` can give, for docs/UPLOADS.md's table (tools/content_table.py) and the
 # tests that hold each detector to it.
 SNIFFED_TYPES: frozenset[str] = frozenset(
     {

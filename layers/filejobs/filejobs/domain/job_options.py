@@ -10,8 +10,8 @@ The same definition is read twice, so the two can never drift apart:
   job stored before its options were checked (or whose options a later release narrowed) is
   read by the same rules: it fails at once with the same readable reason, never a crash.
 
-tools/openapi.py writes each set into the OpenAPI document (`OptionSet.schema`), and README's
-"Job options" section describes them.
+tools/openapi.py writes each set into the OpenAPI document (`OptionSet.schema`), and the
+"Job options" section of docs/JOBS.md describes them.
 
 A job's stored `input_data` also carries what the system puts there (the object's location,
 domain/ingest.py, and a rescan's request, services/rescans.py): `read` looks only at the

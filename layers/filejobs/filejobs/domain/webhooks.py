@@ -44,7 +44,7 @@ WEBHOOK_DISABLED = "Webhook Disabled"
 SIGNATURE_HEADER = "Filejobs-Signature"
 EVENT_ID_HEADER = "Filejobs-Event-Id"
 DELIVERY_ID_HEADER = "Filejobs-Delivery-Id"
-SIGNATURE_TOLERANCE = timedelta(minutes=5)  # what a receiver should allow (README's snippet)
+SIGNATURE_TOLERANCE = timedelta(minutes=5)  # what a receiver should allow (docs' snippet)
 
 MAX_ATTEMPTS = 12
 # The wait after attempt n (1-based) is NOMINAL_DELAYS[n - 1], times a jitter in [0.75, 1.25]:
@@ -213,8 +213,8 @@ def verify(
     now: datetime,
     tolerance: timedelta = SIGNATURE_TOLERANCE,
 ) -> bool:
-    """The receiver's check (README's snippet does the same): some v1 matches the secret, in
-    constant time, and the timestamp is within `tolerance` of now."""
+    """The receiver's check (docs/snippets/verify_webhook.py does the same): some v1 matches the
+    secret, in constant time, and the timestamp is within `tolerance` of now."""
     timestamp, signatures = None, []
     for part in header.split(","):
         key, _, value = part.strip().partition("=")
