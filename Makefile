@@ -23,7 +23,7 @@ ST := $(ST_VENV)/bin/st
 AXE_VERSION := 4.10.3
 AXE := .tools/axe/node_modules/axe-core/axe.min.js
 
-.PHONY: install system-deps axe console-screenshots bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full end-to-end soak bench demo dev clean locks
+.PHONY: install system-deps system-deps-check deploy-deps deploy delete axe console-screenshots bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full end-to-end soak bench demo dev clean locks docs docs-check
 
 # The venv keeps pip (sam build runs this python's pip for the layers' requirements).
 $(BIN)/python:
@@ -71,23 +71,42 @@ typecheck: install
 # to PDF with LibreOffice (soffice, headless: the -nogui packages); the LibreOffice layer's build
 # compresses its archive with zstd.
 export DEBIAN_ARCHIVE_KEYRING ?= /usr/share/keyrings/debian-archive-keyring.gpg
-system-deps:
+# One list, installed by system-deps and simulated whole (apt-get -s) by system-deps-check. npm
+# is not in it: it comes with Node.js (NodeSource's nodejs package carries npm and Conflicts with
+# Debian's npm, so asking apt for npm breaks a machine that has it); axe-core's target needs it.
+APT_GET_INSTALL := apt-get install -y -qq --no-install-recommends \
+    clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static \
+    gpgv debian-archive-keyring gpg openssl chromium fonts-dejavu-core \
+    libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui zstd
+DEBIAN_PACKAGES := $(filter-out apt-get install -%,$(APT_GET_INSTALL))
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Would the whole list install together on this machine, whatever is installed already? apt-get
+# -s resolves it as a new machine would (a conflict with what a new machine has, such as
+# NodeSource's nodejs against Debian's npm, fails it) and changes nothing. Run on every
+# system-deps, so make test proves the install step even where every package is present.
+system-deps-check:
+	@test -n "$$(ls /var/lib/apt/lists/*_Packages* 2>/dev/null)" || $(SUDO) apt-get update -qq
+	@out=$$(apt-get -s -y --no-install-recommends install $(DEBIAN_PACKAGES) 2>&1) || { \
+	  echo "system-deps: apt-get cannot install the Debian packages together here:" >&2; \
+	  echo "$$out" | grep -E 'Conflicts|Depends|Breaks|^E:' >&2; exit 1; }; \
+	echo "system-deps-check: the $(words $(DEBIAN_PACKAGES)) Debian packages install together"
+
+system-deps: system-deps-check
 	@command -v clamscan >/dev/null && test -x /usr/sbin/clamd && command -v freshclam >/dev/null \
 	  && command -v sigtool >/dev/null && test -d /usr/share/clamav-testfiles \
 	  && command -v qemu-aarch64-static >/dev/null \
 	  && command -v gpgv >/dev/null && test -f "$(DEBIAN_ARCHIVE_KEYRING)" \
 	  && command -v gpg >/dev/null && command -v openssl >/dev/null \
 	  && test -x /usr/bin/chromium && test -d /usr/share/fonts/truetype/dejavu \
-	  && command -v npm >/dev/null && command -v soffice >/dev/null && command -v zstd >/dev/null || { \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
-	    clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static \
-	    gpgv debian-archive-keyring gpg openssl chromium fonts-dejavu-core npm \
-	    libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui zstd >/dev/null; }
+	  && command -v soffice >/dev/null && command -v zstd >/dev/null || { \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) $(APT_GET_INSTALL) >/dev/null; }
 
-# The pinned axe-core, from npm (npm itself: system-deps).
+# The pinned axe-core, from npm: the machine's Node.js carries npm (never Debian's: see above).
 $(AXE): | system-deps
+	@command -v npm >/dev/null || { echo "axe-core: npm not found: install Node.js 18 or newer" \
+	  "with its npm (NodeSource's nodejs package, or Debian's nodejs and npm together)" >&2; exit 1; }
 	npm install --prefix .tools/axe --no-save --no-package-lock --no-audit --no-fund \
 	  --ignore-scripts --loglevel=error axe-core@$(AXE_VERSION)
 	@test -f $@
@@ -101,7 +120,7 @@ unit: install system-deps $(AXE)
 	$(BIN)/pytest -n auto --dist loadfile
 
 # The console's browser tests alone, saving their screenshots to docs/console/ (README.md shows
-# them): run after a change to the console's look.
+# the overview's): run after a change to the console's look.
 console-screenshots: install system-deps $(AXE)
 	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(BIN)/pytest -p no:cacheprovider tests/browser
 
@@ -148,6 +167,26 @@ $(ST): | $(UV)
 api-fuzz: install $(ST)
 	$(BIN)/python tools/fuzz_api.py --st $(ST)
 
+# mkdocs and its Markdown extensions (pymdown-extensions: the snippets the pages include), pinned:
+# the site is built strictly, and a new release can bring a new warning.
+MKDOCS_VENV := .tools/mkdocs
+MKDOCS := $(MKDOCS_VENV)/bin/mkdocs
+$(MKDOCS): | $(UV)
+	$(UV) venv --quiet --clear --python $(PYTHON313) $(MKDOCS_VENV)
+	$(UV) pip install --quiet --python $(MKDOCS_VENV)/bin/python \
+	  'mkdocs==1.6.1' 'pymdown-extensions==13.1.2' 'markdown==3.11.3'
+
+# The manual (docs/, mkdocs.yml) as a site in site/, strict: a link to a missing page, file or
+# anchor, a page left out of the navigation or a missing snippet fails it. docs-check (in `make
+# test`) builds it the same way into a scratch folder.
+# (Not --quiet: it hides the warnings from --strict too, and the build then passes whatever they say.)
+docs: $(MKDOCS)
+	$(MKDOCS) build --strict
+
+docs-check: $(MKDOCS)
+	site_dir=$$(mktemp -d) && trap 'rm -rf "$$site_dir"' EXIT && \
+	  $(MKDOCS) build --strict --site-dir "$$site_dir"
+
 # The whole system on the local stack under injected faults (crashes, transient failures,
 # duplicate deliveries, DynamoDB throttling, concurrent sweeps, cancels), then an audit of every
 # file, job, stream record and dead letter (tools/chaos.py; docs/RELIABILITY.md). Exits 1 on
@@ -174,7 +213,7 @@ soak: $(VENV)/.soak-installed
 # waiting on the stack's timers) from the start, the static checks in the other two slots.
 # Each part's output is printed whole when it ends; make fails if any part does.
 test:
-	$(MAKE) --no-print-directory -j4 --output-sync=target unit end-to-end lint typecheck template security
+	$(MAKE) --no-print-directory -j4 --output-sync=target unit end-to-end lint typecheck template security docs-check
 
 end-to-end: api-fuzz
 	$(MAKE) --no-print-directory chaos
@@ -199,8 +238,34 @@ demo: install system-deps
 	$(BIN)/python tools/demo.py
 
 # The whole system on this machine (moto server + every function of template.yaml); Ctrl-C stops.
-dev: install
+# The virus scan runs this machine's ClamAV, document_preview its LibreOffice: system-deps.
+dev: install system-deps
 	$(BIN)/filejobs dev $(DEV_ARGS)
 
+# --- Deploy (docs/DEPLOY.md) -----------------------------------------------------------------
+# ENV names a samconfig.toml environment (default, prod): its stack name, region, profile and
+# parameter overrides. deploy: the stack name checked (the uploads bucket is named after it),
+# sam build without a container, tools/check_build.py, then sam deploy, guided when the stack
+# does not exist yet. delete: the stack's buckets emptied once you type the stack's name, then
+# sam delete (the tables are kept). tools/deploy.py does both.
+ENV ?= default
+
+# What a build host needs beside the project's venv and SAM: the layers' Debian packages are
+# taken only through a Release gpgv finds signed by debian-archive-keyring's keys, and the
+# LibreOffice layer's archive is zstd. (Their download needs deb.debian.org.)
+DEPLOY_APT_GET_INSTALL := apt-get install -y -qq --no-install-recommends \
+    gpgv debian-archive-keyring zstd
+deploy-deps: install $(SAM)
+	@command -v gpgv >/dev/null && test -f "$(DEBIAN_ARCHIVE_KEYRING)" \
+	  && command -v zstd >/dev/null || { \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) $(DEPLOY_APT_GET_INSTALL) >/dev/null; }
+
+deploy: deploy-deps
+	$(BIN)/python tools/deploy.py deploy --env $(ENV) --sam $(SAM)
+
+delete: install $(SAM)
+	$(BIN)/python tools/deploy.py delete --env $(ENV) --sam $(SAM)
+
 clean:
-	rm -rf $(VENV) .tools .mypy_cache .pytest_cache .ruff_cache .hypothesis .aws-sam
+	rm -rf $(VENV) .tools .mypy_cache .pytest_cache .ruff_cache .hypothesis .aws-sam site

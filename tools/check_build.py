@@ -42,7 +42,7 @@ MB = 1_000_000
 # Import names that must never reach Lambda: the dev tools, the CLI, and what only they use.
 DEV_ONLY = frozenset(
     {"filejobs_dev", "filejobs_cli", "moto", "yaml", "pytest", "_pytest", "mypy", "hypothesis",
-     "cfnlint", "werkzeug", "flask", "tests"}
+     "cfnlint", "werkzeug", "flask", "shtab", "jwt", "tests"}
 )  # fmt: skip
 PROBE = Path(__file__).with_name("layer_import_probe.py")
 HOST_ARCHITECTURE = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}

@@ -2,19 +2,22 @@
 tools installed (filejobs_dev), the local stack itself and Docker-free invocations of its functions.
 
 filejobs dev [--workers N] [--api-port 3000] [--emulator-port 4566] [--schedule-seconds S]
-             [--definitions-mirror DIR] [--baseline]
+             [--definitions-mirror DIR] [--stack-name NAME] [--shared-emulator LOCAL_JSON]
+             [--baseline]
+filejobs console [--stack-name S] [--as operator|tenant:NAME]   (a signing proxy on 127.0.0.1)
 filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
-filejobs upload PATH... [--tenant T] [--folder F] [--preset NAME] [--no-follow | --wait]
-                [--timeout S]
+filejobs upload PATH... [--tenant T] [--folder F] [--key NAME] [--preset NAME]
+                [--no-follow | --wait] [--timeout S] [--json]
 filejobs status FILE_ID|JOB_ID [--json]
 filejobs jobs [--status S] [--type T] [--tenant T] [--limit N] [--json]
 filejobs request FILE_ID JOB_TYPE [--option NAME=VALUE]... [--options JSON]
                  [--delay 10m | --at TIME] [--max-retries N] [--priority N] [--json]
-filejobs cancel JOB_ID [--reason R]  |  filejobs retry JOB_ID
-filejobs get FILE_ID [--out DIR]
+filejobs cancel JOB_ID [--reason R] [--json]  |  filejobs retry JOB_ID [--json]
+filejobs get FILE_ID [--out DIR] [--json]
 filejobs rescan FILE_ID... | --tenant T [--prefix P] [--dry-run]
 filejobs backfill --bucket B [--prefix P] [--inventory s3://.../manifest.json] [--tenant T]
-filejobs definitions status|update|rollback
+filejobs definitions status|update|rollback [--json]
+filejobs completion bash|zsh|tcsh
 filejobs quotas show TENANT [--json]
 filejobs quotas set TENANT [--files-per-day N] [--bytes-per-day N] [--max-file-bytes N]
                     [--max-in-flight-jobs N] [--default QUOTA]...   (0: unlimited)
@@ -35,22 +38,34 @@ filejobs presets set NAME --job "JOB_TYPE [NAME=VALUE]... [priority=N]"... | --s
 filejobs presets list [--tenant T] | show NAME [--version N] | remove NAME   [--json]
 
 Commands on files and jobs go to the local stack (`.filejobs/local.json`) unless given
---stack-name NAME or --api-url URL (deployed: SigV4-signed with the caller's AWS credentials).
-`dev`, `invoke` and `token` come from filejobs_dev.local.commands; without the dev tools they
-say how to get them.
+--stack-name NAME ($FILEJOBS_STACK) or --api-url URL ($FILEJOBS_API_URL): a deployed stack,
+called as the operator or a tenant (--as, $FILEJOBS_AS) with the API role the CLI assumes
+with your credentials (--profile; credentials.py, docs/CLI.md). `dev`, `invoke` and `token`
+come from filejobs_dev.local.commands; without the dev tools they say how to get them.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from filejobs_cli import commands as commands_
-from filejobs_cli import console, presets, quotas, requests, scanning, schedules, webhooks
+from filejobs_cli import (
+    completion,
+    console,
+    console_proxy,
+    presets,
+    quotas,
+    requests,
+    scanning,
+    schedules,
+    webhooks,
+)
 from filejobs_cli.client import CliError
 
 # The commands that need the dev tools (moto, the template's parser), in the package that has them.
@@ -90,7 +105,9 @@ class WithoutDevTools:
             command = commands.add_parser(
                 name, help="(needs the dev tools)", add_help=False, prefix_chars="+"
             )
-            command.add_argument("arguments", nargs="*")
+            command.add_argument(
+                "arguments", nargs="*", help="taken as they are (the dev tools read them)"
+            )
             command.set_defaults(run=self._refuse(name))
 
     def invoker(
@@ -124,9 +141,23 @@ def project_root() -> Path:
     raise SystemExit("filejobs: no template.yaml here or above; run it inside the project")
 
 
+def version() -> str:
+    """This CLI's version, from the metadata of the distribution that installed it
+    (filejobs-cli alone, or the project's filejobs)."""
+    for distribution in importlib.metadata.packages_distributions().get("filejobs_cli", []):
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown (not installed)"
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="filejobs", description=__doc__.split("\n\n")[0])
-    commands = root.add_subparsers(dest="command", required=True)
+    root.add_argument(
+        "--version", action="version", version=f"filejobs {version()}", help="print the version"
+    )
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     local = local_commands()
     local.register(commands, project_root)
     commands_.register(commands, project_root)
@@ -137,6 +168,8 @@ def parser() -> argparse.ArgumentParser:
     schedules.register(commands, project_root)
     presets.register(commands, project_root)
     console.register(commands, project_root)
+    console_proxy.register(commands, project_root)
+    completion.register(commands, parser)
     return root
 
 

@@ -47,8 +47,7 @@ app = APIGatewayRestResolver()
 
 
 def page_tokens() -> PageTokens:
-    secret = os.environ.get("API_TOKEN_SECRET")
-    return PageTokens(secret.encode() if secret else None)
+    return PageTokens(runtime.page_token_secret())
 
 
 def service() -> StatusApi:
@@ -376,7 +375,7 @@ def set_quotas(tenant: str) -> dict[str, Any]:
     return rendering.quota_report(quotas().change(who, name, change))
 
 
-# --- webhooks (services/webhooks.py; README, "Webhooks") ---------------------------------------
+# --- webhooks (services/webhooks.py; docs/WEBHOOKS.md) ------------------------------------------
 
 
 @app.post("/webhooks", **openapi.REGISTER_WEBHOOK)
@@ -483,13 +482,18 @@ def _image_origin() -> str | None:
 
 
 def _console_file(name: str) -> Response[str]:
+    stage_variables = app.current_event.stage_variables
+    if name == console.CONFIG:
+        settings = console.sign_in_settings(stage_variables)
+        return _json(200, json.dumps(settings), headers={"Cache-Control": "no-store"})
     try:
         content_type, body = console.asset(name)
     except console.UnknownAssetError:
         return _json(404, rendering.error_body("not_found", "no such console file"))
     headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
     if name == console.PAGE:
-        headers["Content-Security-Policy"] = console.console_policy(_image_origin())
+        sign_in = console.sign_in_origin(stage_variables)
+        headers["Content-Security-Policy"] = console.console_policy(_image_origin(), sign_in)
         headers["Referrer-Policy"] = "no-referrer"
     return Response(status_code=200, content_type=content_type, body=body.decode(), headers=headers)
 

@@ -6,7 +6,7 @@ import os
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -200,6 +200,10 @@ def start_decoders_early() -> None:
 
 def record_metrics(result: WorkResult) -> None:
     metrics.add_dimension(name="job_type", value=job_type().value)
+    # The same figures again under the stack alone (a second EMF dimension set): a CloudWatch
+    # metric is its exact dimensions, and the stack's failure-rate alarm and dashboard add every
+    # job type up, which no alarm can do over six series of each metric.
+    metrics.add_dimensions(service=SERVICE)
     if result.disposition not in _NOT_STARTED:
         metrics.add_metric(name="JobsStarted", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name=_METRIC[result.disposition], unit=MetricUnit.Count, value=1)
@@ -208,6 +212,26 @@ def record_metrics(result: WorkResult) -> None:
         metrics.add_metric(
             name="JobDuration", unit=MetricUnit.Seconds, value=duration.total_seconds()
         )
+    verdict = scan_verdict(result)
+    if verdict is not None:
+        # Its own metric and dimension (the dashboard's verdicts): a dimension added to the
+        # batch's metrics would split every other figure of the invocation by verdict too.
+        with single_metric(
+            name="ScanVerdicts", unit=MetricUnit.Count, value=1, namespace=METRICS_NAMESPACE
+        ) as counted:
+            counted.add_dimension(name="service", value=SERVICE)
+            counted.add_dimension(name="verdict", value=verdict)
+
+
+def scan_verdict(result: WorkResult) -> str | None:
+    """The verdict a completed virus scan acted on (the file's, when it kept an earlier one)."""
+    job = result.job
+    if result.disposition is not Disposition.COMPLETED or job is None:
+        return None
+    if job.job_type is not JobType.VIRUS_SCAN or not isinstance(job.result_data, dict):
+        return None
+    verdict = job.result_data.get("recorded_verdict") or job.result_data.get("verdict")
+    return verdict if isinstance(verdict, str) else None
 
 
 # Lambda sets it in a real execution environment only: tests and the local stack, which start

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import unquote_plus
 
+import boto3
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
@@ -211,7 +212,8 @@ def environment_of(function: str, stack: Stack, monkeypatch: pytest.MonkeyPatch)
         value: Any = declared
         if isinstance(value, dict) and "Ref" not in value:
             value = "unused"  # a role's unique id (!GetAtt): only the API reads it, of IAM callers
-        missing = isinstance(value, dict) and value["Ref"] not in {**stack.names, **parameters}
+        known = {**handlers.PSEUDO, **stack.names, **parameters}
+        missing = isinstance(value, dict) and value["Ref"] not in known
         resolved = value["Ref"] if missing else handlers._resolve(value, stack.names, parameters)
         monkeypatch.setenv(name, resolved)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
@@ -1170,6 +1172,11 @@ def api_stack(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
     """The API's environment, and two tenants' files with their jobs, one of them cancelled."""
     environment_of("ApiFunction", stack, monkeypatch)
     monkeypatch.delenv("API_TOKEN_SECRET", raising=False)
+    # its page tokens signed with a secret of its own in Secrets Manager, as the stack's are
+    page_token_secret = boto3.client("secretsmanager").create_secret(
+        Name=f"page-tokens-{uuid.uuid4().hex[:8]}", SecretString=uuid.uuid4().hex
+    )
+    monkeypatch.setenv("API_TOKEN_SECRET_ARN", page_token_secret["ARN"])
     runtime.tables()
     for plan in (ACME_FILE, GLOBEX_FILE):
         FileRepository().record_ingest(plan)
@@ -1205,9 +1212,13 @@ def test_the_api_answers_any_request_with_a_2xx_or_a_4xx_that_changed_nothing(
     ids=["empty", "over 1,024 bytes", "not UTF-8"],
 )
 def test_a_page_token_naming_a_position_no_sort_key_can_hold_is_refused(
-    api_stack: Stack, position: str
+    api_stack: Stack, position: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a forged token for an operator's listing, naming a position DynamoDB refuses in a
+    # Given an API without a page-token secret (no signature to stop a forged token first)
+    monkeypatch.delenv("API_TOKEN_SECRET_ARN")
+    runtime.reset()
+    runtime.tables()
+    # and a forged token for an operator's listing, naming a position DynamoDB refuses in a
     # query (moto takes the last two; DynamoDB answers all three with a ValidationException)
     event = next_page(OPERATOR_LISTING, [position, JOB_IDS[0]])
 

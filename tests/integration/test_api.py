@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -130,7 +131,14 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     }
     for group in groups.values():
         boto3.client("scheduler").create_schedule_group(Name=group)
-    refs = {**tables, **urls, **groups}
+    # The page-token secret, made as the stack makes it (a random value in Secrets Manager).
+    secrets = {
+        s: boto3.client("secretsmanager").create_secret(
+            Name=f"{s}-{suffix}", SecretString=uuid.uuid4().hex
+        )["ARN"]
+        for s in resources_of_type(TEMPLATE, "AWS::SecretsManager::Secret")
+    }
+    refs = {**tables, **urls, **groups, **secrets}
     arns = {
         **queue_arns(boto3.client("sqs"), urls),
         "SchedulerRole": f"arn:aws:iam::123456789012:role/SchedulerRole-{suffix}",
@@ -457,7 +465,18 @@ def tampered(token: str, change: dict[str, Any]) -> str:
     return encoded + dot + signature
 
 
-def test_a_page_token_is_bound_to_its_caller_and_listing(stack: Api) -> None:
+def without_page_token_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API as it answers without a secret to sign its page tokens with (the template always
+    gives it one: what is left then is each listing's own scope)."""
+    monkeypatch.delenv("API_TOKEN_SECRET_ARN")
+    runtime.reset()
+    runtime.tables()
+
+
+def test_a_page_token_is_bound_to_its_caller_and_listing(
+    stack: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without_page_token_secret(monkeypatch)
     # given a first page of acme's jobs
     for n in range(2):
         ingested("acme", f"{n}.png", minutes_ago=n)
@@ -482,9 +501,8 @@ def test_a_page_token_is_bound_to_its_caller_and_listing(stack: Api) -> None:
     assert status == 200 and {j["tenant"] for j in body["jobs"]} <= {"globex"}
 
 
-def test_a_signed_token_refuses_any_change(stack: Api, monkeypatch: pytest.MonkeyPatch) -> None:
-    # given a token secret, and a first page signed with it
-    monkeypatch.setenv("API_TOKEN_SECRET", "s3cret-for-this-test")
+def test_a_signed_token_refuses_any_change(stack: Api) -> None:
+    # given the stack's page-token secret (ApiPageTokenSecret), and a first page signed with it
     for n in range(2):
         ingested("acme", f"{n}.png", minutes_ago=n)
     _, first = stack.call("GET", "/jobs", who=ACME, query={"limit": "2"})
@@ -499,6 +517,30 @@ def test_a_signed_token_refuses_any_change(stack: Api, monkeypatch: pytest.Monke
             "GET", "/jobs", who=ACME, query={"limit": "2", "next_token": forged}
         )
         assert (status, error_code(body)) == (400, "bad_request")
+
+
+def test_page_tokens_are_signed_with_the_secret_the_stack_keeps_in_secrets_manager(
+    stack: Api,
+) -> None:
+    # given a token signed while the stack's secret held its first value
+    for n in range(3):
+        ingested("acme", f"{n}.png", minutes_ago=n)
+    _, first = stack.call("GET", "/jobs", who=ACME, query={"limit": "1"})
+    token = first["next_token"]
+    # when the secret gets a new value (a rotation) and the API reads it again
+    boto3.client("secretsmanager").put_secret_value(
+        SecretId=os.environ["API_TOKEN_SECRET_ARN"], SecretString=uuid.uuid4().hex
+    )
+    runtime.reset()
+    runtime.tables()
+    # then the old token no longer verifies, and a new first page's does
+    status, body = stack.call("GET", "/jobs", who=ACME, query={"limit": "1", "next_token": token})
+    assert (status, error_code(body)) == (400, "bad_request")
+    _, again = stack.call("GET", "/jobs", who=ACME, query={"limit": "1"})
+    status, _ = stack.call(
+        "GET", "/jobs", who=ACME, query={"limit": "1", "next_token": again["next_token"]}
+    )
+    assert status == 200
 
 
 # --- cancel -------------------------------------------------------------------------------------

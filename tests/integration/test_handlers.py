@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -31,6 +32,7 @@ from filejobs.domain.file import ScanStatus
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.retry import TransientError
 from filejobs.domain.time import utcnow
+from filejobs.observability import SERVICE
 from filejobs.processors.base import Work
 from filejobs.processors.digest import ObjectDigest
 from filejobs.processors.source import ObjectSource
@@ -86,11 +88,19 @@ class Stack:
         return self.names[logical_id]
 
 
+# The pseudo parameters the functions' environment names (the stack's name: its metrics).
+PSEUDO = {"AWS::StackName": "filejobs-test", "AWS::Region": "us-east-1"}
+
+
 def _resolve(value: Any, refs: dict[str, str], parameters: dict[str, Any]) -> str:
-    """An environment value of the template: a literal, or a Ref to a resource or parameter."""
+    """An environment value of the template: a literal, a Ref to a resource, parameter or
+    pseudo parameter, or a Sub of those."""
+    known = {**PSEUDO, **refs}
     if isinstance(value, dict) and "Ref" in value:
         name = value["Ref"]
-        return str(refs[name] if name in refs else parameters[name]["Default"])
+        return str(known[name] if name in known else parameters[name]["Default"])
+    if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+        return re.sub(r"\$\{([^}]+)\}", lambda m: known[m.group(1)], value["Fn::Sub"])
     return str(value)
 
 
@@ -446,13 +456,21 @@ def test_a_completed_job_is_measured(
     invoke(worker.handler, receive(stack, "VirusScanQueue"))
 
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-    [blob] = emf
-    names = {m["Name"] for m in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    [blob] = [b for b in emf if "JobsCompleted" in b]
+    [directive] = blob["_aws"]["CloudWatchMetrics"]
+    names = {m["Name"] for m in directive["Metrics"]}
     assert {"JobsStarted", "JobsCompleted", "JobDuration"} <= names
     assert blob["job_type"] == "virus_scan"
     assert blob["JobsStarted"] == blob["JobsCompleted"] == [1.0]
     [seconds] = blob["JobDuration"]
     assert 0 <= seconds < 60
+    # by job type, and again under the stack alone (what its failure-rate alarm adds up)
+    assert directive["Dimensions"] == [["job_type", "service"], ["service"]]
+    assert blob["service"] == SERVICE  # the stack's name on AWS (tests/.../test_two_local_stacks)
+    # and the verdict the scan gave is counted by verdict, in a record of its own
+    [verdicts] = [b for b in emf if "ScanVerdicts" in b]
+    assert verdicts["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["service", "verdict"]]
+    assert (verdicts["verdict"], verdicts["ScanVerdicts"]) == ("CLEAN", [1.0])
 
 
 # --- every log line of a record names what it is about --------------------------------------

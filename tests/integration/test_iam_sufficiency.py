@@ -108,6 +108,7 @@ class _Context:
 
 
 CONTEXT = cast(LambdaContext, _Context())
+STACK_NAME = "filejobs"  # the stack tests/iam.py's Resolver resolves ${AWS::StackName} to
 
 
 @dataclass
@@ -124,6 +125,8 @@ class Stack:
             resolved = value
             if value == {"Ref": "AWS::AccountId"}:
                 resolved = ACCOUNT
+            elif value == {"Ref": "AWS::StackName"}:
+                resolved = STACK_NAME
             elif isinstance(value, dict) and "Ref" in value:
                 target = value["Ref"]
                 known = target in self.refs
@@ -192,7 +195,23 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterato
     for logical_id, group in groups.items():
         boto3.client("scheduler").create_schedule_group(Name=group)
         attributes[logical_id] = group  # its Ref, as ${ScheduleGroup} in a policy
-    refs = {**tables, **urls, **buckets, **roles, **groups, "JobEventsBus": f"bus-{suffix}"}
+    # The API's page-token secret: its Ref is its ARN, which the API's role names.
+    secrets = {
+        lid: boto3.client("secretsmanager").create_secret(
+            Name=f"{lid}-{suffix}", SecretString=uuid.uuid4().hex
+        )["ARN"]
+        for lid in resources_of_type(TEMPLATE, "AWS::SecretsManager::Secret")
+    }
+    attributes.update(secrets)
+    refs = {
+        **tables,
+        **urls,
+        **buckets,
+        **roles,
+        **groups,
+        **secrets,
+        "JobEventsBus": f"bus-{suffix}",
+    }
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "filejobs-test")
     # The scan fails closed: a stack scans once its updater has published definitions.
     publish_set(s3, buckets["OutputsBucket"], tmp_path / "definitions", "20261201T000000Z")

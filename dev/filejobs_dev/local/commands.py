@@ -42,8 +42,24 @@ def register(
         default=int(os.environ.get("FILEJOBS_WORKERS", "1")),
         help="pollers per SQS-triggered function (default 1)",
     )
-    dev_command.add_argument("--api-port", type=int, default=3000)
-    dev_command.add_argument("--emulator-port", type=int, default=4566)
+    dev_command.add_argument("--api-port", type=int, default=3000, help="default 3000")
+    dev_command.add_argument(
+        "--emulator-port", type=int, default=4566, help="the AWS emulator's port (default 4566)"
+    )
+    dev_command.add_argument(
+        "--stack-name",
+        default="filejobs-local",
+        help="names every resource, the metrics' namespace and the alarms, as the deployed "
+        "stack's name does (default filejobs-local)",
+    )
+    dev_command.add_argument(
+        "--shared-emulator",
+        type=Path,
+        metavar="LOCAL_JSON",
+        help="make this stack on the emulator of the running local stack whose "
+        ".filejobs/local.json this is (two stacks in one account; give each its own "
+        "--stack-name and --api-port)",
+    )
     dev_command.add_argument(
         "--baseline",
         action="store_true",
@@ -148,6 +164,8 @@ def dev(arguments: argparse.Namespace, root: Path) -> int:
         meter_log=arguments.meter_log,
         definitions_mirror=arguments.definitions_mirror,
         baseline=arguments.baseline,
+        stack_name=arguments.stack_name,
+        shared_emulator=arguments.shared_emulator,
     )
     try:
         return run(options)

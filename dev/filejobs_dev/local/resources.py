@@ -2,7 +2,8 @@
 
 Everything comes from template.yaml (tables with their indexes, streams and TTL, queues with
 their redrive policies, buckets with their notifications, event buses and their rules, schedule
-groups): a resource added there exists locally with no new wiring. `Resources.resolve` answers the
+groups, secrets, the alarms' topic, the alarms and the dashboard): a resource added there exists
+locally with no new wiring. `Resources.resolve` answers the
 intrinsics the template's function settings use (`!Ref`, `!GetAtt
 X.Arn|StreamArn|QueueUrl|QueueName`, `!Sub` with the pseudo parameters and logical ids), the way
 CloudFormation would for the real stack.
@@ -13,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
+import string
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +90,33 @@ class Resources:
             return self._ref(name)
 
         return re.sub(r"\$\{([^}!]+)\}", replace, text)
+
+    def holds(self, template: dict[str, Any], condition: str) -> bool:
+        """Whether one of the template's Conditions holds with this stack's parameters."""
+        return self._evaluate(template, template.get("Conditions", {})[condition])
+
+    def _evaluate(self, template: dict[str, Any], value: Any) -> bool:
+        ((function, argument),) = value.items()
+        if function == "Fn::Equals":
+            left, right = (self._value(item) for item in argument)
+            return left == right
+        if function == "Fn::Not":
+            return not self._evaluate(template, argument[0])
+        if function == "Fn::And":
+            return all(self._evaluate(template, item) for item in argument)
+        if function == "Fn::Or":
+            return any(self._evaluate(template, item) for item in argument)
+        if function in {"Condition", "Fn::Condition"}:  # `!Condition X` parses as the latter
+            return self.holds(template, str(argument))
+        raise ValueError(f"the local stack cannot evaluate the condition function {function}")
+
+    def _value(self, value: Any) -> str:
+        if isinstance(value, dict) and set(value) == {"Fn::Join"}:
+            separator, items = value["Fn::Join"]
+            resolved = self.resolve(items)
+            # a CommaDelimitedList parameter's value is its text here, already joined by ","
+            return resolved if isinstance(resolved, str) else separator.join(map(str, resolved))
+        return str(self.resolve(value))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -186,8 +216,94 @@ def provision(
         arn = scheduler.create_schedule_group(Name=group)["ScheduleGroupArn"]
         resources.refs[logical_id] = group  # a schedule group's Ref is its name
         resources.attributes[logical_id] = {"Arn": arn}
+    for logical_id in resources_of_type(template, "AWS::Serverless::Function"):
+        # As the local stack names each function's process (AWS_LAMBDA_FUNCTION_NAME): the
+        # alarms and the dashboard name functions by their Ref.
+        name = f"{stack_name}-{logical_id}"
+        resources.refs[logical_id] = name
+        resources.attributes[logical_id] = {
+            "Arn": f"arn:aws:lambda:{region}:{ACCOUNT}:function:{name}"
+        }
+    create_secrets(client("secretsmanager"), resources, template)
+    create_topics(client("sns"), resources, template)
     create_rules(events, resources, template)
+    create_alarms(client("cloudwatch"), resources, template)
     return resources
+
+
+def create_secrets(secretsmanager: Any, resources: Resources, template: dict[str, Any]) -> None:
+    """Each AWS::SecretsManager::Secret with a value made as GenerateSecretString asks (its
+    length; letters and digits): a secret's Ref is its ARN."""
+    for logical_id, secret in resources_of_type(template, "AWS::SecretsManager::Secret").items():
+        generate = secret.get("Properties", {}).get("GenerateSecretString", {})
+        length = int(generate.get("PasswordLength", 32))
+        value = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(length))
+        answer = secretsmanager.create_secret(
+            Name=f"{resources.stack_name}-{logical_id}", SecretString=value
+        )
+        resources.refs[logical_id] = answer["ARN"]
+        resources.attributes[logical_id] = {"Id": answer["ARN"]}
+
+
+def create_topics(sns: Any, resources: Resources, template: dict[str, Any]) -> None:
+    """Each AWS::SNS::Topic (the alarms': their actions name it); a topic's Ref is its ARN."""
+    for logical_id in resources_of_type(template, "AWS::SNS::Topic"):
+        arn = sns.create_topic(Name=f"{resources.stack_name}-{logical_id}")["TopicArn"]
+        resources.refs[logical_id] = arn
+        resources.attributes[logical_id] = {"TopicName": arn.rsplit(":", 1)[1]}
+
+
+def create_alarms(cloudwatch: Any, resources: Resources, template: dict[str, Any]) -> None:
+    """Each AWS::CloudWatch::Alarm and Dashboard as CloudFormation would make it, on this stack's
+    resources and metric namespace: what an operator of the local stack (and a test of two
+    stacks side by side) reads back from CloudWatch is what the deployed stack would have."""
+    for logical_id, alarm in resources_of_type(template, "AWS::CloudWatch::Alarm").items():
+        if "Condition" in alarm and not resources.holds(template, alarm["Condition"]):
+            continue  # as CloudFormation makes no resource whose condition is false
+        properties = resources.resolve(alarm["Properties"])
+        settings = {key: value for key, value in properties.items() if key in _ALARM_KEYS}
+        settings["Threshold"] = float(settings["Threshold"])
+        for key in ("Period", "EvaluationPeriods", "DatapointsToAlarm"):
+            if key in settings:
+                settings[key] = int(settings[key])
+        for query in settings.get("Metrics", []):
+            if "MetricStat" in query:
+                query["MetricStat"]["Period"] = int(query["MetricStat"]["Period"])
+        name = f"{resources.stack_name}-{logical_id}"
+        cloudwatch.put_metric_alarm(AlarmName=name, **settings)
+        resources.refs[logical_id] = name
+    for logical_id, board in resources_of_type(template, "AWS::CloudWatch::Dashboard").items():
+        properties = resources.resolve(board["Properties"])
+        name = str(properties.get("DashboardName") or f"{resources.stack_name}-{logical_id}")
+        cloudwatch.put_dashboard(DashboardName=name, DashboardBody=properties["DashboardBody"])
+        resources.refs[logical_id] = name
+
+
+# The properties of AWS::CloudWatch::Alarm that PutMetricAlarm takes as they are.
+_ALARM_KEYS = frozenset(
+    {
+        "AlarmDescription",
+        "ActionsEnabled",
+        "AlarmActions",
+        "OKActions",
+        "InsufficientDataActions",
+        "MetricName",
+        "Namespace",
+        "Statistic",
+        "ExtendedStatistic",
+        "Dimensions",
+        "Period",
+        "Unit",
+        "EvaluationPeriods",
+        "DatapointsToAlarm",
+        "Threshold",
+        "ComparisonOperator",
+        "TreatMissingData",
+        "EvaluateLowSampleCountPercentile",
+        "Metrics",
+        "ThresholdMetricId",
+    }
+)
 
 
 def create_rules(events: Any, resources: Resources, template: dict[str, Any]) -> None:

@@ -45,6 +45,7 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from filejobs_cli.local_stack_file import CONFIG_PATH, LOCAL_CREDENTIALS
+from filejobs_dev.infra.stack_names import stack_name_problem
 from filejobs_dev.infra.template import (
     FunctionSpec,
     function_definitions,
@@ -67,6 +68,7 @@ from filejobs_dev.local.host import (
     ready_folder,
     ready_marker,
 )
+from filejobs_dev.local.issuer import CognitoAuthorizer, LocalDirectory, StandInIssuer
 from filejobs_dev.local.metering import METER_LOG_VARIABLE
 from filejobs_dev.local.mirror import DefinitionsMirror, build_local_databases
 from filejobs_dev.local.payloads import api_event, custom_resource_event
@@ -160,6 +162,10 @@ class StackOptions:
     # every service in the stack's one moto server, moto's own request routing, hosts that
     # short-poll. Otherwise DynamoDB and its streams run in a process of their own (emulator.py).
     baseline: bool = False
+    # Another running local stack's `.filejobs/local.json`: this stack is made on that stack's
+    # emulator instead of one of its own, as a second stack is deployed into the same account
+    # (every name it makes is its own, by its stack name). That stack must outlive this one.
+    shared_emulator: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,19 @@ def routes_of(functions: dict[str, FunctionSpec]) -> list[Route]:
     return sorted(routes, key=lambda r: (r.resource.count("{"), r.resource))
 
 
+def shared_endpoints(config_path: Path) -> tuple[str, dict[str, str]]:
+    """The emulator endpoints another running local stack serves (its local.json)."""
+    try:
+        config = json.loads(config_path.read_text())
+        return str(config["endpoint_url"]), {
+            str(service): str(url) for service, url in (config.get("endpoints") or {}).items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise StackConfigError(
+            f"--shared-emulator {config_path}: not a running local stack's local.json ({error})"
+        ) from None
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -206,6 +225,9 @@ class LocalStack:
             raise StackConfigError(f"no such parameter in template.yaml: {', '.join(unknown)}")
         if options.definitions_mirror is not None and not options.definitions_mirror.is_dir():
             raise StackConfigError(f"--definitions-mirror {options.definitions_mirror}: no folder")
+        problem = stack_name_problem(options.stack_name)
+        if problem is not None:
+            raise StackConfigError(problem)
         self.endpoint_url = f"http://127.0.0.1:{options.emulator_port}"
         self.api_url = f"http://127.0.0.1:{options.api_port}"
         self.api_token = secrets.token_urlsafe(24)
@@ -226,13 +248,18 @@ class LocalStack:
         self._restarts: list[float] = []
         self._api_ports: dict[str, int] = {}
         self._mirror: DefinitionsMirror | None = None
+        # ApiAuth=COGNITO: the stand-in user pool, and the router's check of its tokens.
+        self._issuer: StandInIssuer | None = None
+        self._cognito: CognitoAuthorizer | None = None
         self.resources: Resources | None = None
 
     # --- start -------------------------------------------------------------------------------
 
     def start(self) -> None:
         moto_fixes.apply(speedups=not self.options.baseline)
-        if self.options.baseline:
+        if self.options.shared_emulator is not None:
+            self.endpoint_url, self.endpoints = shared_endpoints(self.options.shared_emulator)
+        elif self.options.baseline:
             refuse_cross_origin_requests()
             self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=self.options.emulator_port)
             self._moto.start()
@@ -259,6 +286,7 @@ class LocalStack:
             endpoints=self.endpoints,
             visibility_seconds=self.options.visibility_seconds,
         )
+        self._start_issuer()
         self._write_config()
         self._create_custom_resources()
         shutil.rmtree(ready_folder(self.config_path), ignore_errors=True)
@@ -311,6 +339,7 @@ class LocalStack:
             "definitions_mirror_url": None if self._mirror is None else self._mirror.url,
             "definitions_mirror_dir": None if self._mirror is None else str(self._mirror.directory),
             "resources": self.resources.to_json(),
+            "cognito": None if self._issuer is None else self._issuer.describe(),
         }
         _write_private(self.config_path, config)  # it holds the API token
         _write_private(self.sam_env_path, self.sam_environment())
@@ -574,7 +603,7 @@ class LocalStack:
         """One HTTP request through auth and the template's routes to a function. The
         console's shell (/console, /console/...) holds no data: it is served without a token,
         as its routes have no authorizer in the template."""
-        authorizer: dict[str, str] = {}
+        authorizer: dict[str, Any] = {}
         if path != "/console" and not path.startswith("/console/"):
             found = self.authorize(headers.get("Authorization", ""))
             if found is None:
@@ -600,12 +629,31 @@ class LocalStack:
             headers=headers,
             body=body,
             authorizer=authorizer,
+            stage_variables=None if self._issuer is None else self._issuer.stage_variables(),
         )
         return self._invoke_api(route.function, event)
 
-    def authorize(self, header: str) -> dict[str, str] | None:
+    def _start_issuer(self) -> None:
+        """ApiAuth=COGNITO: the stand-in user pool the console signs in with (issuer.py), and
+        the Cognito authorizer's check of its ID tokens. One router serves both of the template's
+        APIs: an ID token is checked as ConsoleApi's authorizer does, a bearer token as before
+        (standing in for FileJobsApi's SigV4); events carry ConsoleApi's stage variables."""
+        assert self.resources is not None
+        parameters = self.resources.parameters
+        if parameters.get("ApiAuth") != "COGNITO":
+            return
+        directory = LocalDirectory(
+            self.api_token, self.token_secret, parameters.get("ApiOperatorGroup", "operators")
+        )
+        self._issuer = StandInIssuer(directory, f"{self.api_url}/console").start()
+        self._cognito = CognitoAuthorizer(self._issuer.url)
+
+    def authorize(self, header: str) -> dict[str, Any] | None:
         """The authorizer context of a bearer token, as an API Gateway authorizer would put it:
-        the stack's `api_token` is an operator's, a minted token (tokens.py) its tenant's."""
+        the stack's `api_token` is an operator's, a minted token (tokens.py) its tenant's; with
+        ApiAuth=COGNITO, a valid ID token of the stand-in user pool gives its claims."""
+        if self._cognito is not None and (claims := self._cognito.authorize(header)) is not None:
+            return claims
         scheme, _, token = header.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -702,6 +750,8 @@ class LocalStack:
                 self._emulator.wait()
         if self._mirror is not None:
             self._mirror.stop()
+        if self._issuer is not None:
+            self._issuer.stop()
         self.config_path.unlink(missing_ok=True)
         self.sam_env_path.unlink(missing_ok=True)
         shutil.rmtree(ready_folder(self.config_path), ignore_errors=True)

@@ -84,6 +84,10 @@ class Settings:
     # Finished jobs kept per file and job type beside the TTL (KeepLastFinishedJobs; only the
     # events function reads it: services/retention.py). A type not named: the TTL alone.
     keep_last: Mapping[JobType, int] = field(default_factory=dict)
+    # What signs the API's page tokens: the stack's Secrets Manager secret (its ARN, the
+    # template's), or the secret itself (the tests); neither: unsigned tokens (page_tokens.py).
+    page_token_secret_arn: str | None = None
+    page_token_secret: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -131,6 +135,8 @@ class Settings:
             scheduler_role_arn=env.get("SCHEDULER_ROLE_ARN") or None,
             schedule_dead_letter_arn=env.get("SCHEDULE_DEAD_LETTER_ARN") or None,
             keep_last=_keep_last(env),
+            page_token_secret_arn=env.get("API_TOKEN_SECRET_ARN") or None,
+            page_token_secret=env.get("API_TOKEN_SECRET") or None,
         )
 
     @property

@@ -1,12 +1,15 @@
 """Names every handler logs, measures and traces under, and the log scope of one batch record.
 
-The names are given explicitly because Powertools reads its environment when a Logger or
-Metrics is built, at import: a handler imported before its environment is set would otherwise log
-as "service_undefined" and refuse to flush metrics. The template sets the same in the environment.
+The template names both per stack (POWERTOOLS_SERVICE_NAME is the stack's name, the metrics'
+namespace `filejobs/<stack>`), so two stacks in one account keep their metrics and alarms apart.
+They are read here, once, with a fallback, because Powertools reads its environment when a Logger
+or Metrics is built, at import: a handler imported before its environment is set (a test) would
+otherwise log as "service_undefined" and refuse to flush metrics.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -14,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
 
-SERVICE = "filejobs"
-METRICS_NAMESPACE = "filejobs"
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "filejobs"
+METRICS_NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "filejobs"
 # What the Tracer instruments: botocore carries every AWS call (S3, SQS, and DynamoDB through
 # PynamoDB's botocore client). X-Ray's default, patch_all, would also load a patcher for every
 # library it can import (sqlite3, requests, psycopg...) at each cold start, some 40 ms more, and

@@ -26,6 +26,7 @@ from filejobs.data.models import Tables, bind_tables
 from filejobs.domain.time import utcnow
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_s3 import S3Client
@@ -103,6 +104,29 @@ def dynamodb() -> DynamoDBClient:
 
 def _client(service: str) -> object:
     return aws_session().create_client(service, endpoint_url=settings().endpoint_url)
+
+
+# How long the page-token key is kept after a read (Powertools Parameters' cache): a rotated
+# secret takes effect within the hour, and a warm API function reads it once an hour at most.
+PAGE_TOKEN_SECRET_MAX_AGE = 3600
+
+
+@cache
+def secrets() -> SecretsProvider:
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider  # noqa: PLC0415
+
+    # Any client with get_secret_value serves; this one honours the local stack's endpoint.
+    return SecretsProvider(boto3_client=cast("Any", _client("secretsmanager")))
+
+
+def page_token_secret() -> bytes | None:
+    """The key the API signs its page tokens with: the stack's secret, read through Powertools
+    Parameters and cached; else a secret given as such (tests); else None (unsigned)."""
+    loaded = settings()
+    if loaded.page_token_secret_arn:
+        value = secrets().get(loaded.page_token_secret_arn, max_age=PAGE_TOKEN_SECRET_MAX_AGE)
+        return str(value).encode()
+    return loaded.page_token_secret.encode() if loaded.page_token_secret else None
 
 
 def jobs() -> JobRepository:
@@ -368,6 +392,7 @@ def reset() -> None:
         events,
         scheduler_client,
         dynamodb,
+        secrets,
         preset_cache,
     ):
         cached.cache_clear()
