@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,9 +21,8 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
+
+from tests.sigv4 import signature_holds, signed_by
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "eu-west-1"
@@ -83,25 +81,15 @@ class SignedApi(BaseHTTPRequestHandler):
             self.answer(404, {"error": {"code": "not_found", "message": "no such job"}})
 
     def signature_holds(self, headers: dict[str, str]) -> bool:
-        given = headers.get("Authorization", "")
-        found = re.fullmatch(
-            r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/\d{8}/(?P<region>[^/]+)/execute-api/"
-            r"aws4_request, SignedHeaders=(?P<signed>[^,]+), Signature=(?P<signature>[0-9a-f]+)",
-            given,
-        )
-        if found is None or found["key"] not in SignedApi.known or found["region"] != REGION:
+        signed = signed_by(headers.get("Authorization", ""))
+        if signed is None or signed.key not in SignedApi.known or signed.region != REGION:
             return False
-        secret, token = SignedApi.known[found["key"]]
-        lowered = {k.lower(): v for k, v in headers.items()}
-        signed = {name: lowered[name] for name in found["signed"].split(";")}
-        request = AWSRequest(
-            method="GET", url=f"http://{lowered['host']}{self.path}", headers=signed
-        )
-        signer = SigV4Auth(Credentials(found["key"], secret, token), "execute-api", REGION)
-        request.context["timestamp"] = lowered.get("x-amz-date", "")
-        canonical = signer.canonical_request(request)
-        expected = signer.signature(signer.string_to_sign(request, canonical), request)
-        return bool(found["signature"] == expected)
+        secret, token = SignedApi.known[signed.key]
+        host = {k.lower(): v for k, v in headers.items()}.get("host", "")
+        return signed.service == "execute-api" and signature_holds(
+            signed, method="GET", url=f"http://{host}{self.path}", headers=headers, body=None,
+            secret=secret, token=token,
+        )  # fmt: skip
 
     def answer(self, status: int, body: dict[str, Any]) -> None:
         raw = json.dumps(body).encode()

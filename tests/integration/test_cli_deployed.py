@@ -44,10 +44,7 @@ from urllib.parse import urlsplit
 
 import boto3
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.client import BaseClient
-from botocore.credentials import Credentials
 from botocore.response import StreamingBody
 from PIL import Image
 
@@ -58,6 +55,7 @@ from filejobs_dev.infra.template import load_template
 from filejobs_dev.local import commands as local_commands
 from tests.iam import ACCOUNT, PARTITION, REGION, Call, Resolver, grants, permissions_of
 from tests.localstack import ROOT, RunningStack, running_stack
+from tests.sigv4 import SigV4Signature, signature_holds, signed_by
 
 STACK = "filejobs-prod"
 API_ID = "a1b2c3d4e5"
@@ -234,11 +232,6 @@ def recording(deployment: Deployment, updater: Callable[[dict[str, Any]], dict[s
 
 # --- API Gateway, as the stack's IAM-authorized API -----------------------------------------------
 
-_CREDENTIAL = re.compile(
-    r"AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/[^,]+, SignedHeaders=(?P<signed>[^,]+), "
-    r"Signature=(?P<signature>[0-9a-f]+)"
-)
-
 
 class Gateway(BaseHTTPRequestHandler):
     """IAM auth and execute-api:Invoke as API Gateway does them, then the local API."""
@@ -262,8 +255,8 @@ class Gateway(BaseHTTPRequestHandler):
 
     def relay(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        found = _CREDENTIAL.fullmatch(self.headers.get("Authorization", ""))
-        who = self.deployment.principals.get(found["key"]) if found else None
+        found = signed_by(self.headers.get("Authorization", ""))
+        who = self.deployment.principals.get(found.key) if found else None
         if found is None or who is None:
             self.answer(403, {"message": "Missing Authentication Token"})
             return
@@ -274,7 +267,7 @@ class Gateway(BaseHTTPRequestHandler):
         resource = (
             f"arn:{PARTITION}:execute-api:{REGION}:{ACCOUNT}:{API_ID}/{STAGE}/{self.command}{path}"
         )
-        self.deployment.invocations.append((found["key"], self.command, path))
+        self.deployment.invocations.append((found.key, self.command, path))
         if not any(s.allows("execute-api:Invoke", resource, None) for s in who.statements):
             refusal = f"{who.arn}: execute-api:Invoke on {resource}"
             self.deployment.refused.append(refusal)
@@ -286,19 +279,16 @@ class Gateway(BaseHTTPRequestHandler):
             return
         self.forward(self.path.removeprefix(f"/{STAGE}"), body, token)
 
-    def signature_holds(self, found: re.Match[str], who: Principal, body: bytes) -> bool:
-        signed = {name: self.headers[name] for name in found["signed"].split(";")}
-        request = AWSRequest(
+    def signature_holds(self, signed: SigV4Signature, who: Principal, body: bytes) -> bool:
+        return signed.service == "execute-api" and signature_holds(
+            signed,
             method=self.command,
             url=f"http://{self.headers['Host']}{self.path}",
-            data=body or None,
-            headers=signed,
+            headers=dict(self.headers.items()),
+            body=body,
+            secret=who.secret,
+            token=who.token,
         )
-        request.context["timestamp"] = self.headers.get("X-Amz-Date", "")
-        signer = SigV4Auth(Credentials(found["key"], who.secret, who.token), "execute-api", REGION)
-        canonical = signer.canonical_request(request)
-        expected = signer.signature(signer.string_to_sign(request, canonical), request)
-        return bool(found["signature"] == expected)
 
     def caller_token(self, arn: str) -> str | None:
         """The local API's token of the caller the deployed API would see (access.py)."""

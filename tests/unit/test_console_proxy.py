@@ -9,7 +9,6 @@ checked as API Gateway checks it, by computing it again from the request receive
 from __future__ import annotations
 
 import argparse
-import hmac
 import io
 import json
 import threading
@@ -24,13 +23,11 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.auth import SigV4Auth as BotocoreSigV4
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 
 from filejobs_cli import console_proxy
 from filejobs_cli.client import SigV4Auth, Target
 from filejobs_cli.console_proxy import ConsoleProxy
+from tests.sigv4 import signature_holds, signed_by
 
 ACCESS_KEY, SECRET_KEY = "AKIAEXAMPLECONSOLE01", "console-proxy-test-secret-key"
 REGION = "eu-west-1"
@@ -131,32 +128,21 @@ def send(
 def signature_is_valid(received: Received, host_url: str) -> bool:
     """Whether the request carries a SigV4 signature of itself by the test's credentials, for
     execute-api in REGION: computed again from what was received, as API Gateway does."""
-    authorization = received.headers["Authorization"]
-    algorithm, _, rest = authorization.partition(" ")
-    parts = dict(part.strip().split("=", 1) for part in rest.split(","))
-    scope = parts["Credential"].split("/")
-    if (
-        algorithm != "AWS4-HMAC-SHA256"
-        or scope[0] != ACCESS_KEY
-        or scope[2:4]
-        != [
-            REGION,
-            "execute-api",
-        ]
+    signed = signed_by(received.headers["Authorization"])
+    if signed is None or (signed.key, signed.region, signed.service) != (
+        ACCESS_KEY,
+        REGION,
+        "execute-api",
     ):
         return False
-    by_name = {name.lower(): value for name, value in received.headers.items()}
-    signed = parts["SignedHeaders"].split(";")
-    request = AWSRequest(
+    return signature_holds(
+        signed,
         method=received.method,
         url=f"{host_url}{received.path}",
-        data=received.body or None,
-        headers={name: by_name[name] for name in signed},
+        headers=received.headers,
+        body=received.body,
+        secret=SECRET_KEY,
     )
-    request.context["timestamp"] = by_name["x-amz-date"]
-    signer = BotocoreSigV4(Credentials(ACCESS_KEY, SECRET_KEY), "execute-api", REGION)
-    string_to_sign = signer.string_to_sign(request, signer.canonical_request(request))
-    return hmac.compare_digest(signer.signature(string_to_sign, request), parts["Signature"])
 
 
 # --- signing --------------------------------------------------------------------------------------
