@@ -186,6 +186,17 @@ def print_listing(
         print(line(item), file=out)
 
 
+def output_streams(
+    arguments: argparse.Namespace, out: TextIO | None, err: TextIO | None
+) -> tuple[TextIO, TextIO, bool, TextIO]:
+    """(stdout, stderr, --json, where progress lines go) of a command that prints both a
+    result and its progress: the streams of now, not of import time (in-process runs capture
+    them); with --json, progress goes to stderr, as stdout holds the one document."""
+    out, err = out or sys.stdout, err or sys.stderr
+    as_json = bool(getattr(arguments, "json", False))
+    return out, err, as_json, err if as_json else out
+
+
 def targeted(
     command: Command,
     project_root: Callable[[], Path],
@@ -337,10 +348,7 @@ def upload(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    out = out or sys.stdout  # the stream of now, not of import time
-    err = err or sys.stderr
-    as_json = bool(getattr(arguments, "json", False))
-    say = err if as_json else out  # with --json, stdout holds the one document
+    out, err, as_json, say = output_streams(arguments, out, err)
     uploads = planned(arguments, upload_tenant(arguments, target.acting()))
     bucket = target.require_uploads_bucket()
     deadline = time.monotonic() + arguments.timeout

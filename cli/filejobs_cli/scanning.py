@@ -36,7 +36,7 @@ from filejobs_cli.client import (
     UsageError,
     add_target_options,
 )
-from filejobs_cli.commands import targeted, tenant_argument, uuid_argument
+from filejobs_cli.commands import output_streams, targeted, tenant_argument, uuid_argument
 from filejobs_cli.credentials import aws_message
 from filejobs_cli.progress import Display, LineDisplay, TableDisplay
 
@@ -156,10 +156,7 @@ def rescan(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    out = out or sys.stdout  # the stream of now, not of import time
-    err = err or sys.stderr
-    as_json = bool(getattr(arguments, "json", False))
-    say = err if as_json else out  # with --json, stdout holds the one document
+    out, err, as_json, say = output_streams(arguments, out, err)
     api = ApiClient(target)
     reason = {"reason": arguments.reason} if arguments.reason else None
     if arguments.file_ids:
@@ -321,12 +318,9 @@ def backfill(
     under uploads/{tenant}/, which S3 announces itself (a copy already made is not made again).
     Then, unless --no-follow, every file is followed until its jobs are done.
     """
-    out = out or sys.stdout
-    err = err or sys.stderr
+    out, err, as_json, say = output_streams(arguments, out, err)
     if not target.acting().operator:
         raise UsageError(f"backfill is an operator's command; you act as {target.acting()}")
-    as_json = bool(getattr(arguments, "json", False))
-    say = err if as_json else out  # with --json, stdout holds the one document
     s3 = target.s3()
     uploads = target.require_uploads_bucket()
     in_place = arguments.bucket == uploads

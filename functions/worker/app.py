@@ -199,11 +199,6 @@ def start_decoders_early() -> None:
 
 
 def record_metrics(result: WorkResult) -> None:
-    metrics.add_dimension(name="job_type", value=job_type().value)
-    # The same figures again under the stack alone (a second EMF dimension set): a CloudWatch
-    # metric is its exact dimensions, and the stack's failure-rate alarm and dashboard add every
-    # job type up, which no alarm can do over six series of each metric.
-    metrics.add_dimensions(service=SERVICE)
     if result.disposition not in _NOT_STARTED:
         metrics.add_metric(name="JobsStarted", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name=_METRIC[result.disposition], unit=MetricUnit.Count, value=1)
@@ -244,6 +239,12 @@ if os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE"):
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    # Every figure of the invocation by its job type, and the same again under the stack alone
+    # (a second EMF dimension set, added once per flush): a CloudWatch metric is its exact
+    # dimensions, and the stack's failure-rate alarm and dashboard add every job type up, which
+    # no alarm can do over six series of each metric.
+    metrics.add_dimension(name="job_type", value=job_type().value)
+    metrics.add_dimensions(service=SERVICE)
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

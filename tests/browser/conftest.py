@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,16 +83,26 @@ class Console:
         return self.page.locator("main h1").inner_text()
 
 
-@pytest.fixture
-def console(browser: Browser, stack: RunningStack) -> Iterator[Console]:
+@contextmanager
+def watched_page(browser: Browser) -> Iterator[tuple[Page, Problems]]:
+    """A laptop-sized tab of its own whose console errors and uncaught page errors are
+    collected; a block that ends with any fails."""
     context = browser.new_context(viewport=LAPTOP)
     page = context.new_page()
     problems = Problems()
     page.on("console", problems.console)
     page.on("pageerror", problems.page_error)
-    yield Console(page, stack, problems)
-    context.close()
+    try:
+        yield page, problems
+    finally:
+        context.close()
     assert problems.seen == []
+
+
+@pytest.fixture
+def console(browser: Browser, stack: RunningStack) -> Iterator[Console]:
+    with watched_page(browser) as (page, problems):
+        yield Console(page, stack, problems)
 
 
 def axe_violations(page: Page, *, impacts: tuple[str, ...] = ("serious", "critical")) -> list[str]:

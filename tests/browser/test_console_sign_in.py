@@ -31,7 +31,7 @@ from filejobs_cli.console_proxy import ConsoleProxy
 from filejobs_cli.credentials import Acting
 from filejobs_dev.local import tokens
 from filejobs_dev.local.issuer import challenge_of
-from tests.browser.conftest import LAPTOP, Problems, axe_violations, screenshot
+from tests.browser.conftest import axe_violations, screenshot, watched_page
 from tests.localstack import RunningStack, running_stack
 
 TENANT, OTHER_TENANT = "acme", "globex"
@@ -112,14 +112,8 @@ class Tab:
 
 @pytest.fixture
 def tab(browser: Browser, stack: RunningStack) -> Iterator[Tab]:
-    context = browser.new_context(viewport=LAPTOP)
-    page = context.new_page()
-    problems = Problems()
-    page.on("console", problems.console)
-    page.on("pageerror", problems.page_error)
-    yield Tab(page, stack)
-    context.close()
-    assert problems.seen == []
+    with watched_page(browser) as (page, _):
+        yield Tab(page, stack)
 
 
 def operator_password(stack: RunningStack) -> str:

@@ -11,13 +11,13 @@ template.yaml).
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from filejobs import console
+from filejobs_dev.local.payloads import api_event
 from functions.api import app as api_function
 from tests.integration.test_api import (
     CONTEXT,
@@ -45,30 +45,18 @@ def request(
 ) -> dict[str, Any]:
     """One GET to the handler (on the `api` fixture's tables) as the stage with
     `stage_variables` hands it over, the Cognito authorizer's `claims` (if any) attached."""
-    event: dict[str, Any] = {
-        "resource": path,
-        "path": path,
-        "httpMethod": "GET",
-        "headers": {"Accept": "application/json"},
-        "multiValueHeaders": {"Accept": ["application/json"]},
-        "queryStringParameters": None,
-        "multiValueQueryStringParameters": None,
-        "pathParameters": None,
-        "stageVariables": stage_variables,
-        "requestContext": {
-            "resourcePath": path,
-            "httpMethod": "GET",
-            "path": f"/v1{path}",
-            "stage": "v1",
-            "requestId": str(uuid.uuid4()),
-            "accountId": "123456789012",
-            "apiId": "console1",
-            "identity": {"sourceIp": "203.0.113.10"},
-            **({} if claims is None else {"authorizer": {"claims": claims}}),
-        },
-        "body": None,
-        "isBase64Encoded": False,
-    }
+    event = api_event(
+        method="GET",
+        resource=path,
+        path=path,
+        path_parameters={},
+        query="",
+        headers={"Accept": "application/json"},
+        body=b"",
+        authorizer={} if claims is None else {"claims": claims},
+        stage="v1",
+        stage_variables=stage_variables,
+    )
     response: dict[str, Any] = api_function.handler(event, CONTEXT)
     return response
 

@@ -12,16 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import tomllib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
 
+from tests.loopback import QuietHandler, serving
 from tests.sigv4 import signature_holds, signed_by
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +61,7 @@ def cli_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
-class SignedApi(BaseHTTPRequestHandler):
+class SignedApi(QuietHandler):
     """GET /jobs/{id}: the job, for a request signed with a known key; 403 otherwise."""
 
     seen: list[dict[str, str]] = []  # noqa: RUF012 (one server per module, read by the tests)
@@ -74,11 +72,11 @@ class SignedApi(BaseHTTPRequestHandler):
         headers = {key: value for key, value in self.headers.items()}
         SignedApi.seen.append({"path": self.path, **headers})
         if not self.signature_holds(headers):
-            self.answer(403, {"message": "The request signature we calculated does not match"})
+            self.answer_json(403, {"message": "The request signature we calculated does not match"})
         elif self.path.rstrip("/").endswith(f"/jobs/{JOB_ID}"):
-            self.answer(200, JOB)
+            self.answer_json(200, JOB)
         else:
-            self.answer(404, {"error": {"code": "not_found", "message": "no such job"}})
+            self.answer_json(404, {"error": {"code": "not_found", "message": "no such job"}})
 
     def signature_holds(self, headers: dict[str, str]) -> bool:
         signed = signed_by(headers.get("Authorization", ""))
@@ -91,25 +89,11 @@ class SignedApi(BaseHTTPRequestHandler):
             secret=secret, token=token,
         )  # fmt: skip
 
-    def answer(self, status: int, body: dict[str, Any]) -> None:
-        raw = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
 
 @pytest.fixture(scope="module")
 def api_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SignedApi)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/prod/"
-    server.shutdown()
+    with serving(SignedApi) as url:
+        yield f"{url}/prod/"
 
 
 def run_cli(venv: Path, *arguments: str, **environment: str) -> subprocess.CompletedProcess[str]:

@@ -30,13 +30,11 @@ import io
 import json
 import os
 import re
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -55,6 +53,7 @@ from filejobs_dev.infra.template import load_template
 from filejobs_dev.local import commands as local_commands
 from tests.iam import ACCOUNT, PARTITION, REGION, Call, Resolver, grants, permissions_of
 from tests.localstack import ROOT, RunningStack, running_stack
+from tests.loopback import QuietHandler, serving
 from tests.sigv4 import SigV4Signature, signature_holds, signed_by
 
 STACK = "filejobs-prod"
@@ -233,7 +232,7 @@ def recording(deployment: Deployment, updater: Callable[[dict[str, Any]], dict[s
 # --- API Gateway, as the stack's IAM-authorized API -----------------------------------------------
 
 
-class Gateway(BaseHTTPRequestHandler):
+class Gateway(QuietHandler):
     """IAM auth and execute-api:Invoke as API Gateway does them, then the local API."""
 
     deployment: Deployment
@@ -258,10 +257,10 @@ class Gateway(BaseHTTPRequestHandler):
         found = signed_by(self.headers.get("Authorization", ""))
         who = self.deployment.principals.get(found.key) if found else None
         if found is None or who is None:
-            self.answer(403, {"message": "Missing Authentication Token"})
+            self.answer_json(403, {"message": "Missing Authentication Token"})
             return
         if not self.signature_holds(found, who, body):
-            self.answer(403, {"message": "The request signature we calculated does not match"})
+            self.answer_json(403, {"message": "The request signature we calculated does not match"})
             return
         path = urlsplit(self.path).path.removeprefix(f"/{STAGE}")
         resource = (
@@ -271,11 +270,11 @@ class Gateway(BaseHTTPRequestHandler):
         if not any(s.allows("execute-api:Invoke", resource, None) for s in who.statements):
             refusal = f"{who.arn}: execute-api:Invoke on {resource}"
             self.deployment.refused.append(refusal)
-            self.answer(403, {"message": f"User: {refusal} is not authorized"})
+            self.answer_json(403, {"message": f"User: {refusal} is not authorized"})
             return
         token = self.caller_token(who.arn)
         if token is None:
-            self.answer(401, {"error": {"code": "unauthorized", "message": "no valid caller"}})
+            self.answer_json(401, {"error": {"code": "unauthorized", "message": "no valid caller"}})
             return
         self.forward(self.path.removeprefix(f"/{STAGE}"), body, token)
 
@@ -316,22 +315,7 @@ class Gateway(BaseHTTPRequestHandler):
                 status, raw = answer.status, answer.read()
         except urllib.error.HTTPError as error:
             status, raw = error.code, error.read()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def answer(self, status: int, body: dict[str, Any]) -> None:
-        raw = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+        self.send_body(status, raw, {"Content-Type": "application/json"})
 
 
 # --- the deployment -----------------------------------------------------------------------------
@@ -345,6 +329,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
 
 @pytest.fixture(scope="module")
 def deployment(stack: RunningStack) -> Iterator[Deployment]:
+    with serving(Gateway) as base:
+        yield deployed(stack, f"{base}/{STAGE}")
+
+
+def deployed(stack: RunningStack, gateway_url: str) -> Deployment:
+    """The deployment the gateway at `gateway_url` serves: the template's role policies on the
+    stack's resources, the documented policies' principals, and a CloudFormation stack whose
+    outputs point at the gateway."""
     uploads = stack.config["uploads_bucket"]
     queue = stack.config["resources"]["refs"]["IngestQueue"]
     queue_arn = f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:{queue.rsplit('/', 1)[1]}"
@@ -357,8 +349,6 @@ def deployment(stack: RunningStack) -> Iterator[Deployment]:
         },
         stack_name=STACK,
     )
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
-    gateway_url = f"http://127.0.0.1:{server.server_address[1]}/{STAGE}"
     placeholders = {
         "REGION": REGION,
         "ACCOUNT_ID": ACCOUNT,
@@ -382,10 +372,7 @@ def deployment(stack: RunningStack) -> Iterator[Deployment]:
     deployment = Deployment(stack, gateway_url, principals, resolver)
     Gateway.deployment = deployment
     deploy_outputs(stack, gateway_url, queue)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield deployment
-    server.shutdown()
+    return deployment
 
 
 def deploy_outputs(stack: RunningStack, api_url: str, queue_url: str) -> None:

@@ -8,20 +8,18 @@ slept."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
 from filejobs_cli.client import ApiClient, BearerAuth, HttpError, Target
 from filejobs_cli.retries import RetryPolicy, retry_after_seconds
+from tests.loopback import QuietHandler, serving
 
 
-class Scripted(BaseHTTPRequestHandler):
+class Scripted(QuietHandler):
     """Answers each request with the next (status, headers) of `script`; then 200 {"ok": n}."""
 
     script: list[tuple[int, dict[str, str]]] = []  # noqa: RUF012 (set per test)
@@ -42,23 +40,13 @@ class Scripted(BaseHTTPRequestHandler):
             if status == 200
             else json.dumps({"error": {"code": "busy", "message": f"answered {status}"}})
         ).encode()
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+        self.send_body(status, body, headers)
 
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(Scripted) as base:
+        yield base
 
 
 class Waits:

@@ -4,17 +4,15 @@ not at all elsewhere; a download through a presigned URL is written whole or not
 from __future__ import annotations
 
 import io
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from filejobs_cli.errors import CliError
 from filejobs_cli.retries import RetryPolicy
 from filejobs_cli.transfer import ByteProgress, download, human_bytes
+from tests.loopback import QuietHandler, serving
 
 MIB = 1024 * 1024
 
@@ -53,36 +51,25 @@ def test_sizes_read_as_people_write_them() -> None:
     ]  # fmt: skip
 
 
-class Served(BaseHTTPRequestHandler):
+class Served(QuietHandler):
     """/ok: the bytes; /gone: 404 (an expired or wrong URL); /cut: fewer bytes than announced."""
 
     def do_GET(self) -> None:
         if self.path.startswith("/ok"):
-            body = b"x" * 3000
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.send_body(200, b"x" * 3000)
         elif self.path.startswith("/cut"):
             self.send_response(200)
             self.send_header("Content-Length", "5000")
             self.end_headers()
             self.wfile.write(b"x" * 100)
         else:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+            self.send_body(404, b"")
 
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Served)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(Served) as base:
+        yield base
 
 
 def test_a_download_is_written_whole(url: str, tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
@@ -27,6 +26,7 @@ import pytest
 from filejobs_cli import console_proxy
 from filejobs_cli.client import SigV4Auth, Target
 from filejobs_cli.console_proxy import ConsoleProxy
+from tests.loopback import QuietHandler, serving
 from tests.sigv4 import signature_holds, signed_by
 
 ACCESS_KEY, SECRET_KEY = "AKIAEXAMPLECONSOLE01", "console-proxy-test-secret-key"
@@ -54,34 +54,27 @@ class Gateway:
 def gateway() -> Iterator[Gateway]:
     received: list[Received] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def _any(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             received.append(Received(self.command, self.path, dict(self.headers.items()), body))
             page = self.path.startswith("/v1/console")
             answer = b"<!doctype html>" if page else json.dumps({"jobs": []}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html" if page else "application/json")
-            self.send_header("Content-Security-Policy", PAGE_CSP)
-            self.send_header("Set-Cookie", "tracker=1")  # never relayed
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            headers = {
+                "Content-Type": "text/html" if page else "application/json",
+                "Content-Security-Policy": PAGE_CSP,
+                "Set-Cookie": "tracker=1",  # never relayed
+            }
+            self.send_body(200, answer, headers)
 
         def __getattr__(self, name: str) -> Any:
             if name.startswith("do_"):  # every method: http.server calls do_<METHOD>
                 return self._any
             raise AttributeError(name)
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield Gateway(f"http://127.0.0.1:{server.server_address[1]}", received)
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as url:
+        yield Gateway(url, received)
 
 
 def signed_target(gateway: Gateway) -> Target:

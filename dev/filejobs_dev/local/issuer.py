@@ -202,14 +202,10 @@ class StandInIssuer:
     def id_token(self, identity: Identity, client_id: str, now: float | None = None) -> str:
         issued = int(time.time() if now is None else now)
         claims: dict[str, Any] = {
-            "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.url}/{identity.username}")),
+            **self._common_claims(identity, issued),
             "aud": client_id,
-            "iss": self.url,
             "token_use": "id",
             "auth_time": issued,
-            "iat": issued,
-            "exp": issued + self.id_token_seconds,
-            "jti": str(uuid.uuid4()),
             "cognito:username": identity.username,
         }
         if identity.groups:
@@ -219,20 +215,25 @@ class StandInIssuer:
         return self.sign(claims)
 
     def access_token(self, identity: Identity, client_id: str) -> str:
-        issued = int(time.time())
         return self.sign(
             {
-                "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.url}/{identity.username}")),
-                "iss": self.url,
+                **self._common_claims(identity, int(time.time())),
                 "client_id": client_id,
                 "token_use": "access",
                 "scope": SCOPES,
-                "iat": issued,
-                "exp": issued + self.id_token_seconds,
-                "jti": str(uuid.uuid4()),
                 "username": identity.username,
             }
         )
+
+    def _common_claims(self, identity: Identity, issued: int) -> dict[str, Any]:
+        """What both of a sign-in's tokens say: who, by whom, when, until when, which one."""
+        return {
+            "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.url}/{identity.username}")),
+            "iss": self.url,
+            "iat": issued,
+            "exp": issued + self.id_token_seconds,
+            "jti": str(uuid.uuid4()),
+        }
 
     def sign(self, claims: Mapping[str, Any]) -> str:
         return jwt.encode(dict(claims), self.key, algorithm="RS256", headers={"kid": self.key_id})
