@@ -40,7 +40,7 @@ from filejobs.domain.job import JobStatus, JobType
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.time import utcnow
-from filejobs_dev.infra.template import function_definitions
+from filejobs_dev.infra.template import create_secrets, function_definitions
 from functions.api import app as api
 from functions.ingest import app as ingest
 from functions.sweep import app as sweep
@@ -1173,10 +1173,12 @@ def api_stack(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Stack:
     environment_of("ApiFunction", stack, monkeypatch)
     monkeypatch.delenv("API_TOKEN_SECRET", raising=False)
     # its page tokens signed with a secret of its own in Secrets Manager, as the stack's are
-    page_token_secret = boto3.client("secretsmanager").create_secret(
-        Name=f"page-tokens-{uuid.uuid4().hex[:8]}", SecretString=uuid.uuid4().hex
+    made = create_secrets(
+        boto3.client("secretsmanager"),
+        {"ApiPageTokenSecret": f"page-tokens-{uuid.uuid4().hex[:8]}"},
+        TEMPLATE,
     )
-    monkeypatch.setenv("API_TOKEN_SECRET_ARN", page_token_secret["ARN"])
+    monkeypatch.setenv("API_TOKEN_SECRET_ARN", made["ApiPageTokenSecret"])
     runtime.tables()
     for plan in (ACME_FILE, GLOBEX_FILE):
         FileRepository().record_ingest(plan)

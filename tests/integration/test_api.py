@@ -28,6 +28,7 @@ from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
 from filejobs_dev.infra.template import (
     create_queues,
+    create_secrets,
     create_tables,
     function_definitions,
     load_template,
@@ -132,12 +133,11 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     for group in groups.values():
         boto3.client("scheduler").create_schedule_group(Name=group)
     # The page-token secret, made as the stack makes it (a random value in Secrets Manager).
-    secrets = {
-        s: boto3.client("secretsmanager").create_secret(
-            Name=f"{s}-{suffix}", SecretString=uuid.uuid4().hex
-        )["ARN"]
-        for s in resources_of_type(TEMPLATE, "AWS::SecretsManager::Secret")
-    }
+    secrets = create_secrets(
+        boto3.client("secretsmanager"),
+        {s: f"{s}-{suffix}" for s in resources_of_type(TEMPLATE, "AWS::SecretsManager::Secret")},
+        TEMPLATE,
+    )
     refs = {**tables, **urls, **groups, **secrets}
     arns = {
         **queue_arns(boto3.client("sqs"), urls),

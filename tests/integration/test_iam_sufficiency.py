@@ -41,6 +41,7 @@ from filejobs_dev.infra.template import (
     create_buckets,
     create_event_buses,
     create_queues,
+    create_secrets,
     create_tables,
     function_definitions,
     load_template,
@@ -196,12 +197,11 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterato
         boto3.client("scheduler").create_schedule_group(Name=group)
         attributes[logical_id] = group  # its Ref, as ${ScheduleGroup} in a policy
     # The API's page-token secret: its Ref is its ARN, which the API's role names.
-    secrets = {
-        lid: boto3.client("secretsmanager").create_secret(
-            Name=f"{lid}-{suffix}", SecretString=uuid.uuid4().hex
-        )["ARN"]
-        for lid in resources_of_type(TEMPLATE, "AWS::SecretsManager::Secret")
-    }
+    secrets = create_secrets(
+        boto3.client("secretsmanager"),
+        {s: f"{s}-{suffix}" for s in resources_of_type(TEMPLATE, "AWS::SecretsManager::Secret")},
+        TEMPLATE,
+    )
     attributes.update(secrets)
     refs = {
         **tables,

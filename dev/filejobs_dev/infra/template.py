@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import secrets
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +161,26 @@ def create_event_buses(
     for logical_id in resources_of_type(template, "AWS::Events::EventBus"):
         if logical_id in bus_names:
             arns[logical_id] = client.create_event_bus(Name=bus_names[logical_id])["EventBusArn"]
+    return arns
+
+
+def create_secrets(
+    client: Any, secret_names: Mapping[str, str], template: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """Create each AWS::SecretsManager::Secret under `secret_names[logical_id]`, its value made
+    as its GenerateSecretString asks (that many letters and digits); its ARN (a secret's Ref)
+    by logical id."""
+    template = template or load_template()
+    arns: dict[str, str] = {}
+    for logical_id, secret in resources_of_type(template, "AWS::SecretsManager::Secret").items():
+        if logical_id not in secret_names:
+            continue
+        generate = secret.get("Properties", {}).get("GenerateSecretString", {})
+        length = int(generate.get("PasswordLength", 32))  # CloudFormation's default
+        alphabet = string.ascii_letters + string.digits
+        value = "".join(secrets.choice(alphabet) for _ in range(length))
+        answer = client.create_secret(Name=secret_names[logical_id], SecretString=value)
+        arns[logical_id] = str(answer["ARN"])
     return arns
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import secrets
-import string
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +21,7 @@ from filejobs_dev.infra.template import (
     create_buckets,
     create_event_buses,
     create_queues,
+    create_secrets,
     create_tables,
     queue_arns,
     resources_of_type,
@@ -224,25 +223,23 @@ def provision(
         resources.attributes[logical_id] = {
             "Arn": f"arn:aws:lambda:{region}:{ACCOUNT}:function:{name}"
         }
-    create_secrets(client("secretsmanager"), resources, template)
+    register_secrets(client("secretsmanager"), resources, template)
     create_topics(client("sns"), resources, template)
     create_rules(events, resources, template)
     create_alarms(client("cloudwatch"), resources, template)
     return resources
 
 
-def create_secrets(secretsmanager: Any, resources: Resources, template: dict[str, Any]) -> None:
-    """Each AWS::SecretsManager::Secret with a value made as GenerateSecretString asks (its
-    length; letters and digits): a secret's Ref is its ARN."""
-    for logical_id, secret in resources_of_type(template, "AWS::SecretsManager::Secret").items():
-        generate = secret.get("Properties", {}).get("GenerateSecretString", {})
-        length = int(generate.get("PasswordLength", 32))
-        value = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(length))
-        answer = secretsmanager.create_secret(
-            Name=f"{resources.stack_name}-{logical_id}", SecretString=value
-        )
-        resources.refs[logical_id] = answer["ARN"]
-        resources.attributes[logical_id] = {"Id": answer["ARN"]}
+def register_secrets(secretsmanager: Any, resources: Resources, template: dict[str, Any]) -> None:
+    """Each AWS::SecretsManager::Secret of the template, made under the stack's name for it: a
+    secret's Ref is its ARN."""
+    names = {
+        logical_id: f"{resources.stack_name}-{logical_id}"
+        for logical_id in resources_of_type(template, "AWS::SecretsManager::Secret")
+    }
+    for logical_id, arn in create_secrets(secretsmanager, names, template).items():
+        resources.refs[logical_id] = arn
+        resources.attributes[logical_id] = {"Id": arn}
 
 
 def create_topics(sns: Any, resources: Resources, template: dict[str, Any]) -> None:
