@@ -9,7 +9,10 @@ one after the other, each waited out until every job is terminal and every queue
 - retry: the same kinds, every job's first attempt failing with a transient error (the local
   stack's `transient` fault), so each job runs twice;
 - cancel: text files whose document preview and compression run slowly (`slow` fault); each is
-  cancelled through the API while it runs, as a user would.
+  cancelled through the API while it runs, as a user would;
+- delete: photos processed, then each deleted with a plain DeleteObject (a delete marker): what
+  following the deletion costs (the file marked deleted, its thumbnails deleted, `File Deleted`
+  announced), counted from the first delete on, per deleted file.
 
 For each path it prints, per group (a worker's job type, per job of that type; the ingest, per
 file; the events publisher, per job; the API, per cancel), DynamoDB reads and writes with their
@@ -196,13 +199,43 @@ def query_status(stack: LaunchedStack, files: list[tuple[str, bytes]]) -> int:
     return answered
 
 
+def files_deleted(stack: LaunchedStack, prefix: str) -> int:
+    items = stack.scan(stack.config["files_table"])
+    return sum(
+        1
+        for i in items
+        if i.get("key", {}).get("S", "").startswith(f"uploads/bench/{prefix}-")
+        and i.get("status", {}).get("S") == "deleted"
+    )
+
+
+def delete_and_wait(
+    stack: LaunchedStack, prefix: str, files: list[tuple[str, bytes]], seconds: float
+) -> None:
+    """Each upload deleted as any S3 client deletes it, until every file is marked deleted."""
+    s3, bucket = stack.client("s3"), stack.config["uploads_bucket"]
+    for key, _ in files:
+        s3.delete_object(Bucket=bucket, Key=key)
+    deadline = time.monotonic() + seconds
+    while files_deleted(stack, prefix) < len(files):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{prefix}: files not deleted after {seconds:.0f} s")
+        time.sleep(1)
+
+
 def run_phase(
     stack: LaunchedStack, name: str, files: list[tuple[str, bytes]], timeout: float
 ) -> Phase:
     started = time.time()
     cancels = [0]
     queries = 0
-    if name == "cancel":
+    if name == "delete":
+        upload(stack, files)
+        jobs = wait_until_done(stack, name, len(files), timeout)
+        time.sleep(SETTLE_SECONDS)
+        started = time.time()  # what the deletions cost, not the uploads before them
+        delete_and_wait(stack, name, files, timeout)
+    elif name == "cancel":
         with canceller(stack, name, cancels):
             upload(stack, files)
             jobs = wait_until_done(stack, name, len(files), timeout)
@@ -228,8 +261,9 @@ def run_phase(
 
 
 def per_unit(phase: Phase, group: str) -> int:
-    """What a group's figures are divided by: jobs of its type, files, all jobs, or cancels."""
-    if group in ("ingest_router", "ingest", "upload"):
+    """What a group's figures are divided by: jobs of its type, files, all jobs, or cancels;
+    on the delete path, every group's by the files deleted."""
+    if phase.name == "delete" or group in ("ingest_router", "ingest", "upload"):
         return phase.files
     if group in STREAM_GROUPS:
         return phase.total_jobs
@@ -252,6 +286,8 @@ UNIT_NAMES = {
 }
 # The happy path's API requests are status queries; the cancel path's, cancels.
 HAPPY_UNIT_NAMES = {**UNIT_NAMES, "upload": "file", "api": "status query"}
+# On the delete path every figure is per file deleted.
+DELETE_UNIT = "deleted file"
 COLUMNS = (
     "group", "per", "DynamoDB reads", "DynamoDB writes", "read units", "write units (index)",
     "SQS requests", "S3 PUT-class", "S3 GET-class", "events", "invocations", "GB-s",
@@ -264,7 +300,7 @@ def group_rows(phase: Phase, usage: dict[str, Usage]) -> list[list[str]]:
         u, n = usage[group], per_unit(phase, group)
         names = HAPPY_UNIT_NAMES if phase.queries else UNIT_NAMES
         rows.append([
-            group, names.get(group, "job"),
+            group, DELETE_UNIT if phase.name == "delete" else names.get(group, "job"),
             f"{u.dynamodb_reads / n:.2f}", f"{u.dynamodb_writes / n:.2f}",
             f"{u.read_units / n:.2f}",
             f"{u.write_units / n:.1f} ({u.index_write_units / n:.1f})",
@@ -404,6 +440,7 @@ def main() -> int:
             "happy": unique_files("happy", arguments.files, tuple(KINDS)),
             "retry": unique_files("retry", 1, tuple(KINDS)),
             "cancel": unique_files("cancel", 2, ("txt",)),
+            "delete": unique_files("delete", 4, ("jpg",)),
         }
         with log_path.open("wb") as log, launched(root, *options, output=log) as stack:
             give_the_tenant_a_preset(stack)

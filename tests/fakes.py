@@ -98,6 +98,11 @@ class InMemoryJobStore:
         with self._lock:
             return self._put_new(job)
 
+    def erase(self, job_id: str) -> bool:
+        with self._lock:
+            self._unlisted.discard(job_id)
+            return self._jobs.pop(job_id, None) is not None
+
     def create_all(self, jobs: Iterable[ProcessingJob]) -> bool:
         """Every job or, when one of their ids exists already, none (an ingest's transaction)."""
         jobs = list(jobs)
@@ -445,6 +450,30 @@ class InMemoryFileStore:
             stored.status_reason = reason
 
         return self._update_if(file_id, allowed, change, at=at, by=by)
+
+    def mark_deleted(
+        self, file_id: str, *, reason: str, at: datetime, by: str
+    ) -> StoredFile | None:
+        def allowed(stored: StoredFile) -> bool:
+            return stored.status in (FileStatus.ACTIVE, FileStatus.DELETED)
+
+        def change(stored: StoredFile) -> None:
+            stored.status, stored.status_reason = FileStatus.DELETED, reason
+
+        return self._update_if(file_id, allowed, change, at=at, by=by)
+
+    def restore(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
+        def allowed(stored: StoredFile) -> bool:
+            return stored.status is FileStatus.DELETED and stored.status_reason == reason
+
+        def change(stored: StoredFile) -> None:
+            stored.status, stored.status_reason = FileStatus.ACTIVE, None
+
+        return self._update_if(file_id, allowed, change, at=at, by=by)
+
+    def erase(self, stored: StoredFile) -> bool:
+        with self._lock:
+            return self._files.pop(stored.id, None) is not None
 
     def record_content(
         self, file_id: str, *, sha256: str, duplicate_of: str | None, at: datetime, by: str

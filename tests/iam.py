@@ -208,11 +208,26 @@ def _s3_copy(params: dict[str, Any]) -> list[tuple[str, str]]:
 class Grant:
     actions: frozenset[str]
     resources: tuple[str, ...]
+    # The statement's `StringLike` conditions on request keys (`s3:prefix` of a listing): a
+    # request names a value matching one of the patterns, or the grant does not apply.
+    string_like: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
-    def allows(self, action: str, resource: str) -> bool:
-        return any(fnmatchcase(action, a) for a in self.actions) and any(
-            fnmatchcase(resource, r) for r in self.resources
+    def allows(self, action: str, resource: str, context: Mapping[str, str] | None = None) -> bool:
+        return (
+            any(fnmatchcase(action, a) for a in self.actions)
+            and any(fnmatchcase(resource, r) for r in self.resources)
+            and all(
+                key in (context or {}) and any(fnmatchcase((context or {})[key], p) for p in pats)
+                for key, pats in self.string_like
+            )
         )
+
+
+def request_context(call: Call) -> dict[str, str]:
+    """The condition keys a call carries that the template's statements test."""
+    if call.service == "s3" and call.operation in {"ListObjectsV2", "ListObjectVersions"}:
+        return {"s3:prefix": str(call.params.get("Prefix", ""))}
+    return {}
 
 
 class Resolver:
@@ -271,16 +286,29 @@ def grants(policies: list[dict[str, Any]], resolver: Resolver) -> list[Grant]:
                         resolver.resolve(r)
                         for r in (resources if isinstance(resources, list) else [resources])
                     ),
+                    _string_like(statement.get("Condition", {})),
                 )
             )
     return resolved
+
+
+def _string_like(condition: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The `StringLike` tests on `s3:prefix`; the other condition keys the template uses
+    (LeadingKeys, iam:PassedToService) are not request keys this check models."""
+    tests = condition.get("StringLike", {})
+    return tuple(
+        (key, tuple(values if isinstance(values, list) else [values]))
+        for key, values in tests.items()
+        if key == "s3:prefix"
+    )
 
 
 def denied(calls: list[Call], role_grants: list[Grant]) -> list[str]:
     """Each permission a call needed that no grant allows, as "action on resource (operation)"."""
     refused = []
     for call in calls:
+        context = request_context(call)
         for action, resource in permissions_of(call):
-            if not any(g.allows(action, resource) for g in role_grants):
+            if not any(g.allows(action, resource, context) for g in role_grants):
                 refused.append(f"{action} on {resource} ({call.service}:{call.operation})")
     return sorted(set(refused))

@@ -86,9 +86,11 @@ def media(aws: None, tmp_path: Path) -> MediaBench:
     }
     s3 = boto3.client("s3")
     template = load_template()
-    # The uploads bucket notifies the ingest queue: it must exist (nobody reads it here).
+    # The uploads bucket notifies the ingest and file-removals queues: they must exist (nobody
+    # reads them here).
     sqs = boto3.client("sqs")
-    queue = {q: f"{q}-{suffix}" for q in ("IngestQueue", "IngestDeadLetterQueue")}
+    notified = ("IngestQueue", "FileRemovalsQueue", "IngestDeadLetterQueue")
+    queue = {q: f"{q}-{suffix}" for q in notified}
     create_buckets(s3, names, queue_arns(sqs, create_queues(sqs, queue, template)), template)
     return MediaBench(
         s3, names["UploadsBucket"], names["OutputsBucket"], names["QuarantineBucket"], tmp_path

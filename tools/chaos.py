@@ -15,12 +15,14 @@ Starts the local stack (`filejobs dev`) in a scratch copy of the project with th
 - the compression messages of files named "poison" mangled on every delivery, so SQS moves them
   to the dead-letter queue and the sweep's dead-letter review must account for them.
 It uploads a mix of real files (photos, PNGs, videos, PDFs, text, corrupt JPEGs, the EICAR test
-virus) for two tenants while cancelling random running jobs through the API, waits until the
-system is quiet (every job terminal, every queue empty), then audits
+virus) for two tenants while cancelling random running jobs through the API and deleting the
+uploads of a few files whose jobs run (a delete marker, or every third their version by id, as
+any S3 client deletes), waits until the system is quiet (every job terminal, every queue empty)
+and the deleted files' delayed output purges have had their turn, then audits
 (filejobs_dev/local/chaos_audit.py) the tables, the job table's stream (the append-only witness of
-completions), the `File Processed` events a rule on the bus forwarded to a queue, the fault log
-and the dead-letter queues. It prints a table of figures and exits 1
-on any violation.
+completions), the `File Processed` events a rule on the bus forwarded to a queue, the fault log,
+the dead-letter queues and the outputs bucket's derived files. It prints a table of figures and
+exits 1 on any violation.
 
     .venv/bin/python tools/chaos.py [--mode quick|full] [--files N] [--seed N]
 
@@ -44,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
 from PIL import Image
 
 from filejobs.data.mapping import file_from_model, job_from_model
@@ -51,6 +54,8 @@ from filejobs.data.models import FileModel, JobModel
 from filejobs.domain.job import JobType
 from filejobs_dev.infra.template import function_definitions, load_template
 from filejobs_dev.local.chaos_audit import (
+    DeleteHow,
+    Deletion,
     Evidence,
     ProcessedEvent,
     Report,
@@ -73,6 +78,19 @@ TENANTS = ("acme", "globex")
 LEASE_SECONDS = 20
 SWEEP_EVERY_SECONDS = 2
 VISIBILITY_SECONDS = 20
+# A deleted file's outputs are purged again this long after the deletion, for an attempt that
+# was running and wrote after it. The template's 360 s is past the longest worker timeout
+# (300 s, the default lease too); scaled as the run scales the lease (20 s): 24 s, rounded up.
+# Set through the local stack's --environment on the functions that send the purge.
+PURGE_DELAY_SECONDS = 30
+# Deletes of uploads: about one file in twenty, one every few seconds while jobs run; every
+# third deletes the file's version for good, the others leave a delete marker.
+DELETE_SHARE = 20
+DELETE_EVERY_SECONDS = 3.0
+VERSION_DELETE_EVERY = 3
+# Kinds whose uploads may be deleted: not the EICAR files (the scan moves their version out of
+# the bucket itself) nor the poisoned ones (their dead letters are another promise's to show).
+DELETABLE = frozenset({"photo", "png", "text", "pdf", "video", "corrupt"})
 # Share of the files of each kind, in the order they are dealt out.
 MIX = (
     ("photo", 30),
@@ -212,6 +230,81 @@ class Canceller:
             self.refused += 1
         else:
             self.errors.append(f"cancel {job['id']}: {status} {body}")
+
+
+class Deleter:
+    """Deletes the upload of a random running job's file every `every` seconds, as any S3
+    client deletes (`DeleteObject`; every VERSION_DELETE_EVERY-th of that version), until
+    stopped or `budget` uploads are deleted; keeps each deletion, when it was made."""
+
+    def __init__(
+        self, stack: LaunchedStack, kinds: dict[str, str], budget: int, every: float, seed: int
+    ) -> None:
+        self._stack, self._kinds, self._budget, self._every = stack, kinds, budget, every
+        self._rand = random.Random(seed)  # noqa: S311 (reproducible, not secret)
+        self._started = time.monotonic()
+        self.deletions: list[Deletion] = []
+        self.last_at: float | None = None  # time.monotonic() of the last delete
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="deleter", daemon=True)
+
+    def __enter__(self) -> Deleter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self.stop.wait(self._every) and len(self.deletions) < self._budget:
+            try:
+                self._delete_one()
+            # the router or the emulator was too busy to answer: counted, tried next round
+            except (OSError, BotoCoreError, ClientError) as error:
+                self.errors.append(f"delete round: {error}")
+
+    def _delete_one(self) -> None:
+        stored = self._running_file()
+        if stored is None:
+            return
+        how = DeleteHow.MARKER
+        if len(self.deletions) % VERSION_DELETE_EVERY == VERSION_DELETE_EVERY - 1:
+            how = DeleteHow.VERSION
+        version = stored.get("version_id")
+        by_version = {"VersionId": version} if how is DeleteHow.VERSION and version else {}
+        bucket = self._stack.config["uploads_bucket"]
+        self._stack.client("s3").delete_object(Bucket=bucket, Key=stored["key"], **by_version)
+        self.last_at = time.monotonic()
+        self.deletions.append(
+            Deletion(stored["key"], version, stored["id"], how, self.last_at - self._started)
+        )
+
+    def _running_file(self) -> dict[str, Any] | None:
+        """A file not deleted yet, of a deletable kind, one of whose jobs is running."""
+        status, page = self._stack.api("/jobs?status=running&limit=50")
+        if status != 200:
+            return None
+        done = {deletion.file_id for deletion in self.deletions}
+        file_ids = sorted({job["file_id"] for job in page.get("jobs", [])} - done)
+        self._rand.shuffle(file_ids)
+        for file_id in file_ids:
+            status, stored = self._stack.api(f"/files/{file_id}")
+            if status == 200 and self._kinds.get(stored["key"]) in DELETABLE:
+                return dict(stored)
+        return None
+
+
+def wait_for_purges(stack: LaunchedStack, deleter: Deleter, uploads: int, seconds: float) -> float:
+    """Seconds until the delayed purge of the last deletion had its turn: its delay after the
+    deletion (a purge asked for later still is in its queue, which must then be empty too)."""
+    if deleter.last_at is None:
+        return 0.0
+    started = time.monotonic()
+    time.sleep(max(0.0, deleter.last_at + PURGE_DELAY_SECONDS - started))
+    wait_until_quiet(stack, uploads, seconds)
+    return time.monotonic() - started
 
 
 def upload(stack: LaunchedStack, files: list[tuple[str, str, bytes, Kind]]) -> list[Upload]:
@@ -367,12 +460,24 @@ def _stream_record(record: dict[str, Any]) -> StreamRecord:
     )
 
 
+def derived_outputs(stack: LaunchedStack) -> list[str]:
+    """Every key under derived/ in the outputs bucket."""
+    pages = (
+        stack.client("s3")
+        .get_paginator("list_objects_v2")
+        .paginate(Bucket=stack.config["outputs_bucket"], Prefix="derived/")
+    )
+    return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+
 def collect(
     stack: LaunchedStack,
     uploads: list[Upload],
     fault_log: Path,
     cancelled: set[str],
     processed_events: list[dict[str, Any]],
+    *,
+    deletions: list[Deletion] | None = None,
 ) -> dict[str, Any]:
     """Everything the audit reads, as plain JSON: kept beside the log, so a finished run can be
     audited again (`--audit FILE`) without running it again."""
@@ -390,6 +495,8 @@ def collect(
         "dead_letters_left": {
             queue: n for queue, n in queue_depths(stack).items() if "DeadLetter" in queue
         },
+        "deletions": [asdict(deletion) for deletion in deletions or []],
+        "outputs": derived_outputs(stack),
     }
 
 
@@ -418,6 +525,12 @@ def evidence_of(raw: dict[str, Any]) -> Evidence:
         cancelled=set(raw["cancelled"]),
         dead_letters_left=raw["dead_letters_left"],
         processed_events=[ProcessedEvent(**event) for event in raw["processed_events"]],
+        # absent from the evidence of runs before deletes were made
+        deletions=[
+            Deletion(**{**deletion, "how": DeleteHow(deletion["how"])})
+            for deletion in raw.get("deletions", [])
+        ],
+        outputs=raw.get("outputs", []),
     )
 
 
@@ -441,6 +554,7 @@ def run(arguments: argparse.Namespace, scratch: Path) -> tuple[Report, dict[str,
         "--faults", str(faults),
         "--fault-log", str(fault_log),
         "--parameter", f"JobLeaseSeconds={LEASE_SECONDS}",
+        "--environment", f"OUTPUTS_PURGE_DELAY_SECONDS={PURGE_DELAY_SECONDS}",
         "--schedule-seconds", str(SWEEP_EVERY_SECONDS),
         "--function-workers", "SweepFunction=2",
         "--visibility-seconds", str(VISIBILITY_SECONDS),
@@ -449,22 +563,33 @@ def run(arguments: argparse.Namespace, scratch: Path) -> tuple[Report, dict[str,
         print(f"chaos: stack up (log: {log_path}); uploading", flush=True)
         file_processed = watch_file_processed(stack)
         budget = max(3, count // 25)
-        with Canceller(stack, budget, every=2.0, seed=arguments.seed) as canceller:
+        kinds = {key: name for key, name, _, _ in files}
+        deletes = max(2, count // DELETE_SHARE)
+        with (
+            Canceller(stack, budget, every=2.0, seed=arguments.seed) as canceller,
+            Deleter(stack, kinds, deletes, DELETE_EVERY_SECONDS, arguments.seed + 1) as deleter,
+        ):
             started = time.monotonic()
             uploads = upload(stack, files)
             uploaded = time.monotonic() - started
             quiet = wait_until_quiet(stack, len(uploads), arguments.timeout)
+        purged = wait_for_purges(stack, deleter, len(uploads), arguments.timeout)
         processed = wait_until_processed(stack, arguments.timeout)
         events = drain(stack, file_processed)
-        raw = collect(stack, uploads, fault_log, canceller.cancelled, events)
+        raw = collect(
+            stack, uploads, fault_log, canceller.cancelled, events, deletions=deleter.deletions
+        )
         timings = {
             "upload s": uploaded,
             "quiescence s": quiet,
+            "last delete s": (deleter.last_at or started) - started,
+            "waited for the last purge s": purged,
             "last completion recorded s": processed,
             "cancels refused (job already finished)": canceller.refused,
             "emulator peak MB": stack.peak_memory_mb(),
         }
     raw["timings"], raw["cancel_errors"] = timings, canceller.errors
+    raw["delete_errors"] = deleter.errors
     evidence_path = log_path.with_name(f"chaos-{arguments.mode}-evidence.json")
     evidence_path.write_text(json.dumps(raw))
     print(f"chaos: evidence kept in {evidence_path}", flush=True)
@@ -474,6 +599,7 @@ def run(arguments: argparse.Namespace, scratch: Path) -> tuple[Report, dict[str,
 def audited(raw: dict[str, Any]) -> Report:
     report = audit(evidence_of(raw))
     report.check("cancel errors", raw["cancel_errors"])
+    report.check("delete errors", raw.get("delete_errors", []))
     return report
 
 

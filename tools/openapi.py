@@ -28,6 +28,7 @@ from typing import Any
 
 from filejobs.api.parsing import REASON_PATTERN
 from filejobs.api.webhooks import DELIVERY_ID_PATTERN, ENDPOINT_ID_PATTERN
+from filejobs.domain import uploads as upload_rules
 from filejobs.domain import webhooks as webhook_rules
 from filejobs.domain.delays import MAX_DELAY_SECONDS, PAST_SKEW
 from filejobs.domain.failures import FAILURE_GROUP_PATTERN
@@ -558,7 +559,39 @@ SCHEMAS: dict[str, Any] = {
                 "type": ["object", "null"],
             },
             "schedule_id": _OPT_STR,
+            "removed": {
+                "description": "A tenant erasure's: what it removed so far, by kind (schedules, "
+                "webhook_endpoints, webhook_deliveries, presets, preset_versions, "
+                "quota_overrides, usage_days, upload_versions, outputs, jobs, "
+                "quarantined_versions); null for any other operation",
+                "type": ["object", "null"],
+                "additionalProperties": {"type": "integer", "minimum": 0},
+            },
             "dry_run": {"const": False},
+        },
+    },
+    "Erasure": {
+        "type": "object",
+        "description": "The audit record of an erasure: ids, counts, who and when; nothing that "
+        "was in the files (no key, name, hash or metadata).",
+        "required": [
+            "tenant",
+            "file_ids",
+            "erased_at",
+            "erased_by",
+            "versions_deleted",
+            "outputs_deleted",
+            "jobs_erased",
+        ],
+        "properties": {
+            "tenant": _STR,
+            "file_ids": {"type": "array", "items": _STR},
+            "erased_at": {"type": "string", "format": "date-time"},
+            "erased_by": _STR,
+            "versions_deleted": {"type": "integer", "minimum": 0},
+            "outputs_deleted": {"type": "integer", "minimum": 0},
+            "jobs_erased": {"type": "integer", "minimum": 0},
+            "operation_id": _OPT_STR,
         },
     },
     "OperationPreview": {
@@ -577,6 +610,31 @@ SCHEMAS: dict[str, Any] = {
         "anyOf": [
             {"$ref": "#/components/schemas/Operation"},
             {"$ref": "#/components/schemas/OperationPreview"},
+        ]
+    },
+    "TenantErasureRequest": {
+        "type": "object",
+        "required": ["reason"],
+        "additionalProperties": False,
+        "properties": {
+            "reason": _REASON,
+            "dry_run": {"type": "boolean", "description": "Count the files; change nothing"},
+        },
+    },
+    "TenantErasurePreview": {
+        "type": "object",
+        "required": ["dry_run", "tenant", "files", "exact"],
+        "properties": {
+            "dry_run": {"const": True},
+            "tenant": _STR,
+            "files": {"type": "integer", "minimum": 0},
+            "exact": {"type": "boolean", "description": "false: at least `files`"},
+        },
+    },
+    "TenantErasureAnswer": {
+        "anyOf": [
+            {"$ref": "#/components/schemas/Operation"},
+            {"$ref": "#/components/schemas/TenantErasurePreview"},
         ]
     },
     "OperationPage": {
@@ -770,6 +828,64 @@ LINKS: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {
     ("/files/{file_id}/rescan", "post", "201"): [(p, m, "/id") for p, m in _JOB_ROUTES],
     ("/files/{file_id}/rescan", "post", "200"): [(p, m, "/id") for p, m in _JOB_ROUTES],
 }
+
+
+def _upload_schemas() -> dict[str, Any]:
+    """POST /uploads: what a signed upload may be asked for, and the form it answers."""
+    seconds = {
+        "type": "integer",
+        "minimum": int(upload_rules.MIN_EXPIRY.total_seconds()),
+        "maximum": int(upload_rules.MAX_EXPIRY.total_seconds()),
+        "default": int(upload_rules.DEFAULT_EXPIRY.total_seconds()),
+    }
+    metadata = {
+        "type": "object",
+        "maxProperties": upload_rules.MAX_METADATA_ENTRIES,
+        "propertyNames": {"pattern": upload_rules.METADATA_NAME_PATTERN},
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": upload_rules.MAX_METADATA_VALUE_CHARS,
+        },
+        "description": (
+            "Sent as x-amz-meta-<name>; names starting 'filejobs-' are the service's; at most "
+            f"{upload_rules.MAX_METADATA_BYTES} bytes of names and values in all"
+        ),
+    }
+    return {
+        "UploadRequest": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "tenant": {**_STR, "pattern": TENANT_PATTERN, "description": "Operators only"},
+                "filename": {**_STR, "minLength": 1, "maxLength": 1024},
+                "folder": {**_STR, "pattern": upload_rules.FOLDER_PATTERN},
+                "content_type": {**_STR, "minLength": 1, "maxLength": 255},
+                "preset": {**_STR, "pattern": PRESET_NAME_PATTERN},
+                "metadata": metadata,
+                "expires_in": seconds,
+            },
+        },
+        "SignedUpload": {
+            "type": "object",
+            "required": ["method", "url", "fields", "key", "tenant", "max_bytes", "expires_at"],
+            "properties": {
+                "method": {"const": "POST"},
+                "url": {**_STR, "format": "uri"},
+                "fields": {
+                    "type": "object",
+                    "additionalProperties": _STR,
+                    "description": "Posted in order before the file (the last field, file)",
+                },
+                "key": _STR,
+                "tenant": _STR,
+                "max_bytes": {"type": "integer", "minimum": 1},
+                "expires_at": {**_STR, "format": "date-time"},
+                "content_type": _OPT_STR,
+                "preset": _OPT_STR,
+                "metadata": {"type": "object", "additionalProperties": _STR},
+            },
+        },
+    }
 
 
 def _webhook_schemas() -> dict[str, Any]:
@@ -1046,6 +1162,7 @@ def build_document() -> dict[str, Any]:
     schemas.update(_job_request_schemas())
     schemas.update(_quota_schemas())
     schemas.update(_webhook_schemas())
+    schemas.update(_upload_schemas())
     _add_links(document["paths"])
     components["securitySchemes"] = {
         "sigv4": {

@@ -8,6 +8,9 @@ filejobs console [--stack-name S] [--as operator|tenant:NAME]   (a signing proxy
 filejobs invoke FUNCTION -e events/x.json     (against the running local stack)
 filejobs upload PATH... [--tenant T] [--folder F] [--key NAME] [--preset NAME]
                 [--no-follow | --wait] [--timeout S] [--json]
+filejobs upload-url [--tenant T] [--filename NAME] [--folder F] [--content-type TYPE]
+                    [--preset NAME] [--metadata NAME=VALUE]... [--expires-in S] [--curl]
+                    [--json]
 filejobs status FILE_ID|JOB_ID [--json]
 filejobs jobs [--status S] [--type T] [--tenant T] [--limit N] [--json]
 filejobs request FILE_ID JOB_TYPE [--option NAME=VALUE]... [--options JSON]
@@ -36,6 +39,8 @@ filejobs schedules list [--tenant T] | show|pause|resume|remove SCHEDULE_ID   [-
 filejobs presets set NAME --job "JOB_TYPE [NAME=VALUE]... [priority=N]"... | --scan-only |
                  --store-only [--prefix P]... [--tenant-default] [--tenant T]
 filejobs presets list [--tenant T] | show NAME [--version N] | remove NAME   [--json]
+filejobs delete FILE_ID [--yes] [--json]          (erases one upload for good)
+filejobs erase --tenant T --reason TEXT [--yes] [--wait] [--json]   (a whole tenant; operators)
 
 Commands on files and jobs go to the local stack (`.filejobs/local.json`) unless given
 --stack-name NAME ($FILEJOBS_STACK) or --api-url URL ($FILEJOBS_API_URL): a deployed stack,
@@ -59,11 +64,13 @@ from filejobs_cli import (
     completion,
     console,
     console_proxy,
+    erasure,
     presets,
     quotas,
     requests,
     scanning,
     schedules,
+    upload_urls,
     webhooks,
 )
 from filejobs_cli.client import CliError
@@ -164,9 +171,11 @@ def parser() -> argparse.ArgumentParser:
     requests.register(commands, project_root)
     scanning.register(commands, project_root, local.invoker(project_root))
     quotas.register(commands, project_root)
+    upload_urls.register(commands, project_root)
     webhooks.register(commands, project_root)
     schedules.register(commands, project_root)
     presets.register(commands, project_root)
+    erasure.register(commands, project_root)
     console.register(commands, project_root)
     console_proxy.register(commands, project_root)
     completion.register(commands, parser)

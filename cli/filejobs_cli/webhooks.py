@@ -36,6 +36,7 @@ EVENT_TYPES = (
     "File Quarantined",
     "Upload Rejected",
     "File Processed",
+    "File Deleted",
 )
 _WEBHOOK_ID = re.compile(r"wh-[0-9a-f]{24}-[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 ID_HELP = "the endpoint's id (wh-...)"

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 
 from filejobs import console, runtime
@@ -36,6 +37,7 @@ from filejobs.services.page_tokens import PageTokens
 from filejobs.services.presets import Presets
 from filejobs.services.quotas import TenantLimits
 from filejobs.services.schedules import Schedules
+from filejobs.services.uploads import Uploads
 from filejobs.services.webhooks import Webhooks, endpoint_view
 
 if TYPE_CHECKING:
@@ -43,7 +45,23 @@ if TYPE_CHECKING:
 
 logger = Logger(service=SERVICE)
 tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
-app = APIGatewayRestResolver()
+
+
+def allowed_origins(environment: Mapping[str, str] = os.environ) -> list[str]:
+    """The web apps' origins (the template's UploadsAllowedOrigins, joined by ','): pages there
+    may call the API from the browser. None by default: no CORS header at all."""
+    return [o.strip() for o in environment.get("API_ALLOWED_ORIGINS", "").split(",") if o.strip()]
+
+
+def cors(origins: list[str]) -> CORSConfig | None:
+    """Powertools answers each listed origin with its own name (never '*') and a preflight
+    (OPTIONS, which API Gateway lets through unsigned on /uploads) with the methods routed."""
+    if not origins:
+        return None
+    return CORSConfig(allow_origin=origins[0], extra_origins=origins[1:], max_age=600)
+
+
+app = APIGatewayRestResolver(cors=cors(allowed_origins()))
 
 
 def page_tokens() -> PageTokens:
@@ -74,6 +92,10 @@ def quotas() -> TenantLimits:
 
 def webhooks() -> Webhooks:
     return runtime.webhooks()
+
+
+def uploads() -> Uploads:
+    return runtime.uploads()
 
 
 def caller() -> Caller:
@@ -175,6 +197,14 @@ def get_file(file_id: str) -> dict[str, Any]:
     who = caller()
     file_id = parsing.canonical_id("file id", file_id)
     return rendering.file_with_jobs(service().file(who, file_id))
+
+
+@app.delete("/files/<file_id>", **openapi.ERASE_FILE)
+def erase_file(file_id: str) -> dict[str, Any]:
+    _about("file_id", file_id)
+    who = caller()
+    file_id = parsing.canonical_id("file id", file_id)
+    return runtime.file_lifecycle().erase(who, file_id).to_dict()
 
 
 @app.get("/files/<file_id>/jobs", **openapi.FILE_JOBS)
@@ -373,6 +403,28 @@ def set_quotas(tenant: str) -> dict[str, Any]:
     name = parsing.tenant_name(tenant)
     change = parsing.quota_change(app.current_event.body)
     return rendering.quota_report(quotas().change(who, name, change))
+
+
+@app.post("/tenants/<tenant>/erasure", **openapi.ERASE_TENANT)
+def erase_tenant(tenant: str) -> Response[str]:
+    """An operator's erasure of a whole tenant: with dry_run, its count of files; else the
+    operation, as POST /operations answers one."""
+    who = caller()
+    command = parsing.tenant_erasure(tenant, app.current_event.body, idempotency_key())
+    if command.dry_run:
+        found = operations().preview_erasure(who, command.tenant)
+        return _json(200, json.dumps(rendering.erasure_preview(found)))
+    started = operations().erase_tenant(who, command)
+    headers = {"Idempotent-Replayed": "true" if started.replayed else "false"}
+    return _json(200 if started.replayed else 202, json.dumps(rendering.started(started)), headers)
+
+
+@app.post("/uploads", **openapi.UPLOAD)
+def sign_upload() -> dict[str, Any]:
+    """A presigned POST into the tenant's uploads, for a browser (services/uploads.py)."""
+    who = caller()
+    tenant, request = parsing.upload_request(app.current_event.body)
+    return rendering.signed_upload(uploads().mint(who, tenant, request))
 
 
 # --- webhooks (services/webhooks.py; docs/WEBHOOKS.md) ------------------------------------------

@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.batch import (
 
 from filejobs import runtime
 from filejobs.adapters.s3 import S3HeadReader
+from filejobs.adapters.s3_lifecycle import S3UploadVersions
 from filejobs.adapters.s3_notifications import object_created_records
 from filejobs.domain import keys
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
@@ -56,7 +57,13 @@ def intake() -> UploadIntake:
         limits=runtime.tenant_limits().limits,
         presets=runtime.preset_cache().of,
     )
-    return UploadIntake(ingest, runtime.jobs(), runtime.dispatcher())
+    return UploadIntake(
+        ingest,
+        runtime.jobs(),
+        runtime.dispatcher(),
+        files=runtime.files(),
+        uploads=S3UploadVersions(runtime.s3()),
+    )
 
 
 def record_upload(created: ObjectCreated) -> None:
@@ -72,7 +79,8 @@ def record_upload(created: ObjectCreated) -> None:
         metrics.add_metric(name="DuplicateDeliveries", unit=MetricUnit.Count, value=1)
         return
     if received.rejected is not None:
-        # Recorded with its reason and no jobs; the stream announces `Upload Rejected`.
+        # Recorded with its reason and no jobs, its version deleted from the bucket; the
+        # stream announces `Upload Rejected`.
         logger.warning("upload rejected", reason=received.rejected)
         metrics.add_metric(name="UploadsRejected", unit=MetricUnit.Count, value=1)
         return

@@ -27,6 +27,7 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
 from filejobs_dev.infra.template import (
+    create_buckets,
     create_queues,
     create_secrets,
     create_tables,
@@ -138,7 +139,10 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
         {s: f"{s}-{suffix}" for s in resources_of_type(TEMPLATE, "AWS::SecretsManager::Secret")},
         TEMPLATE,
     )
-    refs = {**tables, **urls, **groups, **secrets}
+    # The buckets with their notifications (DELETE /files/{id} erases in them).
+    buckets = {b: f"{b.lower()}-{suffix}" for b in resources_of_type(TEMPLATE, "AWS::S3::Bucket")}
+    create_buckets(boto3.client("s3"), buckets, queue_arns(boto3.client("sqs"), urls), TEMPLATE)
+    refs = {**tables, **urls, **groups, **secrets, **buckets}
     arns = {
         **queue_arns(boto3.client("sqs"), urls),
         "SchedulerRole": f"arn:aws:iam::123456789012:role/SchedulerRole-{suffix}",

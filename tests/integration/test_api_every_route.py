@@ -267,7 +267,11 @@ def started_operation(tenant: str) -> str:
 
 
 def recorded_schedule(tenant: str) -> str:
-    """A nightly rescan schedule of `tenant`'s, as POST /schedules records it (not armed)."""
+    """A nightly rescan schedule of `tenant`'s (the one it has, else a new one, as POST
+    /schedules records it, not armed): one a tenant, so the rows never reach the most it may."""
+    store = ScheduleRepository(boto3.client("dynamodb"), os.environ["OPS_TABLE_NAME"])
+    if existing := store.of_tenant(tenant):
+        return existing[0].id
     now = utcnow()
     schedule = Schedule(
         id=f"sch-{uuid.uuid4().hex[:16]}",
@@ -281,9 +285,7 @@ def recorded_schedule(tenant: str) -> str:
         created_at=now,
         updated_at=now,
     )
-    assert ScheduleRepository(boto3.client("dynamodb"), os.environ["OPS_TABLE_NAME"]).create(
-        schedule
-    )
+    assert store.create(schedule)
     return schedule.id
 
 
@@ -353,6 +355,9 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ),
     ("GET", "/files/{file_id}"): RouteCase(
         Access.TENANT, lambda o: Request(f"/files/{o.plan.file.id}"), lists=({},)
+    ),
+    ("DELETE", "/files/{file_id}"): RouteCase(
+        Access.TENANT, lambda o: Request(f"/files/{o.plan.file.id}")
     ),
     ("GET", "/files/{file_id}/jobs"): RouteCase(
         Access.TENANT,
@@ -466,6 +471,12 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ("GET", "/tenants/{tenant}/quotas"): RouteCase(
         Access.TENANT, lambda o: Request(f"/tenants/{o.tenant}/quotas")
     ),
+    ("POST", "/uploads"): RouteCase(
+        Access.TENANT,
+        lambda o: Request("/uploads", body=json.dumps({"tenant": o.tenant, "filename": "a.png"})),
+    ),
+    # A CORS preflight: no caller, no data; the same answer to anyone (test_browser_upload.py).
+    ("OPTIONS", "/uploads"): RouteCase(Access.PUBLIC, lambda _: Request("/uploads")),
     ("POST", "/webhooks"): RouteCase(
         Access.TENANT,
         lambda o: Request(
@@ -509,6 +520,13 @@ ROUTES: dict[tuple[str, str], RouteCase] = {
     ("PUT", "/tenants/{tenant}/quotas"): RouteCase(
         Access.OPERATOR,
         lambda o: Request(f"/tenants/{o.tenant}/quotas", body='{"files_per_day": 500}'),
+    ),
+    # A dry run: the row's requests never erase the tenant the other rows read.
+    ("POST", "/tenants/{tenant}/erasure"): RouteCase(
+        Access.OPERATOR,
+        lambda o: Request(
+            f"/tenants/{o.tenant}/erasure", body='{"reason": "leaving", "dry_run": true}'
+        ),
     ),
 }
 
@@ -703,10 +721,10 @@ def test_a_tenant_addressing_another_tenants_file_or_job_is_told_it_does_not_exi
 def test_an_operators_route_refuses_every_tenant_403_whoever_it_names_and_writes_nothing(
     api: Api, store: Store, subtests: pytest.Subtests
 ) -> None:
-    for method, resource, case in rows(Access.OPERATOR):
+    for n, (method, resource, case) in enumerate(rows(Access.OPERATOR)):
         with subtests.test(f"{method} {resource}"):
-            # given files of acme and globex
-            acme, globex = owned("acme"), owned("globex")
+            # given files of acme and globex (each row's own: a file is recorded once)
+            acme, globex = owned("acme", f"op-{n}.png"), owned("globex", f"op-{n}.png")
             before = store.snapshot()
             # when acme sends the request for itself, and for globex
             own = send(api, method, case.request(acme), ACME)
@@ -772,10 +790,11 @@ def pages_of(api: Api, method: str, base: Request, filters: dict[str, str]) -> l
 
 # --- the deployed API: API Gateway authenticates every route --------------------------------------
 
-# Routes API Gateway serves without an authorizer: the console's shell alone, which holds no
-# data (docs/CONSOLE.md); every route it reads has one.
+# Routes API Gateway serves without an authorizer: the console's shell, which holds no data
+# (docs/CONSOLE.md), every route it reads having one; and a browser's CORS preflight of
+# POST /uploads, which a browser sends unsigned and which reads nothing.
 PUBLIC_AT_THE_GATEWAY: frozenset[tuple[str, str]] = frozenset(
-    {("GET", "/console"), ("GET", "/console/{asset}")}
+    {("GET", "/console"), ("GET", "/console/{asset}"), ("OPTIONS", "/uploads")}
 )
 
 

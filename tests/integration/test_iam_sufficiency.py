@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from filejobs_dev.local.stack import on_this_machine
 from functions.api import app as api
 from functions.definitions import app as definitions
 from functions.events import app as events
+from functions.file_removals import app as file_removals
 from functions.ingest import app as ingest
 from functions.ingest_router import app as ingest_router
 from functions.operations import app as operations
@@ -582,6 +584,84 @@ def test_the_operations_function_may_start_a_schedule_s_run(stack: Stack) -> Non
     assert stack.refused("OperationsFunction", recorder.calls) == []
 
 
+def test_the_api_and_the_operations_function_may_erase_a_file_and_a_tenant(stack: Stack) -> None:
+    # given acme's uploads, recorded, with their objects and an output each
+    stack.become("ApiFunction")
+    runtime.tables()
+    s3, bucket = boto3.client("s3"), stack.refs["UploadsBucket"]
+    plans = [
+        ingest_plan(utcnow(), "image/png", name=f"erase-{n}.png", bucket=bucket, version_id=None)
+        for n in range(3)
+    ]
+    for plan in plans:
+        s3.put_object(Bucket=bucket, Key=plan.file.key, Body=png())
+        FileRepository().record_ingest(plan)
+        output = f"derived/acme/{plan.file.id}/thumbnail_generation/out.webp"
+        s3.put_object(Bucket=stack.refs["OutputsBucket"], Key=output, Body=b"x")
+    # and what acme left besides: an upload never ingested, a quarantined copy, its settings
+    s3.put_object(Bucket=bucket, Key="uploads/acme/refused.exe", Body=b"MZ")
+    s3.put_object(Bucket=stack.refs["QuarantineBucket"], Key="quarantine/acme/f/v.exe", Body=b"x")
+    schedule = json.dumps(
+        {"name": "nightly", "expression": "cron(0 3 * * ? *)", "action": "rescan",
+         "prefix": "uploads/acme/", "tenant": "acme"}
+    )  # fmt: skip
+    preset = json.dumps({"jobs": [{"job_type": "virus_scan"}], "tenant_default": True})
+    for request in (
+        api_request("POST", "/schedules", body=schedule),
+        api_request("PUT", "/presets/thumbs", {"tenant": "acme"}, body=preset),
+        api_request("PUT", "/tenants/acme/quotas", body='{"files_per_day": 9}'),
+    ):
+        assert api.handler(request, CONTEXT)["statusCode"] in (200, 201)
+    # when the API erases one file, counts acme's files and starts acme's erasure
+    erasure = json.dumps({"reason": "leaving"})
+    with recording_calls() as api_calls:
+        answers = [
+            api.handler(api_request("DELETE", f"/files/{plans[0].file.id}"), CONTEXT),
+            api.handler(
+                api_request("POST", "/tenants/acme/erasure", body='{"reason": "leaving", '
+                            '"dry_run": true}'),
+                CONTEXT,
+            ),
+            api.handler(api_request("POST", "/tenants/acme/erasure", body=erasure), CONTEXT),
+        ]  # fmt: skip
+    assert [a["statusCode"] for a in answers] == [200, 200, 202]
+    # and the operations function runs every page of the erasure
+    stack.become("OperationsFunction")
+    runtime.tables()
+    done = json.loads(answers[2]["body"])["id"]
+    operations_calls: list[Call] = []
+    for _ in range(60):  # a page's next message is delayed, to keep to the operation's rate
+        with recording_calls() as recorder:
+            for record in stack.queue_records("OperationsQueue"):
+                assert operations.handler({"Records": [record]}, CONTEXT)["batchItemFailures"] == []
+        operations_calls += recorder.calls
+        if operation_status(stack, done) != "running":
+            break
+        time.sleep(0.5)
+    # then acme is gone, and every call each made is granted by its own role
+    stack.become("ApiFunction")
+    final = json.loads(api.handler(api_request("GET", f"/operations/{done}"), CONTEXT)["body"])
+    assert final["status"] == "succeeded" and final["errors"] == 0, final
+    assert final["removed"]["quarantined_versions"] == 1
+    assert {c.operation for c in operations_calls} >= {
+        "ListObjectVersions",
+        "DeleteObjects",
+        "DeleteItem",
+        "DeleteSchedule",
+        "SendMessage",
+    }
+    assert stack.refused("ApiFunction", api_calls.calls) == []
+    assert stack.refused("OperationsFunction", operations_calls) == []
+
+
+def operation_status(stack: Stack, operation_id: str) -> str:
+    found = boto3.client("dynamodb").get_item(
+        TableName=stack.refs["OpsTable"],
+        Key={"pk": {"S": "operations"}, "sk": {"S": operation_id}},
+    )
+    return str(found["Item"]["status"]["S"])
+
+
 def test_the_events_function_may_do_everything_it_does(stack: Stack) -> None:
     # given every job of a file cancelled, as its table's stream carries them
     stack.become("EventsFunction")
@@ -818,3 +898,120 @@ def test_the_webhooks_function_may_do_everything_it_does(stack: Stack, gone_rece
         "PutEvents",
     }
     assert stack.refused("WebhooksFunction", calls) == []
+
+
+def test_the_api_may_sign_uploads_and_only_into_uploads(stack: Stack) -> None:
+    # given the API's environment and a tenant's preset
+    stack.become("ApiFunction")
+    preset = json.dumps({"jobs": [{"job_type": "virus_scan"}]})
+    saved = api.handler(
+        api_request("PUT", "/presets/scan-only", {"tenant": "acme"}, body=preset), CONTEXT
+    )
+    assert saved["statusCode"] == 200, saved
+    body = json.dumps({"tenant": "acme", "filename": "a.png", "preset": "scan-only"})
+    # when a signed upload is asked for
+    with recording_calls() as recorder:
+        answer = api.handler(api_request("POST", "/uploads", body=body), CONTEXT)
+    # then it is answered (reading the tenant's quotas and presets)
+    assert answer["statusCode"] == 200, answer
+    signed = json.loads(answer["body"])
+    assert signed["key"].startswith("uploads/acme/")
+    # and the form stands for a PutObject of its key, which the API's role may sign: signing
+    # makes no call, but the form carries the role's permissions
+    upload = Call("s3", "PutObject", {"Bucket": stack.refs["UploadsBucket"], "Key": signed["key"]})
+    assert stack.refused("ApiFunction", [*recorder.calls, upload]) == []
+    # and the same form anywhere else in the bucket would be refused
+    elsewhere = Call("s3", "PutObject", {"Bucket": stack.refs["UploadsBucket"], "Key": "x/a.png"})
+    assert stack.refused("ApiFunction", [elsewhere]) != []
+
+
+def test_the_file_removals_function_may_delete_restore_and_purge(stack: Stack) -> None:
+    # given a photo ingested, with a derived output of its own
+    upload(stack, "kept.png", png())
+    ingest_everything(stack)
+    s3, uploads = boto3.client("s3"), stack.refs["UploadsBucket"]
+    [stored] = FileRepository().versions_of(uploads, "uploads/acme/kept.png")
+    output = f"derived/acme/{stored.id}/thumbnail_generation/thumb-128.webp"
+    s3.put_object(Bucket=stack.refs["OutputsBucket"], Key=output, Body=b"webp")
+    stack.queue_records("FileRemovalsQueue")  # S3's test event
+    stack.become("FileRemovalsFunction")
+    stack.monkeypatch.setenv("OUTPUTS_PURGE_DELAY_SECONDS", "1")  # not the template's 360 s
+    runtime.reset()
+    # when the object is deleted (a delete marker), then the marker deleted again (a restore)
+    marker = s3.delete_object(Bucket=uploads, Key="uploads/acme/kept.png")["VersionId"]
+    with recording_calls() as recorder:
+        records = stack.queue_records("FileRemovalsQueue")
+        assert file_removals.handler({"Records": records}, CONTEXT)["batchItemFailures"] == []
+    s3.delete_object(Bucket=uploads, Key="uploads/acme/kept.png", VersionId=marker)
+    with recording_calls() as restoring:
+        records = stack.queue_records("FileRemovalsQueue")
+        assert file_removals.handler({"Records": records}, CONTEXT)["batchItemFailures"] == []
+    # and the purge the deletion asked for comes due
+    time.sleep(1.2)
+    with recording_calls() as purging:
+        records = stack.queue_records("FileRemovalsQueue")
+        assert [json.loads(r["body"]) for r in records] == [
+            {"purge_outputs": {"tenant": "acme", "file_id": stored.id}}
+        ]
+        assert file_removals.handler({"Records": records}, CONTEXT)["batchItemFailures"] == []
+    # then it did each thing it had to, and every call was granted
+    restored = FileRepository().get(stored.id)
+    assert restored is not None and restored.status.value == "active"
+    calls = recorder.calls + restoring.calls + purging.calls
+    assert {c.operation for c in calls} >= {
+        "ListObjectVersions",
+        "Query",
+        "BatchGetItem",
+        "UpdateItem",
+        "ListObjectsV2",
+        "DeleteObjects",
+        "SendMessage",
+        "TransactWriteItems",
+        "SendMessageBatch",
+    }
+    assert stack.refused("FileRemovalsFunction", calls) == []
+    # and its listings are granted under uploads/ and derived/ only
+    elsewhere = Call("s3", "ListObjectVersions", {"Bucket": uploads, "Prefix": "private/"})
+    assert stack.refused("FileRemovalsFunction", [elsewhere]) != []
+
+
+def test_the_api_may_erase_an_upload(stack: Stack) -> None:
+    # given two versions of an upload, ingested
+    upload(stack, "erased.png", png())
+    upload(stack, "erased.png", png())
+    ingest_everything(stack)
+    [newest, _] = FileRepository().versions_of(
+        stack.refs["UploadsBucket"], "uploads/acme/erased.png"
+    )
+    output = f"derived/acme/{newest.id}/thumbnail_generation/thumb-128.webp"
+    boto3.client("s3").put_object(Bucket=stack.refs["OutputsBucket"], Key=output, Body=b"webp")
+    stack.become("ApiFunction")
+    # when a caller erases it
+    with recording_calls() as recorder:
+        answer = api.handler(api_request("DELETE", f"/files/{newest.id}"), CONTEXT)
+    # then it is erased, and every call it took was granted
+    assert answer["statusCode"] == 200, answer
+    assert json.loads(answer["body"])["versions_deleted"] == 2
+    assert {c.operation for c in recorder.calls} >= {
+        "ListObjectVersions",
+        "DeleteObjects",
+        "ListObjectsV2",
+        "DeleteItem",
+        "PutItem",
+        "SendMessage",
+    }
+    assert stack.refused("ApiFunction", recorder.calls) == []
+
+
+def test_ingest_may_remove_an_upload_it_records_rejected(stack: Stack) -> None:
+    upload(stack, "too-big.png", png())
+    route_notifications(stack)
+    stack.become("IngestFunction")
+    stack.monkeypatch.setenv("TENANT_MAX_FILE_BYTES", "10")
+    runtime.reset()
+    with recording_calls() as recorder:
+        records = stack.queue_records("FairIngestQueue")
+        assert ingest.handler({"Records": records + records}, CONTEXT)["batchItemFailures"] == []
+    removed = [c for c in recorder.calls if c.operation == "DeleteObject"]
+    assert removed and all(c.params.get("VersionId") for c in removed)
+    assert stack.refused("IngestFunction", recorder.calls) == []

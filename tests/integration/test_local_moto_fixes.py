@@ -8,6 +8,7 @@ classes for the whole process and the rest of the suite runs moto as released.
 
 from __future__ import annotations
 
+import functools
 import gc
 import threading
 from collections.abc import Callable, Iterator
@@ -235,6 +236,170 @@ def test_moto_as_released_names_no_version_in_its_notifications() -> None:
     result = in_fresh_process(notifications_of_two_writes, fixed=False)
     assert len(result["objects"]) == 2
     assert all("versionId" not in o for o in result["objects"])
+
+
+def removals_notified(*, fixed: bool = True) -> dict[str, Any]:
+    """Deletes of every kind, through moto server as the local stack runs it, in a versioned
+    bucket (notifying one queue of writes and removals under `uploads/`, another of delete
+    markers only) and in an unversioned one: what S3 answered, and each queue's records, in the
+    order of their sequencers."""
+    import json  # noqa: PLC0415
+
+    from filejobs_dev.local import moto_fixes  # noqa: PLC0415
+
+    if fixed:
+        moto_fixes.apply()
+    with _served() as client:
+        s3, sqs = client("s3"), client("sqs")
+        queues: dict[str, tuple[str, str]] = {}
+        for name in ("removals", "markers", "plain"):
+            url = sqs.create_queue(QueueName=name)["QueueUrl"]
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+            queues[name] = (url, arn["Attributes"]["QueueArn"])
+
+        def notify(bucket: str, *targets: tuple[str, list[str]]) -> None:
+            prefix = {"Key": {"FilterRules": [{"Name": "prefix", "Value": "uploads/"}]}}
+            configurations = [
+                {"QueueArn": queues[queue][1], "Events": events, "Filter": prefix}
+                for queue, events in targets
+            ]
+            s3.put_bucket_notification_configuration(
+                Bucket=bucket, NotificationConfiguration={"QueueConfigurations": configurations}
+            )
+
+        def records(queue: str) -> list[dict[str, Any]]:
+            got: list[dict[str, Any]] = []
+            while messages := sqs.receive_message(
+                QueueUrl=queues[queue][0], MaxNumberOfMessages=10
+            ).get("Messages", []):
+                bodies = [json.loads(m["Body"]) for m in messages]
+                got += [
+                    {"eventName": r["eventName"], **r["s3"]["object"]}
+                    for b in bodies
+                    for r in b.get("Records", [])  # not the s3:TestEvent
+                ]
+            return sorted(got, key=lambda r: r.get("sequencer", ""))
+
+        s3.create_bucket(Bucket="versioned")
+        s3.put_bucket_versioning(Bucket="versioned", VersioningConfiguration={"Status": "Enabled"})
+        notify(
+            "versioned",
+            ("removals", ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]),
+            ("markers", ["s3:ObjectRemoved:DeleteMarkerCreated"]),
+        )
+        key = "uploads/acme/café menu+1.txt"
+
+        def put(key: str, bucket: str = "versioned") -> str:
+            return s3.put_object(Bucket=bucket, Key=key, Body=b"x").get("VersionId", "")  # type: ignore[no-any-return]
+
+        v1, v2 = put(key), put(key)
+        marker = s3.delete_object(Bucket="versioned", Key=key)
+        s3.delete_object(Bucket="versioned", Key=key, VersionId=marker.get("VersionId", ""))
+        s3.delete_object(Bucket="versioned", Key=key, VersionId=v1)
+        v3 = put(key)
+        s3.delete_objects(
+            Bucket="versioned",
+            Delete={"Objects": [{"Key": key, "VersionId": v2}, {"Key": key, "VersionId": v3}]},
+        )
+        # keys that never had a version: S3 adds a delete marker all the same
+        never = s3.delete_object(Bucket="versioned", Key="uploads/acme/never.txt")
+        batch = s3.delete_objects(
+            Bucket="versioned", Delete={"Objects": [{"Key": "uploads/acme/never either.txt"}]}
+        )
+        put("elsewhere/x.txt")  # outside the notifications' prefix
+        s3.delete_object(Bucket="versioned", Key="elsewhere/x.txt")
+        listing = s3.list_object_versions(Bucket="versioned")
+
+        s3.create_bucket(Bucket="plain")
+        notify("plain", ("plain", ["s3:ObjectRemoved:*"]))
+        put("uploads/p.txt", "plain")
+        s3.delete_object(Bucket="plain", Key="uploads/p.txt")
+        s3.delete_object(Bucket="plain", Key="uploads/absent.txt")  # removes nothing
+        return {
+            "written": [v1, v2, v3],
+            "marker": marker.get("VersionId"),
+            "never": (never.get("DeleteMarker"), never.get("VersionId")),
+            "never either": [
+                (d.get("DeleteMarker"), d.get("DeleteMarkerVersionId")) for d in batch["Deleted"]
+            ],
+            "markers left": {m["Key"]: m["VersionId"] for m in listing.get("DeleteMarkers", [])},
+            "versions left": [v["Key"] for v in listing.get("Versions", [])],
+            **{queue: records(queue) for queue in queues},
+        }
+
+
+@functools.cache
+def _removals() -> dict[str, Any]:
+    """One run of removals_notified with the fixes, for the tests that read it."""
+    return in_fresh_process(removals_notified)  # type: ignore[no-any-return]
+
+
+def _named(records: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+    return [(r["eventName"], r["key"], r.get("versionId")) for r in records]
+
+
+def test_each_delete_in_a_versioned_bucket_notifies_what_it_removed() -> None:
+    # given a versioned bucket notifying a queue of writes and removals under uploads/, when a
+    # key is written twice, deleted (a marker), the marker deleted, the first version deleted,
+    # a third written, and the last two deleted in one DeleteObjects; then two keys that never
+    # had a version are deleted, one alone, one in a batch; and a key outside uploads/
+    result = _removals()
+    v1, v2, v3 = result["written"]
+    marker = result["marker"]
+    left = result["markers left"]
+    never, never_either = left["uploads/acme/never.txt"], left["uploads/acme/never either.txt"]
+    key = "uploads%2Facme%2Fcaf%C3%A9+menu%2B1.txt"  # URL-encoded, as S3 names it
+    # then each removal is notified, in order, naming the marker added or the version deleted
+    assert _named(result["removals"]) == [
+        ("ObjectCreated:Put", key, v1),
+        ("ObjectCreated:Put", key, v2),
+        ("ObjectRemoved:DeleteMarkerCreated", key, marker),
+        ("ObjectRemoved:Delete", key, marker),
+        ("ObjectRemoved:Delete", key, v1),
+        ("ObjectCreated:Put", key, v3),
+        ("ObjectRemoved:Delete", key, v2),
+        ("ObjectRemoved:Delete", key, v3),
+        ("ObjectRemoved:DeleteMarkerCreated", "uploads%2Facme%2Fnever.txt", never),
+        ("ObjectRemoved:DeleteMarkerCreated", "uploads%2Facme%2Fnever+either.txt", never_either),
+    ]
+    # and a removal's record describes no content, only the key, the version and the sequencer
+    removals = [r for r in result["removals"] if r["eventName"].startswith("ObjectRemoved")]
+    assert all(r.keys() == {"eventName", "key", "versionId", "sequencer"} for r in removals)
+    # and a key that never had a version got a delete marker, as S3 answered, alone or in a batch
+    assert result["never"] == (True, never)
+    assert result["never either"] == [(True, never_either)]
+    assert result["versions left"] == ["elsewhere/x.txt"]
+
+
+def test_a_queue_of_delete_markers_only_gets_the_delete_markers() -> None:
+    # given a second queue of the versioned bucket, for s3:ObjectRemoved:DeleteMarkerCreated
+    result = _removals()
+    # then it got the three markers added under uploads/, and no version deleted for good
+    assert _named(result["markers"]) == [
+        r for r in _named(result["removals"]) if r[0] == "ObjectRemoved:DeleteMarkerCreated"
+    ]
+    assert len(result["markers"]) == 3
+
+
+def test_a_delete_in_an_unversioned_bucket_names_no_version() -> None:
+    # given an unversioned bucket notifying a queue of removals, when an object is deleted, then
+    # a key that holds none
+    result = _removals()
+    # then the one object removed is notified, with neither a version nor content
+    assert [r.keys() for r in result["plain"]] == [{"eventName", "key", "sequencer"}]
+    assert _named(result["plain"]) == [("ObjectRemoved:Delete", "uploads%2Fp.txt", None)]
+
+
+def test_moto_as_released_notifies_no_delete_marker() -> None:
+    # the gap the fix closes (this fails once moto notifies delete markers: drop that part then)
+    result = in_fresh_process(removals_notified, fixed=False)
+    names = [r["eventName"] for r in result["removals"]]
+    assert "ObjectRemoved:DeleteMarkerCreated" not in names
+    assert result["markers"] == []
+    # and of the four versions and the marker deleted for good, it notified one: the last
+    assert names.count("ObjectRemoved:Delete") == 1
+    # and it added no delete marker to a key that had no version
+    assert result["never"] == (None, None)
 
 
 def folder_listings_per_request(*, fixed: bool = True) -> dict[str, int]:

@@ -52,6 +52,11 @@ def files_of(stack: Stack, *names: str) -> dict[str, StoredFile]:
     return found
 
 
+def versions_in_bucket(stack: Stack, name: str) -> list[str]:
+    listed = stack.s3.list_object_versions(Bucket=stack.uploads, Prefix=f"uploads/acme/{name}")
+    return [v["VersionId"] for v in listed.get("Versions", [])]
+
+
 def test_the_ingest_handler_records_the_upload_past_the_quota_rejected_with_no_jobs(
     stack: Stack,
 ) -> None:
@@ -71,6 +76,9 @@ def test_the_ingest_handler_records_the_upload_past_the_quota_rejected_with_no_j
     assert third.status_reason == (
         f"tenant acme is over its 2 files per day quota (2 used on {TODAY.isoformat()})"
     )
+    # and deleted from the bucket (the record keeps why); the accepted ones are there
+    assert versions_in_bucket(stack, "3.txt") == []
+    assert versions_in_bucket(stack, "1.txt") == [stored["1.txt"].version_id]
     # and given no jobs, and no message
     assert JobRepository().jobs_of_file(third.id) == []
     assert all(JobRepository().jobs_of_file(stored[n].id) for n in ("1.txt", "2.txt"))
@@ -94,6 +102,7 @@ def test_a_file_over_the_max_file_size_is_rejected_and_counts_nothing(stack: Sta
     )
     assert JobRepository().jobs_of_file(big.id) == []
     assert QuotaRepository().usage("acme", TODAY).files == 0
+    assert versions_in_bucket(stack, "big.txt") == []
 
 
 def test_of_uploads_racing_for_a_quotas_last_file_exactly_one_is_accepted(stack: Stack) -> None:

@@ -44,6 +44,7 @@ JOB_TYPES = {
 DEAD_LETTER_QUEUE_OF = {
     "IngestQueue": "IngestDeadLetterQueue",
     "FairIngestQueue": "IngestDeadLetterQueue",
+    "FileRemovalsQueue": "IngestDeadLetterQueue",
     "OperationsQueue": "OperationsDeadLetterQueue",
     "WebhooksQueue": "WebhooksDeadLetterQueue",
     **{f"{t}Queue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
@@ -55,7 +56,14 @@ DEAD_LETTER_QUEUES = {*DEAD_LETTER_QUEUE_OF.values(), STREAM_FAILURE_QUEUE}
 JOB_QUEUES = {
     q
     for q in DEAD_LETTER_QUEUE_OF
-    if q not in {"IngestQueue", "FairIngestQueue", "OperationsQueue", "WebhooksQueue"}
+    if q
+    not in {
+        "IngestQueue",
+        "FairIngestQueue",
+        "FileRemovalsQueue",
+        "OperationsQueue",
+        "WebhooksQueue",
+    }
 }
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +71,7 @@ BUCKETS = ("UploadsBucket", "OutputsBucket", "QuarantineBucket", "AccessLogsBuck
 FUNCTIONS = {
     "IngestRouterFunction",
     "IngestFunction",
+    "FileRemovalsFunction",
     "SweepFunction",
     "ApiFunction",
     "EventsFunction",
@@ -169,11 +178,12 @@ def test_the_template_defines_every_work_queue_and_its_dead_letter_queue(
     # given the template
     # when its queues are listed
     queues = set(resources_of_type(template, "AWS::SQS::Queue"))
-    # then there is S3's ingest queue and the fair one the router fills (sharing a DLQ), two
-    # lanes per job type and one DLQ each, the events function's failure queue, the bulk
-    # operations' queue and its DLQ, the webhooks' queue and its DLQ, and nothing else
+    # then there is S3's ingest queue, the fair one the router fills and S3's removals queue
+    # (sharing a DLQ), two lanes per job type and one DLQ each, the events function's failure
+    # queue, the bulk operations' queue and its DLQ, the webhooks' queue and its DLQ, and
+    # nothing else
     assert queues == set(DEAD_LETTER_QUEUE_OF) | DEAD_LETTER_QUEUES
-    assert len(queues) == 26
+    assert len(queues) == 27
 
 
 def test_every_work_queue_redrives_to_its_dead_letter_queue_after_5_receives(stack: Stack) -> None:
@@ -221,7 +231,7 @@ def test_every_queue_is_encrypted_at_rest(stack: Stack, template: dict[str, Any]
         assert _queue_attributes(stack, queue)["SqsManagedSseEnabled"] == "true", queue
 
 
-def test_only_the_uploads_bucket_in_this_account_may_send_to_the_ingest_queue(
+def test_only_the_uploads_bucket_in_this_account_may_send_to_its_notification_queues(
     template: dict[str, Any],
 ) -> None:
     # given the ingest queue's policy and the uploads bucket's explicit name
@@ -231,7 +241,9 @@ def test_only_the_uploads_bucket_in_this_account_may_send_to_the_ingest_queue(
     # when the statement allowing S3 is found
     (allow,) = [s for s in statements if s["Effect"] == "Allow"]
     # then S3 may send only on behalf of that bucket, in this account
-    assert policy["Queues"] == [{"Ref": "IngestQueue"}]
+    queues = [{"Ref": "IngestQueue"}, {"Ref": "FileRemovalsQueue"}]
+    assert policy["Queues"] == queues
+    assert allow["Resource"] == [{"Fn::GetAtt": f"{q['Ref']}.Arn"} for q in queues]
     assert allow["Principal"] == {"Service": "s3.amazonaws.com"}
     assert allow["Action"] == "sqs:SendMessage"
     assert allow["Condition"]["ArnLike"]["aws:SourceArn"] == {
@@ -327,8 +339,10 @@ def test_an_upload_under_uploads_reaches_the_ingest_queue_and_nothing_else_does(
 def test_files_written_to_the_outputs_bucket_never_trigger_ingest(
     stack: Stack, template: dict[str, Any]
 ) -> None:
-    # given the outputs bucket (derived files), and the ingest queue emptied of S3's test event
+    # given the outputs bucket (derived files), and the uploads bucket's queues emptied of S3's
+    # test events
     stack.drain("IngestQueue")
+    stack.drain("FileRemovalsQueue")
     bucket = stack.buckets["OutputsBucket"]
     # then it has no notification, in the template or on moto
     for name in ("OutputsBucket", "QuarantineBucket", "AccessLogsBucket"):
@@ -459,8 +473,9 @@ def test_every_sqs_event_reports_batch_item_failures_and_caps_concurrency(
 ) -> None:
     # given every SQS event source of every function
     events = [(name, e) for name, spec in functions.items() for e in _sqs_events(spec)]
-    # the ingest router's, the ingest's, the operations function's, the webhooks', the lanes
-    assert len(events) == 4 + 2 * len(JOB_TYPES)
+    # the ingest router's, the ingest's, the file removals', the operations function's, the
+    # webhooks', the lanes
+    assert len(events) == 5 + 2 * len(JOB_TYPES)
     for name, event in events:
         # then a failed record is retried alone, not its whole batch
         assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"], name
@@ -593,14 +608,14 @@ def test_the_events_function_reads_both_tables_streams_for_possible_outcomes_onl
         assert event["BisectBatchOnFunctionError"] is True
         destination = event["DestinationConfig"]["OnFailure"]["Destination"]
         assert _getatt_logical_id(destination) == STREAM_FAILURE_QUEUE
-    # and only writes that leave a job terminal or a file quarantined wake the function
+    # and only writes that leave a job terminal or a file quarantined or deleted wake it
     patterns = {
         name: json.loads(e["FilterCriteria"]["Filters"][0]["Pattern"]) for name, e in events.items()
     }
     job_statuses = patterns["JobsTable.StreamArn"]["dynamodb"]["NewImage"]["status"]["S"]
     assert set(job_statuses) == {"completed", "failed", "cancelled"}
     file_statuses = patterns["FilesTable.StreamArn"]["dynamodb"]["NewImage"]["status"]["S"]
-    assert file_statuses == ["quarantined"]
+    assert file_statuses == ["quarantined", "deleted"]
     # and it publishes to the stack's bus
     assert spec.environment["EVENT_BUS_NAME"] == {"Ref": "JobEventsBus"}
 

@@ -3,11 +3,21 @@ authorizer) puts on every request."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from filejobs.access import Caller, caller_from
+from filejobs.access import (
+    LOCAL_CALLERS_VARIABLE,
+    SAM_LOCAL_VARIABLE,
+    Caller,
+    caller_from,
+    local_callers_allowed,
+)
+from filejobs_dev.infra.template import function_definitions, load_template
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 
 
 def event(authorizer: Any) -> dict[str, Any]:
@@ -212,3 +222,111 @@ def test_an_api_whose_stage_names_no_client_leaves_the_audience_to_its_authorize
     raw = {**claims(aud="whatever-the-authorizer-took", **{"custom:tenant": "acme"})}
     raw["stageVariables"] = None
     assert caller_from(raw, {}) == Caller(tenant="acme", operator=False)
+
+
+# --- the local caller: `sam local` only ------------------------------------------------------
+
+SAM_LOCAL = {"AWS_SAM_LOCAL": "true", "FILEJOBS_LOCAL_CALLERS": "header"}
+
+
+def sam_start_api_event(headers: dict[str, str] | None) -> dict[str, Any]:
+    """A request as `sam local start-api` hands it over (samcli/local/apigw/event_constructor.py):
+    no authorizer, an identity whose every signer field is null, each header in both maps."""
+    identity = {
+        "apiKey": None, "userArn": None, "cognitoAuthenticationType": None, "caller": None,
+        "userAgent": "Custom User Agent String", "user": None, "cognitoIdentityPoolId": None,
+        "cognitoAuthenticationProvider": None, "sourceIp": "127.0.0.1", "accountId": None,
+    }  # fmt: skip
+    return {
+        "headers": headers,
+        "multiValueHeaders": None if headers is None else {k: [v] for k, v in headers.items()},
+        "requestContext": {"identity": identity, "resourcePath": "/jobs", "httpMethod": "GET"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("tenant:acme", Caller(tenant="acme", operator=False)),
+        ("operator", Caller(tenant=None, operator=True)),
+        ("operator:acme", Caller(tenant="acme", operator=True)),
+    ],
+)
+def test_under_sam_local_the_header_names_the_caller_of_an_unsigned_request(
+    value: str, expected: Caller
+) -> None:
+    event = sam_start_api_event({"X-Filejobs-Local-Caller": value})
+    assert caller_from(event, SAM_LOCAL) == expected
+
+
+def test_the_header_is_read_whatever_its_case_and_from_either_map() -> None:
+    lower = sam_start_api_event({"x-filejobs-local-caller": "tenant:acme"})
+    assert caller_from(lower, SAM_LOCAL) == Caller(tenant="acme", operator=False)
+    only_multi = sam_start_api_event(None)
+    only_multi["multiValueHeaders"] = {"X-FILEJOBS-LOCAL-CALLER": ["tenant:acme"]}
+    assert caller_from(only_multi, SAM_LOCAL) == Caller(tenant="acme", operator=False)
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {},  # a deployed function: neither switch
+        {"FILEJOBS_LOCAL_CALLERS": ""},  # the template's declared value
+        {"AWS_SAM_LOCAL": "true", "FILEJOBS_LOCAL_CALLERS": ""},  # sam local without the env file
+        {"AWS_SAM_LOCAL": "", "FILEJOBS_LOCAL_CALLERS": "header"},
+        {"FILEJOBS_LOCAL_CALLERS": "header"},  # only the variable a template could set
+        {"AWS_SAM_LOCAL": "true"},
+        {"AWS_SAM_LOCAL": "True", "FILEJOBS_LOCAL_CALLERS": "header"},
+        {"AWS_SAM_LOCAL": "1", "FILEJOBS_LOCAL_CALLERS": "header"},
+        {"AWS_SAM_LOCAL": "true", "FILEJOBS_LOCAL_CALLERS": "yes"},
+    ],
+)
+def test_the_header_is_ignored_unless_both_switches_are_on(environment: dict[str, str]) -> None:
+    event = sam_start_api_event({"X-Filejobs-Local-Caller": "operator"})
+    assert caller_from(event, environment) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "operator:", "tenant", "tenant:", "admin", "admin:acme", "tenant:acme#03", "tenant:../x",
+     "tenant:acme\n", "TENANT:acme", "Operator"],
+)  # fmt: skip
+def test_a_malformed_local_caller_is_no_caller(value: str) -> None:
+    event = sam_start_api_event({"X-Filejobs-Local-Caller": value})
+    assert caller_from(event, SAM_LOCAL) is None
+
+
+def test_two_local_callers_that_disagree_name_no_one() -> None:
+    event = sam_start_api_event({"X-Filejobs-Local-Caller": "tenant:acme"})
+    event["multiValueHeaders"] = {"x-filejobs-local-caller": ["tenant:acme", "operator"]}
+    assert caller_from(event, SAM_LOCAL) is None
+
+
+def test_the_header_never_overrides_an_identity_the_request_has() -> None:
+    header = {"X-Filejobs-Local-Caller": "operator"}
+    # a signed request is its signer, or no one: never the header's operator
+    signed = iam_event(assumed(TENANT_ROLE, "acme"), f"{TENANT_ROLE_ID}:acme")
+    signed["headers"] = header
+    assert caller_from(signed, {**ROLES, **SAM_LOCAL}) == Caller(tenant="acme", operator=False)
+    stranger = iam_event("arn:aws:iam::123456789012:user/someone", "AIDAEXAMPLE")
+    stranger["headers"] = header
+    assert caller_from(stranger, {**ROLES, **SAM_LOCAL}) is None
+    # and an authorizer's context is the authorizer's
+    authorized = event({"tenant": "acme", "role": "tenant"})
+    authorized["headers"] = header
+    assert caller_from(authorized, SAM_LOCAL) == Caller(tenant="acme", operator=False)
+
+
+def test_the_template_turns_neither_switch_on_for_any_function() -> None:
+    # what every deployed function sees of the two: SAM's is never set, the local stack's is
+    # declared empty (so that `sam local --env-vars` may set it) and only where it is read
+    functions = function_definitions(load_template(TEMPLATE))  # Globals' variables included
+    assert all(SAM_LOCAL_VARIABLE not in spec.environment for spec in functions.values())
+    declared = {
+        name: spec.environment[LOCAL_CALLERS_VARIABLE]
+        for name, spec in functions.items()
+        if LOCAL_CALLERS_VARIABLE in spec.environment
+    }
+    assert declared == {"ApiFunction": ""}
+    for spec in functions.values():
+        assert not local_callers_allowed({k: str(v) for k, v in spec.environment.items()})

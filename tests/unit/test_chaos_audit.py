@@ -12,11 +12,14 @@ from datetime import timedelta
 import pytest
 
 from filejobs.domain import transitions
-from filejobs.domain.file import StoredFile
+from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.file_completion import completion_of
+from filejobs.domain.file_lifecycle import FOLLOWS_S3, DeletionReason
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs_dev.local.chaos_audit import (
+    DeleteHow,
+    Deletion,
     Evidence,
     ProcessedEvent,
     StreamRecord,
@@ -86,6 +89,9 @@ CHECKS = {
     "crashes not recovered",
     "unexplained outcomes",
     "dead letters unaccounted",
+    "outputs left by deleted files",
+    "deleted uploads not marked",
+    "open jobs of deleted files",
 }
 
 
@@ -263,3 +269,115 @@ def test_a_file_whose_cancelled_job_was_given_back_may_be_announced_again(
     assert f"file {plan.file.id}: announced processed 3 times (1 of its jobs reopened)" in (
         report.violations
     )
+
+
+# --- uploads the harness deleted ------------------------------------------------------------
+
+
+def thumbnail_outputs(stored: StoredFile) -> list[str]:
+    folder = f"derived/{stored.tenant}/{stored.id}/thumbnail_generation"
+    return [f"{folder}/thumb_256.jpg", f"{folder}/thumb_1024.jpg"]
+
+
+def deleted_while_running(plan: IngestPlan, clock: FakeClock, how: DeleteHow) -> Evidence:
+    """The clean run, but the harness deleted the upload while its thumbnail ran: the file is
+    marked deleted, the thumbnail cancelled by the lifecycle, the jobs done before it kept, and
+    every output gone."""
+    evidence = clean_run(plan, clock)
+    reason = (
+        DeletionReason.DELETE_MARKER
+        if how is DeleteHow.MARKER
+        else (DeletionReason.VERSION_DELETED)
+    )
+    thumbnail = next(j for j in plan.jobs if j.job_type is JobType.THUMBNAIL_GENERATION).copy()
+    thumbnail.mark_started(now=clock.now, lease=LEASE, worker="w")
+    thumbnail.cancel(
+        now=clock.now, by=FOLLOWS_S3, reason=f"the file was deleted: {reason}", retention=KEEP
+    )
+    evidence.jobs = [thumbnail if j.id == thumbnail.id else j for j in evidence.jobs]
+    evidence.stream = witness(*[j for j in evidence.jobs if j.status is JobStatus.COMPLETED])
+    (stored,) = evidence.files
+    evidence.files = [replace(stored, status=FileStatus.DELETED, status_reason=reason.value)]
+    evidence.deletions = [Deletion(stored.key, stored.version_id, stored.id, how, at=4.2)]
+    return evidence
+
+
+@pytest.mark.parametrize("how", list(DeleteHow))
+def test_a_job_cancelled_by_the_deletion_of_its_upload_is_explained_by_that_deletion(
+    plan: IngestPlan, clock: FakeClock, how: DeleteHow
+) -> None:
+    evidence = deleted_while_running(plan, clock, how)
+    # given the run deleted the upload: the cancel, and the jobs completed before it, pass
+    report = audit(evidence)
+    assert report.violations == []
+    assert report.figures["jobs cancelled by a deletion"] == 1
+    assert report.figures[f"deletes by the harness ({how})"] == 1
+    # given the run deleted nothing, the same cancel is unexplained
+    evidence.deletions = []
+    assert violations(evidence) == {"unexplained outcomes": 1}
+
+
+def test_an_output_left_by_a_deleted_file_is_a_violation_counted_per_output(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = deleted_while_running(plan, clock, DeleteHow.MARKER)
+    (stored,) = evidence.files
+    # given a thumbnail written after the deletion that no purge removed, beside another
+    # (active) file's outputs
+    other = replace(stored, id="another-file")
+    evidence.outputs = [thumbnail_outputs(stored)[0], *thumbnail_outputs(other)]
+    report = audit(evidence)
+    assert violations(evidence) == {"outputs left by deleted files": 1}
+    assert any(thumbnail_outputs(stored)[0] in v for v in report.violations)
+
+
+def test_a_deleted_upload_whose_file_stays_active_is_a_violation(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    (stored,) = evidence.files
+    deletion = Deletion(stored.key, stored.version_id, stored.id, DeleteHow.MARKER, at=1.0)
+    evidence.deletions = [deletion]
+    assert violations(evidence) == {"deleted uploads not marked": 1}
+    # and its outputs, which the deletion should have taken, count too
+    evidence.outputs = thumbnail_outputs(stored)
+    assert violations(evidence) == {
+        "deleted uploads not marked": 1,
+        "outputs left by deleted files": 2,
+    }
+
+
+def test_a_file_marked_deleted_for_another_reason_than_the_delete_made_is_a_violation(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    # given the version deleted for good, but the file says a marker hides it (restorable)
+    evidence = deleted_while_running(plan, clock, DeleteHow.VERSION)
+    (stored,) = evidence.files
+    marker = DeletionReason.DELETE_MARKER.value
+    evidence.files = [replace(stored, status_reason=marker)]
+    assert violations(evidence) == {"deleted uploads not marked": 1}
+
+
+def test_an_open_job_of_a_deleted_file_is_a_violation(plan: IngestPlan, clock: FakeClock) -> None:
+    evidence = deleted_while_running(plan, clock, DeleteHow.MARKER)
+    scan = next(j for j in plan.jobs if j.job_type is JobType.VIRUS_SCAN)
+    evidence.jobs = [scan if j.id == scan.id else j for j in evidence.jobs]  # pending still
+    evidence.stream = witness(*[j for j in evidence.jobs if j.status is JobStatus.COMPLETED])
+    assert violations(evidence) == {"open jobs of deleted files": 1, "jobs not terminal": 1}
+
+
+def test_a_job_that_found_its_deleted_version_gone_is_explained_only_by_that_deletion(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = deleted_while_running(plan, clock, DeleteHow.VERSION)
+    thumbnail = next(j for j in evidence.jobs if j.job_type is JobType.THUMBNAIL_GENERATION)
+    failed = next(j for j in plan.jobs if j.id == thumbnail.id).copy()
+    failed.mark_started(now=clock.now, lease=LEASE, worker="w")
+    gone = f"s3://uploads/{plan.file.key} is gone (NoSuchVersion)"
+    # a permanent error: no retry
+    failed.mark_failed(gone, now=clock.now, retention=KEEP, retry_at=None)
+    assert failed.status is JobStatus.FAILED
+    evidence.jobs = [failed if j.id == failed.id else j for j in evidence.jobs]
+    assert violations(evidence) == {}
+    evidence.deletions = []
+    assert violations(evidence) == {"unexplained outcomes": 1}

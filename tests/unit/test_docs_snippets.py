@@ -9,13 +9,14 @@ on real deliveries: tests/integration/test_webhooks.py.)"""
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from filejobs.access import Caller, caller_from
 from filejobs.api import parsing
 from filejobs.domain.presets import METADATA_KEY, check_jobs
 from filejobs_cli.main import parser
@@ -96,20 +97,35 @@ def test_the_presets_example_runs_as_the_cli_the_api_and_ingest_read_it(tmp_path
 
 def test_the_sam_local_example_names_the_template_s_functions_and_events(tmp_path: Path) -> None:
     template = (ROOT / "template.yaml").read_text()
-    calls = run(["sam_local.sh"], tmp_path)
-    assert [call.argv[:2] for call in calls] == [
+    events, build, *invokes, start_api, curl = run(["sam_local.sh"], tmp_path)
+    # the events are written by the local stack's own command, into the folder it writes
+    assert (events.program, events.argv) == ("filejobs", ["events"])
+    assert subcommand("events").parse_args([]).out == Path("events/local")
+    assert [call.argv[:2] for call in (build, *invokes, start_api)] == [
         ["build"],
         ["local", "invoke"],
         ["local", "invoke"],
         ["local", "start-api"],
     ]
-    for call in calls[1:]:
-        assert call.option("--env-vars") == [".filejobs/sam-env.json"]
-        assert call.option("--docker-network") == ["host"]
-    for call in calls[1:3]:
-        assert f"\n  {call.argv[2]}:\n" in template, call.argv[2]
-        event = ROOT / call.option("-e")[0]
-        assert json.loads(event.read_text()), event
+    for call in invokes:
+        # a function of the template, on the event `filejobs events` writes for it
+        function, event = call.argv[2], Path(call.option("-e")[0])
+        assert f"\n  {function}:\n" in template, function
+        assert event.parent == Path("events/local") and event.stem.split("-")[0] == function
+    # the rest comes from samconfig.toml's sections for the two commands
+    settings = tomllib.loads((ROOT / "samconfig.toml").read_text())["default"]
+    for section in ("local_invoke", "local_start_api"):
+        assert settings[section]["parameters"]["env_vars"] == ".filejobs/sam-env.json"
+        assert settings[section]["parameters"]["docker_network"] == "host"
+    port = settings["local_start_api"]["parameters"]["port"]
+    # and the curl names its caller as the function reads it under sam local alone
+    assert curl.program == "curl" and curl.url == f"http://127.0.0.1:{port}/jobs"
+    [header] = curl.option("-H")
+    name, _, value = header.partition(": ")
+    request = {"headers": {name: value}, "requestContext": {"identity": {"sourceIp": "127.0.0.1"}}}
+    under_sam = {"AWS_SAM_LOCAL": "true", "FILEJOBS_LOCAL_CALLERS": "header"}
+    assert caller_from(request, under_sam) == Caller(tenant="acme", operator=False)
+    assert caller_from(request, {}) is None
 
 
 def test_every_option_of_make_dev_s_synopsis_is_one_of_filejobs_dev() -> None:

@@ -59,6 +59,18 @@ def test_a_parameter_the_template_does_not_declare_is_refused() -> None:
     LocalStack(StackOptions(project_root=ROOT, parameters={"JobLeaseSeconds": "20"}))
 
 
+def test_an_environment_override_replaces_the_templates_value_where_a_function_sets_it() -> None:
+    with pytest.raises(StackConfigError, match=r"no function of template\.yaml sets NO_SUCH"):
+        LocalStack(StackOptions(project_root=ROOT, environment={"NO_SUCH": "1"}))
+    stack = LocalStack(
+        StackOptions(project_root=ROOT, environment={"OUTPUTS_PURGE_DELAY_SECONDS": "30"})
+    )
+    stack.resources = resources_of(stack)
+    assert stack.function_environment("FileRemovalsFunction")["OUTPUTS_PURGE_DELAY_SECONDS"] == "30"
+    # a function the template does not give the variable is not given it
+    assert "OUTPUTS_PURGE_DELAY_SECONDS" not in stack.function_environment("SweepFunction")
+
+
 def test_function_workers_runs_that_many_sweeps_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     stack, spawns = stack_with(monkeypatch, workers_per_function={"SweepFunction": 2})
     stack._start_hosts("SweepFunction", stack.functions["SweepFunction"])

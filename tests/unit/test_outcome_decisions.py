@@ -83,6 +83,15 @@ def test_each_ending_of_a_job_retried_in_place_has_its_own_event_id(clock: FakeC
     assert job_event_id(first) != job_event_id(second)
 
 
+def test_a_deletion_is_announced_once_whatever_its_reason_becomes(clock: FakeClock) -> None:
+    active = ingest_plan(clock.now).file
+    hidden = replace(active, status=FileStatus.DELETED, status_reason="a delete marker hides it")
+    gone = replace(hidden, status_reason="its version was deleted from the uploads bucket")
+    assert file_outcome(active, hidden) is DetailType.FILE_DELETED
+    assert file_outcome(hidden, gone) is None
+    assert file_outcome(hidden, active) is None  # a restore is no outcome
+
+
 def test_quarantine_is_announced_when_it_starts_only(clock: FakeClock) -> None:
     active = ingest_plan(clock.now).file
     quarantined = replace(active, status=FileStatus.QUARANTINED, status_reason="Eicar")

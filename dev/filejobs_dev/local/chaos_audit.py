@@ -8,7 +8,12 @@ the promise it checks; `audit` runs them all and gathers the figures.
 A job's end is explained when it is what its file should get (a corrupt JPEG's thumbnail fails,
 an infected file's parsing jobs are cancelled), or when the run caused it: a cancel the harness
 made, a retry budget spent on injected faults, a message poisoned on purpose that its
-dead-letter queue gave back. Any other end is a violation, as is any job not yet ended.
+dead-letter queue gave back, a delete the harness made on the uploads bucket. Any other end is
+a violation, as is any job not yet ended.
+
+A file whose upload the harness deleted (a delete marker, or its version deleted by id) must end
+marked deleted, with no job open and no derived output left: the deletion's own, and the later
+purge's for an attempt that was running and wrote after it (the runner waits for that purge).
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from filejobs.domain.content import job_types_for
-from filejobs.domain.file import StoredFile
+from filejobs.domain.file import FileStatus, StoredFile
+from filejobs.domain.file_lifecycle import FOLLOWS_S3, DeletionReason
 from filejobs.domain.job import AttemptOutcome, JobStatus, JobType, ProcessingJob
+from filejobs.domain.keys import DERIVED_PREFIX
 from filejobs.domain.scanning import SCANNER
 
 COMPLETED = JobStatus.COMPLETED.value
@@ -31,6 +39,15 @@ INJECTED_ERRORS = (
     "ThrottlingException",
 )
 DEAD_LETTERED = "dead-letter queue"
+# How the lifecycle's cancel of a deleted file's open jobs begins (services/file_lifecycle.py).
+CANCELLED_BY_DELETION = "the file was deleted"
+# What a job that read its object version after it was deleted for good failed with
+# (ObjectGoneError: "s3://bucket/key is gone (NoSuchVersion)").
+OBJECT_GONE = " is gone ("
+# What the scan gate (domain/scanning.py refusal_reason) cancels a deleted file's job with.
+DELETED_REFUSAL = f"the file is {FileStatus.DELETED.value}"
+# The files S3 takes out of the lifecycle's hands: their status stays as it is.
+NOT_FOLLOWED = (FileStatus.QUARANTINED, FileStatus.REJECTED)
 
 
 @dataclass(frozen=True)
@@ -46,6 +63,29 @@ class Upload:
 
     def allowed(self, job_type: str) -> tuple[str, ...]:
         return self.expected.get(job_type, (COMPLETED,))
+
+
+class DeleteHow(StrEnum):
+    MARKER = "marker"  # a plain DeleteObject: a delete marker hides the version
+    VERSION = "version"  # DeleteObject of that version id: the version is gone for good
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """One delete the harness made on the uploads bucket, of one recorded file's version."""
+
+    key: str
+    version_id: str | None
+    file_id: str
+    how: DeleteHow
+    at: float  # seconds after the uploads began
+
+    @property
+    def reason(self) -> DeletionReason:
+        """What the file's `status_reason` must then say."""
+        if self.how == DeleteHow.MARKER:
+            return DeletionReason.DELETE_MARKER
+        return DeletionReason.VERSION_DELETED
 
 
 @dataclass(frozen=True)
@@ -77,6 +117,9 @@ class Evidence:
     cancelled: set[str]  # job ids the harness cancelled (the API said 200)
     dead_letters_left: dict[str, int]  # queue -> messages still in it (visible or in flight)
     processed_events: list[ProcessedEvent] = field(default_factory=list)
+    deletions: list[Deletion] = field(default_factory=list)
+    # Every key under derived/ in the outputs bucket at the end.
+    outputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -108,9 +151,22 @@ def audit(evidence: Evidence) -> Report:
     report.check("completions without a witness", unwitnessed(evidence.jobs, evidence.stream))
     report.check("finished jobs rewritten", finished_rewritten(evidence.stream))
     report.check("crashes not recovered", unrecovered_crashes(evidence.jobs, evidence.injections))
+    deleted_ids = {deletion.file_id for deletion in evidence.deletions}
     report.check(
         "unexplained outcomes",
-        unexplained_outcomes(evidence.uploads, files_by_upload, jobs_by_file, evidence.cancelled),
+        unexplained_outcomes(
+            evidence.uploads, files_by_upload, jobs_by_file, evidence.cancelled, deleted_ids
+        ),
+    )
+    report.check(
+        "outputs left by deleted files",
+        outputs_left_by_deleted_files(evidence.files, deleted_ids, evidence.outputs),
+    )
+    report.check(
+        "deleted uploads not marked", deleted_not_marked(evidence.files, evidence.deletions)
+    )
+    report.check(
+        "open jobs of deleted files", open_jobs_of_deleted_files(evidence.files, jobs_by_file)
     )
     report.check(
         "files not announced processed once per completion",
@@ -307,13 +363,19 @@ def unexplained_outcomes(
     files: Mapping[str, list[StoredFile]],
     jobs_by_file: Mapping[str, list[ProcessingJob]],
     cancelled: set[str],
+    deleted: set[str] | None = None,
 ) -> list[str]:
+    """Every ended job explained (`explanation`); `deleted`: the ids of the files whose upload
+    the harness deleted."""
     problems = []
     for upload in uploads:
         for stored in files.get(upload.key, []):
             siblings = jobs_by_file.get(stored.id, [])
+            gone = stored.id in (deleted or set())
             for job in siblings:
-                if job.is_terminal and explanation(upload, job, cancelled, siblings) is None:
+                if not job.is_terminal:
+                    continue  # not_terminal's to count
+                if explanation(upload, job, cancelled, siblings, deleted=gone) is None:
                     problems.append(
                         f"{upload.key} {job.job_type}: {job.status}"
                         f" ({job.error_message or job.cancel_reason or 'no reason'})"
@@ -326,29 +388,125 @@ def explanation(
     job: ProcessingJob,
     cancelled: set[str],
     siblings: Iterable[ProcessingJob] = (),
+    *,
+    deleted: bool = False,
 ) -> str | None:
-    """Why the job ended as it did, or None when nothing the run did explains it."""
-    job_type, status = job.job_type.value, job.status.value
-    if status in upload.allowed(job_type):
+    """Why the job ended as it did, or None when nothing the run did explains it. `deleted`:
+    the harness deleted the job's upload (a job that completed before the delete is expected
+    still; its outputs are `outputs_left_by_deleted_files`' to judge)."""
+    if job.status.value in upload.allowed(job.job_type.value):
         return "expected"
-    if status == JobStatus.CANCELLED.value:
-        if job.id in cancelled:
-            return "cancelled by the harness"
-        scan = next((j for j in siblings if j.job_type is JobType.VIRUS_SCAN), None)
-        if (
-            job.cancelled_by == SCANNER
-            and scan is not None
-            and scan.status.value in ("failed", "cancelled")
-            and explanation(upload, scan, cancelled) is not None
-        ):
-            return "its file's scan ended without a verdict, as the run made it"
-    if status == JobStatus.FAILED.value:
-        error = job.error_message or ""
-        if job_type in upload.poisoned and DEAD_LETTERED in error:
-            return "dead-lettered (poisoned)"
-        if any(marker in error for marker in INJECTED_ERRORS):
-            return "retries spent on injected faults"
+    if job.status is JobStatus.CANCELLED:
+        return _why_cancelled(upload, job, cancelled, siblings, deleted=deleted)
+    if job.status is JobStatus.FAILED:
+        return _why_failed(upload, job, deleted=deleted)
     return None
+
+
+def _why_cancelled(
+    upload: Upload,
+    job: ProcessingJob,
+    cancelled: set[str],
+    siblings: Iterable[ProcessingJob],
+    *,
+    deleted: bool,
+) -> str | None:
+    if job.id in cancelled:
+        return "cancelled by the harness"
+    if deleted and cancelled_for_deletion(job):
+        return "cancelled: its upload was deleted by the run"
+    scan = next((j for j in siblings if j.job_type is JobType.VIRUS_SCAN), None)
+    if (
+        job.cancelled_by == SCANNER
+        and scan is not None
+        and scan.status.value in ("failed", "cancelled")
+        and explanation(upload, scan, cancelled, deleted=deleted) is not None
+    ):
+        return "its file's scan ended without a verdict, as the run made it"
+    return None
+
+
+def _why_failed(upload: Upload, job: ProcessingJob, *, deleted: bool) -> str | None:
+    error = job.error_message or ""
+    if job.job_type.value in upload.poisoned and DEAD_LETTERED in error:
+        return "dead-lettered (poisoned)"
+    if any(marker in error for marker in INJECTED_ERRORS):
+        return "retries spent on injected faults"
+    if deleted and OBJECT_GONE in error:
+        return "its object version was deleted by the run while it ran"
+    return None
+
+
+def cancelled_for_deletion(job: ProcessingJob) -> bool:
+    """Cancelled by the lifecycle when its file was deleted, or refused by the scan gate (or by
+    a worker that found the object gone) because its file was deleted by then."""
+    if job.cancelled_by == FOLLOWS_S3:
+        return (job.cancel_reason or "").startswith(CANCELLED_BY_DELETION)
+    return job.cancelled_by == SCANNER and job.cancel_reason == DELETED_REFUSAL
+
+
+def outputs_by_file(outputs: Iterable[str]) -> dict[str, list[str]]:
+    """The outputs bucket's `derived/{tenant}/{file_id}/...` keys, by file id."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for key in outputs:
+        parts = key.split("/")
+        if len(parts) > 3 and parts[0] == DERIVED_PREFIX:
+            found[parts[2]].append(key)
+    return found
+
+
+def outputs_left_by_deleted_files(
+    files: Iterable[StoredFile], deleted: set[str], outputs: Iterable[str]
+) -> list[str]:
+    """A file marked deleted, or whose upload the harness deleted, has no derived output left:
+    one problem per output (a quarantined or rejected file aside: the lifecycle leaves it be)."""
+    left = outputs_by_file(outputs)
+    problems: list[str] = []
+    for stored in files:
+        withdrawn = stored.status is FileStatus.DELETED or (
+            stored.id in deleted and stored.status not in NOT_FOLLOWED
+        )
+        if withdrawn:
+            problems.extend(
+                f"{stored.key} (file {stored.id}, {stored.status}): output left: {key}"
+                for key in sorted(left.get(stored.id, ()))
+            )
+    return problems
+
+
+def deleted_not_marked(files: Iterable[StoredFile], deletions: Iterable[Deletion]) -> list[str]:
+    """Each upload the harness deleted has its file marked deleted, saying how (a quarantined
+    or rejected file keeps its status: S3's removal is not the lifecycle's to follow)."""
+    by_id = {stored.id: stored for stored in files}
+    problems = []
+    for deletion in deletions:
+        stored = by_id.get(deletion.file_id)
+        if stored is None:
+            problems.append(f"{deletion.key}: deleted ({deletion.how}), and its file is gone")
+        elif stored.status in NOT_FOLLOWED:
+            continue
+        elif stored.status is not FileStatus.DELETED:
+            problems.append(
+                f"{deletion.key}: deleted ({deletion.how}), its file is {stored.status}"
+            )
+        elif stored.status_reason != deletion.reason.value:
+            problems.append(
+                f"{deletion.key}: deleted ({deletion.how}), marked {stored.status_reason!r}"
+            )
+    return problems
+
+
+def open_jobs_of_deleted_files(
+    files: Iterable[StoredFile], jobs_by_file: Mapping[str, list[ProcessingJob]]
+) -> list[str]:
+    """A deleted file's jobs are all ended: the deletion cancelled those it found open."""
+    return [
+        f"{stored.key}: deleted, its {job.job_type} job is {job.status}"
+        for stored in files
+        if stored.status is FileStatus.DELETED
+        for job in jobs_by_file.get(stored.id, [])
+        if not job.is_terminal
+    ]
 
 
 # --- figures ------------------------------------------------------------------------------
@@ -377,6 +535,15 @@ def _outcome_figures(evidence: Evidence) -> dict[str, int]:
         # A worker too starved (the emulator is one busy process) to renew its lease in time.
         "leases lost without a crash": len(recovered - crashed),
         "cancels by the harness": len(evidence.cancelled),
+        **{
+            f"deletes by the harness ({how})": sum(1 for d in evidence.deletions if d.how == how)
+            for how in DeleteHow
+        },
+        "files deleted": sum(1 for f in evidence.files if f.status is FileStatus.DELETED),
+        "jobs cancelled by a deletion": sum(
+            1 for job in jobs if job.status is JobStatus.CANCELLED and cancelled_for_deletion(job)
+        ),
+        "outputs at the end": len(evidence.outputs),
         "stream records": len(evidence.stream),
         "completions witnessed": sum(1 for r in evidence.stream if r.new_status == COMPLETED),
     }

@@ -1,7 +1,9 @@
 """The `filejobs` commands that run the local stack: `dev` (the whole system on moto server),
-`invoke` (one function of the running stack on an event, Docker-free) and `token` (a bearer token
-of the running stack for one tenant). The CLI (filejobs_cli) adds them when the dev tools are
-installed; the commands on files and jobs need none of this.
+`invoke` (one function of the running stack on an event, Docker-free, as `sam local invoke` runs
+it), `events` (an event per function, with the running stack's ids, for `sam local invoke` and
+`invoke`) and `token` (a bearer token of the running stack for one tenant). The CLI
+(filejobs_cli) adds them when the dev tools are installed; the commands on files and jobs need
+none of this.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from filejobs.domain.keys import is_tenant
 from filejobs_cli.client import CliError
 from filejobs_cli.local_stack_file import CONFIG_PATH
 from filejobs_dev.local import tokens
 from filejobs_dev.local.faults import FaultConfigError
 from filejobs_dev.local.resources import Resources
+from filejobs_dev.local.sample_events import SampleError, write_events
 from filejobs_dev.local.stack import (
     LocalStack,
     StackConfigError,
@@ -34,7 +38,7 @@ def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     project_root: Callable[[], Path],
 ) -> None:
-    """Adds dev, invoke and token to the `filejobs` command."""
+    """Adds dev, invoke, events and token to the `filejobs` command."""
     dev_command = commands.add_parser("dev", help="run the whole system locally (moto server)")
     dev_command.add_argument(
         "--workers",
@@ -95,6 +99,14 @@ def register(
         "--parameter-overrides; repeatable",
     )
     dev_command.add_argument(
+        "--environment",
+        type=parameter_override,
+        action="append",
+        metavar="NAME=VALUE",
+        help="a function environment variable's value instead of the template's, in every "
+        "function that sets it (e.g. a shorter OUTPUTS_PURGE_DELAY_SECONDS); repeatable",
+    )
+    dev_command.add_argument(
         "--faults",
         type=Path,
         help="a JSON file of faults to inject (filejobs_dev/local/faults.py documents them)",
@@ -127,6 +139,18 @@ def register(
     invoke_command.add_argument("function", help="its logical id in template.yaml")
     invoke_command.add_argument("-e", "--event", help="the event file (default: {})")
     invoke_command.set_defaults(run=lambda arguments: invoke(arguments, project_root()))
+    events_command = commands.add_parser(
+        "events",
+        help="write an event per function for `sam local invoke` (and `filejobs invoke`), with "
+        "the running local stack's ids (uploads a sample image first)",
+    )
+    events_command.add_argument(
+        "--out", type=Path, default=Path("events/local"), help="the folder (default events/local)"
+    )
+    events_command.add_argument(
+        "--tenant", default="acme", help="whose sample it uploads and as whom the API events call"
+    )
+    events_command.set_defaults(run=lambda arguments: events(arguments, project_root()))
     token_command = commands.add_parser(
         "token", help="print a local API token scoped to one tenant (api_token is an operator's)"
     )
@@ -160,6 +184,7 @@ def dev(arguments: argparse.Namespace, root: Path) -> int:
         faults=arguments.faults.read_text() if arguments.faults else "",
         visibility_seconds=arguments.visibility_seconds,
         parameters=dict(arguments.parameter or []),
+        environment=dict(arguments.environment or []),
         fault_log=arguments.fault_log,
         meter_log=arguments.meter_log,
         definitions_mirror=arguments.definitions_mirror,
@@ -204,24 +229,46 @@ def invoke_local(
         return answer
 
 
-def _invocation(root: Path, function: str, event: Path | None) -> tuple[list[str], dict[str, str]]:
+def events(arguments: argparse.Namespace, root: Path) -> int:
+    """Writes an event per function that does something real on the running local stack."""
+    if not is_tenant(arguments.tenant):
+        raise SystemExit(f"filejobs: not a tenant name: {arguments.tenant!r}")
+    stack, config = _running_stack(root)
+    out = arguments.out if arguments.out.is_absolute() else Path.cwd() / arguments.out
+    try:
+        written = write_events(stack, config, out, arguments.tenant, sys.stderr)
+    except SampleError as error:
+        raise SystemExit(f"filejobs: {error}") from None
+    for path in written:
+        print(path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path)
+    return 0
+
+
+def _running_stack(root: Path) -> tuple[LocalStack, dict[str, Any]]:
+    """The running local stack of `root`, as its local.json describes it."""
     config_path = root / CONFIG_PATH
     if not config_path.is_file():
         raise SystemExit("filejobs: the local stack is not running (start it with `filejobs dev`)")
-    config = json.loads(config_path.read_text())
+    config: dict[str, Any] = json.loads(config_path.read_text())
     stack = LocalStack(StackOptions(project_root=root, region=config["region"]))
-    if function not in stack.functions:
-        known = ", ".join(sorted(stack.functions))
-        raise SystemExit(f"filejobs: no function {function!r} (one of: {known})")
     stack.endpoint_url = config["endpoint_url"]
     stack.endpoints = dict(config.get("endpoints") or {})
     stack.resources = Resources.from_json(config["resources"])
+    return stack, config
+
+
+def _invocation(root: Path, function: str, event: Path | None) -> tuple[list[str], dict[str, str]]:
+    config_path = root / CONFIG_PATH
+    stack, _ = _running_stack(root)
+    if function not in stack.functions:
+        known = ", ".join(sorted(stack.functions))
+        raise SystemExit(f"filejobs: no function {function!r} (one of: {known})")
     command = [
         sys.executable, "-m", "filejobs_dev.local.host", "--config", str(config_path),
         "--function", function, "--source", "invoke",
         *(["--event", str(event)] if event else []),
     ]  # fmt: skip
-    return command, stack.function_environment(function)
+    return command, stack.sam_local_environment(function)
 
 
 def token(arguments: argparse.Namespace, root: Path) -> int:

@@ -27,6 +27,7 @@ GIB = 1024**3  # S3 bills storage per GB of 2**30 bytes
 GROUPS_OF_FUNCTIONS = {
     "IngestRouterFunction": "ingest_router",
     "IngestFunction": "ingest",
+    "FileRemovalsFunction": "file_removals",
     "EventsFunction": "events",
     "ApiFunction": "api",
     "OperationsFunction": "operations",

@@ -28,11 +28,23 @@ answers, are in moto_speedups.py):
   the key: S3 then adds a delete marker and the infected version stays in the bucket, noncurrent.
   Each record now carries the new version's id (in a versioned bucket) and a sequencer that grows
   with every event, as S3's records do.
+- S3 notifications of removals name what was removed. moto sent no `ObjectRemoved` event for a
+  delete that adds a delete marker (the usual delete in a versioned bucket), and for a delete of
+  one version only when the key's last version went, naming the key's current object rather than
+  the version deleted. Now, as S3 does, a delete that adds a marker (even to a key that had no
+  version: moto added none and answered that nothing happened) sends
+  `ObjectRemoved:DeleteMarkerCreated` naming the marker, and each version or marker deleted for
+  good sends `ObjectRemoved:Delete` naming it, one DeleteObjects entry as one DeleteObject. Their
+  records carry the key, the version id (in a versioned bucket) and the sequencer, and no size or
+  eTag: S3 describes no content of what it removed.
 - Standard queues are fair queues. AWS serves a quiet message group (a tenant, the
   `MessageGroupId` of a job message) before a noisy group's backlog; moto keeps the group id of
   a standard queue's message but delivers in the order sent. Receives now take the groups in
   turn, those with the fewest messages in flight first (fair_queues.py says exactly what is
   emulated and what is not).
+- Browser uploads are held to their form's policy and answered with CORS headers. moto stored
+  any form POST whatever its signed policy said (any key, any size, a `tagging` field) and
+  answered it with no CORS header, so a page could not read S3's answer (s3_forms.py).
 
 """
 
@@ -47,7 +59,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from filejobs_dev.local import fair_queues
+from filejobs_dev.local import fair_queues, s3_forms
 
 _state = threading.local()
 # One lock for DynamoDB and its streams, so a stream read never sees a transaction half done.
@@ -166,12 +178,21 @@ def _untracked(cls: type[Any], *_: Any, **__: Any) -> Any:
 _SEQUENCER = itertools.count(1)
 
 
+_REMOVED = "s3:ObjectRemoved:"
+
+
 def _naming_the_version(original: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
     @functools.wraps(original)
     def event(event_name: str, bucket: Any, key: Any, notification_id: str) -> dict[str, Any]:
-        body = original(event_name, bucket, key, notification_id)
+        removal = event_name.startswith(_REMOVED)
+        # What a removal names may be a delete marker, with no content for moto to describe.
+        described_key = SimpleNamespace(name=key.name, etag="", size=0) if removal else key
+        body = original(event_name, bucket, described_key, notification_id)
         for record in body.get("Records", []):
             described = record["s3"]["object"]
+            if removal:  # S3's removal records describe no content: none is left, or none was
+                described.pop("size", None)
+                described.pop("eTag", None)
             version = getattr(key, "version_id", None)
             if version and version != "null":  # moto's id of a version in an unversioned bucket
                 described["versionId"] = version
@@ -179,6 +200,75 @@ def _naming_the_version(original: Callable[..., dict[str, Any]]) -> Callable[...
         return body
 
     return event
+
+
+def _unless_removing(original: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(original)
+    def send_event(account_id: str, event_name: str, bucket: Any, key: Any) -> None:
+        # Inside a delete, moto's own removal events are dropped: they name the wrong object, or
+        # come when S3 sends none. The delete sends S3's once it is done (_removals_notified).
+        if getattr(_state, "removing", False) and event_name.startswith(_REMOVED):
+            return
+        original(account_id, event_name, bucket, key)
+
+    return send_event
+
+
+def _removals_notified(backend: type[Any], notifications: Any, marker_type: type[Any]) -> None:
+    """Every delete of `backend` notifies what it removed, as S3 does: each version (or delete
+    marker) deleted for good, and the delete marker it added."""
+    delete_object: Callable[..., tuple[bool, dict[str, Any]]] = backend.delete_object
+    set_delete_marker: Callable[..., Any] = backend._set_delete_marker
+    events = notifications.S3NotificationEvent
+
+    @functools.wraps(set_delete_marker)
+    def _set_delete_marker(self: Any, bucket_name: str, key_name: str) -> Any:
+        bucket = self.get_bucket(bucket_name)
+        if key_name in bucket.keys:
+            marker = set_delete_marker(self, bucket_name, key_name)
+        else:
+            # S3 adds a marker to a key that has no version too (and says so); moto raised
+            # KeyError, added none, and answered the delete as if it had.
+            marker = marker_type(key=SimpleNamespace(name=key_name))
+            bucket.keys[key_name] = marker
+        _state.marker = marker  # the one a delete added, for it to notify
+        return marker
+
+    @functools.wraps(delete_object)
+    def delete_object_notified(
+        self: Any,
+        bucket_name: str,
+        key_name: str,
+        version_id: str | None = None,
+        bypass: bool = False,
+    ) -> tuple[bool, dict[str, Any]]:
+        bucket = self.get_bucket(bucket_name)
+        versioned = bucket.is_versioned
+        before = list(bucket.keys.getlist(key_name) or [])
+        _state.removing, _state.marker = True, None
+        try:
+            answer = delete_object(self, bucket_name, key_name, version_id, bypass)
+            marker = _state.marker
+        finally:
+            _state.removing, _state.marker = False, None
+        if not versioned:  # moto removes every version of the key, whatever the version id
+            removed = before
+        elif version_id is None:
+            removed = []
+        else:
+            removed = [v for v in before if str(v.version_id) == str(version_id)]
+        for version in removed:
+            notifications.send_event(
+                self.account_id, events.OBJECT_REMOVED_DELETE_EVENT, bucket, version
+            )
+        if marker is not None:
+            notifications.send_event(
+                self.account_id, events.OBJECT_REMOVED_DELETE_MARKER_CREATED_EVENT, bucket, marker
+            )
+        return answer
+
+    backend._set_delete_marker = _set_delete_marker
+    backend.delete_object = delete_object_notified
 
 
 def apply(*, speedups: bool = True) -> None:
@@ -191,6 +281,7 @@ def apply(*, speedups: bool = True) -> None:
     from moto.dynamodb.responses import DynamoHandler  # noqa: PLC0415
     from moto.dynamodbstreams.responses import DynamoDBStreamsHandler  # noqa: PLC0415
     from moto.s3 import notifications  # noqa: PLC0415
+    from moto.s3.models import FakeDeleteMarker, S3Backend  # noqa: PLC0415
 
     backend = models.DynamoDBBackend
     if getattr(backend.transact_write_items, "_filejobs_fixed", False):
@@ -220,7 +311,10 @@ def apply(*, speedups: bool = True) -> None:
     _serialised(DynamoHandler)
     _serialised(DynamoDBStreamsHandler)
     notifications._get_s3_event = _naming_the_version(notifications._get_s3_event)
+    notifications.send_event = _unless_removing(notifications.send_event)
+    _removals_notified(S3Backend, notifications, FakeDeleteMarker)
     fair_queues.apply()
+    s3_forms.apply()
     if speedups:
         from filejobs_dev.local import moto_speedups  # noqa: PLC0415 (it builds on these)
 

@@ -54,8 +54,8 @@ class Resources:
                     argument.split(".", 1) if isinstance(argument, str) else argument
                 )
                 return self.attributes[logical_id][attribute]
-            if function == "Fn::Sub":
-                return self._sub(argument)
+            if function in {"Fn::Sub", "Fn::Join"}:  # Join: a list parameter, as text
+                return self._sub(argument) if function == "Fn::Sub" else self._value(value)
         if isinstance(value, dict):
             return {key: self.resolve(item) for key, item in value.items()}
         if isinstance(value, list):
@@ -108,6 +108,16 @@ class Resources:
         if function in {"Condition", "Fn::Condition"}:  # `!Condition X` parses as the latter
             return self.holds(template, str(argument))
         raise ValueError(f"the local stack cannot evaluate the condition function {function}")
+
+    def chosen(self, template: dict[str, Any], value: Any) -> Any:
+        """A property that may be `!If [Condition, then, else]`: the branch this stack's
+        parameters choose, with `!Ref AWS::NoValue` as None."""
+        if isinstance(value, dict) and set(value) == {"Fn::If"}:
+            condition, then, otherwise = value["Fn::If"]
+            return self.chosen(template, then if self.holds(template, condition) else otherwise)
+        if value == {"Ref": "AWS::NoValue"}:
+            return None
+        return value
 
     def _value(self, value: Any) -> str:
         if isinstance(value, dict) and set(value) == {"Fn::Join"}:
@@ -190,6 +200,7 @@ def provision(
         lid: f"{stack_name}-{lid}".lower() for lid in resources_of_type(template, "AWS::S3::Bucket")
     }
     create_buckets(s3, buckets, arns, template)
+    apply_bucket_cors(s3, resources, template, buckets)
     for logical_id, name in buckets.items():
         resources.refs[logical_id] = name
         resources.attributes[logical_id] = {"Arn": f"arn:aws:s3:::{name}"}
@@ -228,6 +239,41 @@ def provision(
     create_rules(events, resources, template)
     create_alarms(client("cloudwatch"), resources, template)
     return resources
+
+
+# CloudFormation's names of a CORS rule's properties, and S3's API's.
+_CORS_RULE_NAMES = {
+    "Id": "ID",
+    "AllowedMethods": "AllowedMethods",
+    "AllowedOrigins": "AllowedOrigins",
+    "AllowedHeaders": "AllowedHeaders",
+    "ExposedHeaders": "ExposeHeaders",
+    "MaxAge": "MaxAgeSeconds",
+}
+
+
+def apply_bucket_cors(
+    s3: Any, resources: Resources, template: dict[str, Any], buckets: dict[str, str]
+) -> None:
+    """Each bucket's CorsConfiguration, where this stack's parameters give it one (the uploads
+    bucket's UploadsAllowedOrigins): the browser test's page posts across origins through it."""
+    for logical_id, name in buckets.items():
+        properties = template["Resources"][logical_id].get("Properties", {})
+        configuration = resources.chosen(template, properties.get("CorsConfiguration"))
+        if configuration is None:
+            continue
+        rules = [_cors_rule(resources, rule) for rule in configuration["CorsRules"]]
+        s3.put_bucket_cors(Bucket=name, CORSConfiguration={"CORSRules": rules})
+
+
+def _cors_rule(resources: Resources, rule: dict[str, Any]) -> dict[str, Any]:
+    made: dict[str, Any] = {}
+    for name, value in rule.items():
+        resolved = resources.resolve(value)
+        if name.startswith(("Allowed", "Exposed")) and isinstance(resolved, str):
+            resolved = resolved.split(",")  # a CommaDelimitedList parameter's text
+        made[_CORS_RULE_NAMES[name]] = resolved
+    return made
 
 
 def register_secrets(secretsmanager: Any, resources: Resources, template: dict[str, Any]) -> None:

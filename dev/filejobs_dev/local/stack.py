@@ -44,6 +44,7 @@ from typing import Any
 import boto3
 from moto.server import ThreadedMotoServer
 
+from filejobs.access import LOCAL_CALLERS_BY_HEADER, LOCAL_CALLERS_VARIABLE, SAM_LOCAL_VARIABLE
 from filejobs_cli.local_stack_file import CONFIG_PATH, LOCAL_CREDENTIALS
 from filejobs_dev.infra.stack_names import stack_name_problem
 from filejobs_dev.infra.template import (
@@ -153,6 +154,9 @@ class StackOptions:
     visibility_seconds: int | None = None
     # Template parameters' values instead of their defaults (sam deploy --parameter-overrides).
     parameters: dict[str, str] = field(default_factory=dict)
+    # Values of the template's function environment variables instead of its own, in every
+    # function that sets the variable (a chaos run's shorter OUTPUTS_PURGE_DELAY_SECONDS).
+    environment: dict[str, str] = field(default_factory=dict)
     fault_log: Path | None = None  # where hosts append a line per injected fault
     meter_log: Path | None = None  # where hosts append a line per AWS request and invocation
     # The folder the definitions mirror serves; None: .filejobs/mirror, made with the local
@@ -174,6 +178,9 @@ class Route:
     resource: str  # "/jobs/{job_id}"
     pattern: re.Pattern[str]
     function: str
+    # The template's `Auth: {Authorizer: NONE}`: API Gateway calls the function unsigned (the
+    # console's shell, a CORS preflight).
+    unsigned: bool = False
 
 
 def routes_of(functions: dict[str, FunctionSpec]) -> list[Route]:
@@ -186,7 +193,8 @@ def routes_of(functions: dict[str, FunctionSpec]) -> list[Route]:
             resource = str(properties["Path"])
             regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(resource))
             method = str(properties["Method"]).upper()
-            routes.append(Route(method, resource, re.compile(f"^{regex}$"), name))
+            unsigned = (properties.get("Auth") or {}).get("Authorizer") == "NONE"
+            routes.append(Route(method, resource, re.compile(f"^{regex}$"), name, unsigned))
     # Literal paths before parameterised ones, as API Gateway matches them.
     return sorted(routes, key=lambda r: (r.resource.count("{"), r.resource))
 
@@ -223,6 +231,10 @@ class LocalStack:
         unknown = sorted(set(options.parameters) - set(self.template.get("Parameters", {})))
         if unknown:
             raise StackConfigError(f"no such parameter in template.yaml: {', '.join(unknown)}")
+        variables = {key for spec in self.functions.values() for key in spec.environment}
+        unknown = sorted(set(options.environment) - variables)
+        if unknown:
+            raise StackConfigError(f"no function of template.yaml sets {', '.join(unknown)}")
         if options.definitions_mirror is not None and not options.definitions_mirror.is_dir():
             raise StackConfigError(f"--definitions-mirror {options.definitions_mirror}: no folder")
         problem = stack_name_problem(options.stack_name)
@@ -356,8 +368,26 @@ class LocalStack:
                     for key, value in spec.environment.items()
                 },
                 **self._endpoint_variables(),
+                **self._local_callers(name),
             }
             for name, spec in sorted(self.functions.items())
+        }
+
+    def _local_callers(self, name: str) -> dict[str, str]:
+        """The local-caller header turned on (access.py) for a function that declares the switch:
+        on this stack only, and only together with SAM's own AWS_SAM_LOCAL."""
+        if LOCAL_CALLERS_VARIABLE not in self.functions[name].environment:
+            return {}
+        return {LOCAL_CALLERS_VARIABLE: LOCAL_CALLERS_BY_HEADER}
+
+    def sam_local_environment(self, name: str) -> dict[str, str]:
+        """What `filejobs invoke` runs a function with: the stack's hosts' environment, and what
+        `sam local invoke` adds on top (SAM's AWS_SAM_LOCAL, the env file's local callers), so an
+        event written for `sam local` is answered alike."""
+        return {
+            **self.function_environment(name),
+            SAM_LOCAL_VARIABLE: "true",
+            **self._local_callers(name),
         }
 
     def _endpoint_variables(self) -> dict[str, str]:
@@ -390,6 +420,7 @@ class LocalStack:
             "POWERTOOLS_TRACE_DISABLED": "true",
             **self._local_knobs(),
             **resolved,
+            **{k: v for k, v in self.options.environment.items() if k in spec.environment},
             **self._endpoint_variables(),
         }
 
@@ -602,9 +633,11 @@ class LocalStack:
     ) -> tuple[int, dict[str, str], bytes]:
         """One HTTP request through auth and the template's routes to a function. The
         console's shell (/console, /console/...) holds no data: it is served without a token,
-        as its routes have no authorizer in the template."""
+        as its routes have no authorizer in the template; so is a CORS preflight (OPTIONS
+        /uploads), for the same reason."""
         authorizer: dict[str, Any] = {}
-        if path != "/console" and not path.startswith("/console/"):
+        unsigned = any(r.unsigned and r.method == method and r.pattern.match(path) for r in routes)
+        if path != "/console" and not path.startswith("/console/") and not unsigned:
             found = self.authorize(headers.get("Authorization", ""))
             if found is None:
                 return _error(401, "unauthorized", "a valid bearer token is required")

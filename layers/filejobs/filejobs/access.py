@@ -17,6 +17,14 @@ Three sources, the first present wins:
   when the ARN's account is this stack's (API_ACCOUNT_ID) and `identity.user` names the role's
   unique id (API_*_ROLE_ID). Any other IAM principal is refused: being allowed to sign a
   request is not a tenancy.
+
+And one that is never present in AWS: under `sam local` (start-api or invoke), which checks no IAM
+signature and gives the function no caller, a request with no identity of its own may name one
+in the header X-Filejobs-Local-Caller (`operator`, `operator:TENANT` or `tenant:TENANT`). It is
+read only when SAM's container says it is SAM's (AWS_SAM_LOCAL=true, which Lambda never sets)
+AND the function's environment says it runs against the local stack
+(FILEJOBS_LOCAL_CALLERS=header, which only the local stack's `.filejobs/sam-env.json` and
+`filejobs invoke` set; the template declares it empty, so a deployed function has it off).
 """
 
 from __future__ import annotations
@@ -33,6 +41,13 @@ from filejobs.domain.keys import is_tenant
 _ASSUMED_ROLE = re.compile(
     r"^arn:aws[a-z-]*:sts::(?P<account>\d{12}):assumed-role/(?P<role>[^/]+)/(?P<session>[^/]+)$"
 )
+
+
+# The local-caller switch (module docstring): the header, and the two variables that turn it on.
+LOCAL_CALLER_HEADER = "X-Filejobs-Local-Caller"
+SAM_LOCAL_VARIABLE = "AWS_SAM_LOCAL"  # set by SAM in its containers, never by Lambda
+LOCAL_CALLERS_VARIABLE = "FILEJOBS_LOCAL_CALLERS"  # declared empty in template.yaml
+LOCAL_CALLERS_BY_HEADER = "header"
 
 
 @dataclass(frozen=True)
@@ -72,10 +87,61 @@ def caller_from(
         return _from_claims(authorizer["claims"], environment)
     if isinstance(authorizer, dict) and ("role" in authorizer or "tenant" in authorizer):
         return _from_authorizer(authorizer)
-    identity = context.get("identity")
-    if isinstance(identity, dict):
+    return _from_identity(event, context.get("identity"), environment)
+
+
+def _from_identity(
+    event: dict[str, Any], identity: object, environment: Mapping[str, str]
+) -> Caller | None:
+    """An IAM signer's caller; with no signer, the local-caller header's, where it is read."""
+    if isinstance(identity, dict) and _names_a_signer(identity):
         return _from_iam(identity, environment)
+    if local_callers_allowed(environment):
+        return _local_caller(event)
     return None
+
+
+def local_callers_allowed(environment: Mapping[str, str] = os.environ) -> bool:
+    """Whether the local-caller header is read: both switches on, each set by something a
+    deployed function never runs under (SAM's container; the local stack's env file)."""
+    return (
+        environment.get(SAM_LOCAL_VARIABLE) == "true"
+        and environment.get(LOCAL_CALLERS_VARIABLE) == LOCAL_CALLERS_BY_HEADER
+    )
+
+
+def _names_a_signer(identity: dict[str, Any]) -> bool:
+    """Whether the request was signed by someone: API Gateway fills these for every IAM caller;
+    `sam local start-api` sends them all null."""
+    return any(identity.get(field) for field in ("userArn", "user", "caller"))
+
+
+def _local_caller(event: dict[str, Any]) -> Caller | None:
+    """The caller the local-caller header names; None for none, several or a malformed one."""
+    values = _header_values(event, LOCAL_CALLER_HEADER)
+    if len(values) != 1:
+        return None  # two headers that disagree name no one
+    role, colon, tenant = values.pop().partition(":")
+    if role == "operator" and not colon:
+        return Caller(tenant=None, operator=True)
+    if role in ("operator", "tenant") and is_tenant(tenant):
+        return Caller(tenant=tenant, operator=role == "operator")
+    return None
+
+
+def _header_values(event: dict[str, Any], name: str) -> set[str]:
+    """Every value of a header, whatever its case, from `headers` and `multiValueHeaders` (API
+    Gateway and SAM send both; either may be null)."""
+    wanted = name.lower()
+    found: set[str] = set()
+    headers, multi = event.get("headers"), event.get("multiValueHeaders")
+    for key, value in headers.items() if isinstance(headers, dict) else ():
+        if isinstance(key, str) and key.lower() == wanted and isinstance(value, str):
+            found.add(value)
+    for key, values in multi.items() if isinstance(multi, dict) else ():
+        if isinstance(key, str) and key.lower() == wanted and isinstance(values, list):
+            found.update(value for value in values if isinstance(value, str))
+    return found
 
 
 def _required_audience(event: dict[str, Any]) -> str | None:

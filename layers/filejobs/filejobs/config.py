@@ -42,6 +42,8 @@ class Settings:
     queue_urls: Mapping[tuple[JobType, Lane], str]
     # Only the sweep reads them: it fails the jobs whose messages were dead-lettered.
     dead_letter_urls: Mapping[JobType, str] = field(default_factory=dict)
+    # Where POST /uploads signs uploads into (the API's).
+    uploads_bucket: str | None = None
     outputs_bucket: str | None = None
     quarantine_bucket: str | None = None
     # Where the virus scan's definitions are published (the updater writes, workers read).
@@ -66,6 +68,10 @@ class Settings:
     tenant_slots_table: str | None = None
     # Where the ingest router re-sends S3's notifications, in their tenants' groups.
     fair_ingest_queue_url: str | None = None
+    # The file-removals queue (S3's removals and the delayed purges of deleted files' outputs),
+    # and how long a purge waits: past the longest worker timeout (template.yaml).
+    file_removals_queue_url: str | None = None
+    outputs_purge_delay: timedelta = timedelta(seconds=360)
     # What operators see and do (docs/CONSOLE.md): aggregates, failure groups, bulk operations.
     ops_table: str | None = None
     # Where a bulk operation's next page is sent, and how many jobs a second it changes.
@@ -107,6 +113,7 @@ class Settings:
                 for job_type in JobType
                 if (url := env.get(dead_letter_url_variable(job_type)))
             },
+            uploads_bucket=env.get("UPLOADS_BUCKET") or None,
             outputs_bucket=env.get("OUTPUTS_BUCKET"),
             quarantine_bucket=env.get("QUARANTINE_BUCKET"),
             signatures_bucket=env.get("SIGNATURES_BUCKET"),
@@ -125,6 +132,8 @@ class Settings:
             tenant_max_running=_count(env, "TENANT_MAX_RUNNING_JOBS", 0),
             tenant_slots_table=env.get("TENANT_SLOTS_TABLE_NAME") or None,
             fair_ingest_queue_url=env.get("FAIR_INGEST_QUEUE_URL") or None,
+            file_removals_queue_url=env.get("FILE_REMOVALS_QUEUE_URL") or None,
+            outputs_purge_delay=timedelta(seconds=_number(env, "OUTPUTS_PURGE_DELAY_SECONDS", 360)),
             ops_table=env.get("OPS_TABLE_NAME") or None,
             operations_queue_url=env.get("OPERATIONS_QUEUE_URL") or None,
             operation_rate=_count(env, "OPERATION_RATE", 50) or 50,
@@ -165,6 +174,11 @@ class Settings:
                 "SCHEDULE_GROUP_NAME, OPERATIONS_QUEUE_ARN and SCHEDULER_ROLE_ARN must be set"
             )
         return self.schedule_group, self.operations_queue_arn, self.scheduler_role_arn
+
+    def require_uploads_bucket(self) -> str:
+        if not self.uploads_bucket:
+            raise ConfigurationError("environment variable UPLOADS_BUCKET is not set")
+        return self.uploads_bucket
 
     def require_outputs_bucket(self) -> str:
         if not self.outputs_bucket:

@@ -21,6 +21,7 @@ from filejobs.domain.byte_ranges import ByteRanges
 from filejobs.domain.definitions import DefinitionsManifest, Engine
 from filejobs.domain.file import ScanRecord, StoredFile
 from filejobs.domain.file_completion import FileCompletion
+from filejobs.domain.file_lifecycle import Erasure, KeyVersions, ObjectRemoved, OutputsPurge
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.operations import Operation
@@ -31,6 +32,7 @@ from filejobs.domain.schedules import Schedule
 from filejobs.domain.stats import FailureGroupSummary, Overview
 from filejobs.domain.transition_result import TransitionResult
 from filejobs.domain.transitions import Transition
+from filejobs.domain.uploads import UploadGrant
 from filejobs.domain.webhooks import Delivery, Endpoint
 from filejobs.processors.source import ObjectLocation
 
@@ -118,6 +120,11 @@ class JobStore(Protocol):
     def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
         """Jobs whose sweep check is due: oldest check first within a shard, the shards in an
         order that moves from run to run (so a run cut short leaves no shard always last)."""
+        ...
+
+    def erase(self, job_id: str) -> bool:
+        """Remove the job's item for good (an erasure: its input, result and keys with it);
+        False when there was none."""
         ...
 
 
@@ -251,6 +258,91 @@ class FileStore(Protocol):
         one write; None when there is no such file."""
         ...
 
+    def mark_deleted(
+        self, file_id: str, *, reason: str, at: datetime, by: str
+    ) -> StoredFile | None:
+        """An active (or deleted) file marked deleted with `reason`, in one conditional write (it
+        is still shown, as deleted); a quarantined or rejected file is left as it is. The file
+        as stored afterwards; None when there is no such file."""
+        ...
+
+    def restore(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
+        """A file deleted with `reason` made active again, in one conditional write; the file as
+        stored afterwards (unchanged when it was not so deleted); None when there is none."""
+        ...
+
+    def erase(self, stored: StoredFile) -> bool:
+        """Remove the file's record for good, and the content index's entry that names it;
+        False when there was no record."""
+        ...
+
+
+# --- a file's life after its upload (domain/file_lifecycle.py) ---------------------------------
+
+
+class UploadVersions(Protocol):
+    """A key's versions in the uploads bucket."""
+
+    def versions(self, bucket: str, key: str) -> KeyVersions:
+        """The key's versions as S3 lists them now (exactly this key, not those it prefixes)."""
+        ...
+
+    def delete_all(self, bucket: str, key: str) -> int:
+        """Every version and delete marker of the key deleted for good; how many there were."""
+        ...
+
+    def delete_version(self, bucket: str, key: str, version_id: str) -> None:
+        """One version deleted for good (none there: nothing to do)."""
+        ...
+
+
+class DerivedOutputs(Protocol):
+    def delete_all(self, tenant: str, file_id: str) -> int:
+        """Every derived file of the file deleted; how many there were."""
+        ...
+
+
+class OutputsPurges(Protocol):
+    def purge_later(self, purge: OutputsPurge) -> None:
+        """Have the file's outputs deleted again once no attempt running now can write any."""
+        ...
+
+    def follow_later(self, removed: ObjectRemoved, delay: timedelta) -> None:
+        """Have the removal read again after `delay` (its next attempt)."""
+        ...
+
+
+class ErasureLog(Protocol):
+    def record(self, erasure: Erasure) -> None:
+        """Keep the erasure's audit record (it holds no content of what was erased)."""
+        ...
+
+
+class TenantObjects(Protocol):
+    """What a tenant left in the buckets that no file record names (domain/tenant_erasure.py):
+    each call deletes at most `most` object versions (and delete markers) for good."""
+
+    def delete_uploads(self, tenant: str, *, most: int) -> int:
+        """Versions under `uploads/{tenant}/` in the uploads bucket; how many were deleted."""
+        ...
+
+    def delete_outputs(self, tenant: str, *, most: int) -> int:
+        """Versions under `derived/{tenant}/` in the outputs bucket."""
+        ...
+
+    def delete_quarantined(self, tenant: str, *, most: int) -> int:
+        """Versions under `quarantine/{tenant}/` in the quarantine bucket."""
+        ...
+
+
+class TenantSettings(Protocol):
+    """A tenant's own settings besides its schedules: webhook endpoints with their deliveries,
+    presets with their versions, quota overrides and usage counters."""
+
+    def erase(self, tenant: str) -> dict[str, int]:
+        """All of them deleted; how many of each kind (domain/tenant_erasure.py REMOVED_KINDS)."""
+        ...
+
 
 class QuotaStore(Protocol):
     """The tenants' own upload limits, and what each uploaded in a day (counted by
@@ -340,6 +432,22 @@ class UploadHead:
 class OutputLinks(Protocol):
     def link(self, key: str, lifetime: timedelta) -> str:
         """A URL that reads one derived file for `lifetime`, without credentials."""
+        ...
+
+
+@dataclass(frozen=True)
+class SignedUpload:
+    """A form a browser posts one file with, straight to the bucket: the URL and the fields to
+    send before the file (the key, the signed policy, its signature)."""
+
+    url: str
+    fields: dict[str, str]
+
+
+class UploadSigner(Protocol):
+    def sign(self, grant: UploadGrant) -> SignedUpload:
+        """A presigned POST that allows exactly what `grant` says, signed locally (no request):
+        its key, its size range, its content type and metadata, until its expiry."""
         ...
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
     from mypy_boto3_sqs import SQSClient
 
+    from filejobs.adapters.scheduler import EventBridgeScheduler
     from filejobs.data.file_repository import FileRepository
     from filejobs.data.preset_repository import PresetRepository
     from filejobs.data.stats_repository import StatsRepository
@@ -42,12 +43,15 @@ if TYPE_CHECKING:
     from filejobs.ports import OutputLinks, WebhookSender
     from filejobs.services.api import StatusApi
     from filejobs.services.console import ConsoleViews
+    from filejobs.services.file_lifecycle import FileLifecycle
     from filejobs.services.operations import BulkOperations
     from filejobs.services.page_tokens import PageTokens
     from filejobs.services.presets import PresetCache, Presets
     from filejobs.services.quotas import TenantLimits
     from filejobs.services.scan_gate import ScanGate
     from filejobs.services.schedules import Schedules
+    from filejobs.services.tenant_erasure import TenantErasure
+    from filejobs.services.uploads import Uploads
     from filejobs.services.webhooks import Webhooks
 
 
@@ -274,6 +278,7 @@ def bulk_operations(api: StatusApi | None = None) -> BulkOperations:
         queue=queue,
         status_api=api or status_api(),
         failed_in_group=failed_in_group,
+        tenant_erasure=tenant_erasure,
         rate=loaded.operation_rate,
     )
 
@@ -316,31 +321,35 @@ def webhooks(
 def schedules(api: StatusApi | None = None) -> Schedules:
     """Recurring schedules (services/schedules.py): OpsTable, EventBridge Scheduler, and the
     bulk operations each run starts."""
-    from filejobs.adapters.scheduler import EventBridgeScheduler  # noqa: PLC0415
     from filejobs.data.schedule_repository import ScheduleRepository  # noqa: PLC0415
     from filejobs.domain.job_options import options_of  # noqa: PLC0415
     from filejobs.services.schedules import Schedules  # noqa: PLC0415
 
     loaded = settings()
 
-    def scheduler() -> EventBridgeScheduler:
-        group, target, role = loaded.require_scheduler()
-        return EventBridgeScheduler(
-            scheduler_client(),
-            group=group,
-            target_arn=target,
-            role_arn=role,
-            dead_letter_arn=loaded.schedule_dead_letter_arn,
-        )
-
     def check_options(job_type: JobType, options: dict[str, Any]) -> None:
         options_of(job_type).check(options)
 
     return Schedules(
         store=ScheduleRepository(dynamodb(), loaded.require_ops_table()),
-        scheduler=scheduler,
+        scheduler=event_scheduler,
         operations=lambda: bulk_operations(api),
         check_options=check_options,
+    )
+
+
+def event_scheduler() -> EventBridgeScheduler:
+    """The stack's schedule group in EventBridge Scheduler (adapters/scheduler.py)."""
+    from filejobs.adapters.scheduler import EventBridgeScheduler  # noqa: PLC0415
+
+    loaded = settings()
+    group, target, role = loaded.require_scheduler()
+    return EventBridgeScheduler(
+        scheduler_client(),
+        group=group,
+        target_arn=target,
+        role_arn=role,
+        dead_letter_arn=loaded.schedule_dead_letter_arn,
     )
 
 
@@ -373,6 +382,75 @@ def preset_cache() -> PresetCache:
     from filejobs.services.presets import PresetCache  # noqa: PLC0415
 
     return PresetCache(_preset_store())
+
+
+def uploads() -> Uploads:
+    """Signed uploads into the uploads bucket (services/uploads.py): each tenant's file-size
+    limit in force, its presets, presigned POSTs with the function's credentials."""
+    from filejobs.adapters.s3 import S3UploadSigner  # noqa: PLC0415 (the API's alone)
+    from filejobs.services.uploads import Uploads  # noqa: PLC0415
+
+    signer = S3UploadSigner(s3, settings().require_uploads_bucket())
+    return Uploads(signer, tenant_limits().limits, _preset_store())
+
+
+def file_lifecycle() -> FileLifecycle:
+    """A file's life after its upload (services/file_lifecycle.py): S3's removals followed by
+    the file-removals function, files erased by the API and by a tenant erasure's operation."""
+    from filejobs.adapters.s3_lifecycle import (  # noqa: PLC0415 (three handlers)
+        S3DerivedOutputs,
+        S3UploadVersions,
+        SqsOutputsPurges,
+    )
+    from filejobs.data.erasure_repository import ErasureRepository  # noqa: PLC0415
+    from filejobs.services.file_lifecycle import FileLifecycle  # noqa: PLC0415
+
+    loaded = settings()
+    erasures = ErasureRepository(dynamodb(), loaded.ops_table) if loaded.ops_table else None
+    queue = loaded.file_removals_queue_url
+    purges = SqsOutputsPurges(sqs(), queue, loaded.outputs_purge_delay) if queue else None
+    return FileLifecycle(
+        files(),
+        jobs(),
+        S3UploadVersions(s3()),
+        S3DerivedOutputs(s3(), loaded.outputs_bucket),
+        dispatcher,
+        retention=loaded.retention,
+        erasures=erasures,
+        purges=purges,
+    )
+
+
+def tenant_erasure() -> TenantErasure:
+    """A tenant's erasure, page by page, in the operations function (services/tenant_erasure.py):
+    files erased as DELETE /files/{id} erases one, the tenant's settings and remains deleted."""
+    from filejobs.adapters.s3_lifecycle import S3TenantObjects  # noqa: PLC0415
+    from filejobs.data.quota_repository import QuotaRepository  # noqa: PLC0415
+    from filejobs.data.schedule_repository import ScheduleRepository  # noqa: PLC0415
+    from filejobs.data.tenant_settings import TenantSettingsRepository  # noqa: PLC0415
+    from filejobs.data.webhook_repository import WebhookRepository  # noqa: PLC0415
+    from filejobs.services.tenant_erasure import TenantErasure  # noqa: PLC0415
+
+    loaded = settings()
+    table = loaded.require_ops_table()
+    objects = S3TenantObjects(
+        s3(),
+        uploads=loaded.require_uploads_bucket(),
+        outputs=loaded.outputs_bucket,
+        quarantine=loaded.quarantine_bucket,
+    )
+    tenant_settings = TenantSettingsRepository(
+        webhooks=WebhookRepository(dynamodb(), table),
+        presets=_preset_store(),
+        quotas=QuotaRepository(),
+    )
+    return TenantErasure(
+        lifecycle=file_lifecycle(),
+        objects=objects,
+        settings=tenant_settings,
+        schedules=ScheduleRepository(dynamodb(), table),
+        scheduler=event_scheduler,
+    )
 
 
 def _preset_store() -> PresetRepository:

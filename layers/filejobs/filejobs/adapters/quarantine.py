@@ -20,13 +20,13 @@ metadata holds ids and a digest of the source key; the key itself is on the file
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from filejobs.adapters.aws_errors import is_missing_object
+from filejobs.adapters.s3_lifecycle import S3DerivedOutputs
 from filejobs.domain import keys
 from filejobs.ports import Quarantined
 from filejobs.processors.source import ObjectLocation
@@ -42,8 +42,6 @@ COPY_OBJECT_LIMIT = 5 * GiB
 # Parts of a multipart copy: S3 allows 10,000, each 5 MiB to 5 GiB.
 COPY_PART_SIZE = 512 * 1024 * 1024
 MAX_PARTS = 10_000
-# DeleteObjects takes at most 1,000 keys per request.
-_DELETE_BATCH = 1000
 
 
 class S3VerdictStore:
@@ -206,26 +204,7 @@ class S3VerdictStore:
     def withdraw_outputs(self, tenant: str, file_id: str) -> int:
         """Deletes every derived file of the file (thumbnails, previews, compressed copies):
         nothing made from infected bytes stays downloadable. Returns how many were deleted."""
-        if self._outputs is None:
-            return 0
-        deleted = 0
-        derived = self._derived_keys(tenant, file_id)
-        for batch in itertools.batched(derived, _DELETE_BATCH, strict=False):
-            self._s3.delete_objects(
-                Bucket=self._outputs,
-                Delete={"Objects": [{"Key": key} for key in batch], "Quiet": True},
-            )
-            deleted += len(batch)
-        return deleted
-
-    def _derived_keys(self, tenant: str, file_id: str) -> Iterator[str]:
-        assert self._outputs is not None
-        pages = self._s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self._outputs, Prefix=keys.derived_prefix(tenant, file_id)
-        )
-        for page in pages:
-            for item in page.get("Contents", []):
-                yield item["Key"]
+        return S3DerivedOutputs(self._s3, self._outputs).delete_all(tenant, file_id)
 
 
 def _part_ranges(size: int, part_size: int) -> Iterator[tuple[int, int, int]]:

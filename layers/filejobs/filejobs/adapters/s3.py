@@ -13,7 +13,9 @@ from filejobs.domain.job import ProcessingJob
 from filejobs.domain.keys import derived_key
 from filejobs.domain.presets import METADATA_KEY as PRESET_METADATA_KEY
 from filejobs.domain.retry import ObjectGoneError
-from filejobs.ports import UploadHead
+from filejobs.domain.time import utcnow
+from filejobs.domain.uploads import UploadGrant
+from filejobs.ports import SignedUpload, UploadHead
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -108,6 +110,43 @@ class S3OutputLinks:
             Params={"Bucket": self._bucket, "Key": key},
             ExpiresIn=int(lifetime.total_seconds()),
         )
+
+
+class S3UploadSigner:
+    """Presigned POSTs into the uploads bucket (`POST /uploads`): signed locally with the
+    function's credentials, no request is made. S3 refuses a form whose fields break the policy,
+    and a form field the policy does not name: so no `tagging` (the scan-status tag stays the
+    virus scan's alone), no ACL, no other key, no other metadata."""
+
+    def __init__(self, client: Callable[[], S3Client], bucket: str) -> None:
+        self._client = client  # built on first use, as S3OutputLinks'
+        self._bucket = bucket
+
+    def sign(self, grant: UploadGrant) -> SignedUpload:
+        fields, conditions = upload_policy(grant)
+        lifetime = grant.expires_at - utcnow()
+        signed = self._client().generate_presigned_post(
+            Bucket=self._bucket,
+            Key=grant.key,
+            Fields=fields,
+            Conditions=conditions,
+            ExpiresIn=max(1, round(lifetime.total_seconds())),
+        )
+        return SignedUpload(url=signed["url"], fields=dict(signed["fields"]))
+
+
+def upload_policy(grant: UploadGrant) -> tuple[dict[str, str], list[Any]]:
+    """The form's fields beyond the key and the policy's conditions that bind them: the exact key
+    (botocore adds `{"key": key}`), 1 byte to the grant's bound, the content type (exact, or any
+    the browser sends when the grant names none) and each metadata entry, exactly."""
+    fields: dict[str, str] = {f"x-amz-meta-{name}": value for name, value in grant.metadata.items()}
+    conditions: list[Any] = [["content-length-range", 1, grant.max_bytes]]
+    if grant.content_type is None:
+        conditions.append(["starts-with", "$Content-Type", ""])
+    else:
+        fields["Content-Type"] = grant.content_type
+    conditions.extend({name: value} for name, value in fields.items())
+    return fields, conditions
 
 
 # S3's smallest part but the last: parts of exactly this size keep one part in memory at a time.

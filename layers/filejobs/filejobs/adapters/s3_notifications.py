@@ -7,6 +7,7 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes import S3Event
 
+from filejobs.domain.file_lifecycle import ObjectRemoved, RemovalKind
 from filejobs.domain.ingest import ObjectCreated, tenant_of_notification
 from filejobs.domain.messages import MalformedMessageError, json_object
 
@@ -25,6 +26,37 @@ def object_created_records(body: str) -> list[ObjectCreated]:
         return [_object_created(r) for r in S3Event(data).records if _is_created(r.event_name)]
     except (KeyError, TypeError, ValueError) as error:
         raise MalformedMessageError(f"S3 record is incomplete: {error!r}") from None
+
+
+def object_removed_records(body: str) -> list[ObjectRemoved]:
+    """The ObjectRemoved records of one S3 notification; [] for a test event or other kinds.
+
+    Raises MalformedMessageError for anything that is not an S3 notification.
+    """
+    data = json_object(body, "S3 notification")
+    if data.get("Event") == "s3:TestEvent":
+        return []
+    if not isinstance(data.get("Records"), list):
+        raise MalformedMessageError("S3 notification has no Records list")
+    try:
+        return [_object_removed(r) for r in S3Event(data).records if _is_removed(r.event_name)]
+    except (KeyError, TypeError, ValueError) as error:
+        raise MalformedMessageError(f"S3 record is incomplete: {error!r}") from None
+
+
+def _is_removed(event_name: str) -> bool:
+    return event_name in {kind.value for kind in RemovalKind}
+
+
+def _object_removed(record: Any) -> ObjectRemoved:
+    s3_object = record.s3.get_object
+    return ObjectRemoved(
+        bucket=record.s3.bucket.name,
+        key=unquote_plus(s3_object.key),
+        kind=RemovalKind(record.event_name),
+        version_id=s3_object.get("versionId"),
+        sequencer=s3_object.get("sequencer"),
+    )
 
 
 def _is_created(event_name: str) -> bool:

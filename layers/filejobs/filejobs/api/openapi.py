@@ -308,6 +308,20 @@ GET_JOB = _doc(
     ok=(200, "The job", "Job"),
 )
 
+# DELETE /files/<file_id>
+ERASE_FILE = _doc(
+    "Erase an upload for good",
+    "Every version and delete marker of the file's key in the uploads bucket, and for each "
+    "recorded version of it: its open jobs cancelled, its derived outputs deleted, its jobs "
+    "and its own record removed (results, options and idempotency keys with them). The answer "
+    "is the erasure's audit record, kept in the stack: ids, counts, who and when, nothing that "
+    "was in the file. The outputs are deleted once more a few minutes later, past the end of "
+    "any job that was running. An erased file answers 404 from then on. To delete an upload "
+    "without erasing it, delete its object in S3: the file is then `deleted` (its outputs "
+    "removed, `File Deleted` published) and deleting the delete marker restores it.",
+    ok=(200, "Erased: the audit record", "Erasure"),
+)
+
 # DELETE /jobs/<job_id>
 DELETE_JOB = _doc(
     "Delete a finished job",
@@ -555,6 +569,52 @@ SET_QUOTAS = _doc(
     body={
         "required": True,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/QuotaChange"}}},
+    },
+)
+
+# POST /tenants/<tenant>/erasure
+ERASE_TENANT = _doc(
+    "Erase a whole tenant (operators): a customer leaving",
+    "A tracked operation (follow it with GET /operations/{id}): first what acts for the tenant "
+    "or keeps its data without being a file stops (its schedules disarmed and deleted, its "
+    "webhook endpoints and their deliveries, presets with every version, quota overrides and "
+    "usage counters deleted); then each of its files is erased as DELETE /files/{id} erases one "
+    "(an audit record each; progress counts files processed, erased as changed, skipped, "
+    "errors); then every object version left under its prefixes (uploads never ingested, late "
+    "outputs, quarantined copies) is deleted. `removed` says how much of each kind went. With "
+    "dry_run: the count of its files, and nothing changes. The same Idempotency-Key answers the "
+    "same operation. Revoke the tenant's access first: an upload made while it runs is erased "
+    "only if it arrived before its file's page. A tenant is refused (403).",
+    ok=(202, "The erasure, started", "TenantErasureAnswer"),
+    extra_ok=(200, "A dry run's count, or the erasure an earlier request of the key started"),
+    errors=(400, 401, 403, 409, 422),
+    parameters=[{**_IDEMPOTENCY_HEADER, "description": "Starts at most one erasure"}],
+    body={
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/TenantErasureRequest"}}
+        },
+    },
+)
+
+# POST /uploads
+UPLOAD = _doc(
+    "A signed upload: a form a browser posts one file with, straight to the uploads bucket",
+    "For an app's backend to hand its page (docs/INTEGRATION.md). The server picks the key, "
+    "uploads/{tenant}/{folder}{yyyy}/{mm}/{uuid}/{filename}: new for every grant, so no upload "
+    "overwrites another; the filename is made safe (letters, digits, '.', '_', '-'). The form "
+    "allows exactly that key, 1 byte to max_bytes (the tenant's file-size quota in force; 5 GB "
+    "when it has none), the content_type given (any, if none), the metadata given and the "
+    f"preset (sent as x-amz-meta-{PRESET_METADATA_KEY}; it must exist), until expires_at "
+    "(expires_in: 60 to 3600 seconds, 900 unless given). Post `fields` in order, then the file "
+    "as the last field, `file`, as multipart/form-data to `url`; S3 answers 204. The ingest "
+    "then processes it as any upload (GET /files?key=). A tenant's upload is its own; an "
+    "operator names the tenant.",
+    ok=(200, "The signed form and what it allows", "SignedUpload"),
+    errors=(400, 401, 404, 422),
+    body={
+        "required": False,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/UploadRequest"}}},
     },
 )
 

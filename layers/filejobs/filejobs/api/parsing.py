@@ -34,6 +34,7 @@ from filejobs.domain.presets import NAME_PATTERN as PRESET_NAME_PATTERN
 from filejobs.domain.presets import PresetJob
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, QuotaChange
 from filejobs.domain.schedules import SCHEDULE_ID_PATTERN, ScheduleAction
+from filejobs.domain.uploads import DEFAULT_EXPIRY, UploadRequest
 from filejobs.services.api import (
     DEFAULT_CANCEL_REASON,
     DEFAULT_RESCAN_REASON,
@@ -48,7 +49,7 @@ from filejobs.services.api import (
     RescanFiles,
 )
 from filejobs.services.errors import InvalidRequestError, MalformedRequestError, NotFoundError
-from filejobs.services.operations import StartOperation
+from filejobs.services.operations import EraseTenant, StartOperation
 from filejobs.services.presets import PresetChange
 from filejobs.services.schedules import NewSchedule
 
@@ -220,6 +221,22 @@ def start_operation(body: str | None, idempotency_key: str | None) -> StartOpera
     return StartOperation(
         action=Action(action),
         filter=parsed_filter,
+        reason=_checked_reason(data["reason"]),
+        dry_run=dry_run,
+        idempotency_key=None if idempotency_key is None else _idempotency_key(idempotency_key),
+    )
+
+
+def tenant_erasure(tenant: str, body: str | None, idempotency_key: str | None) -> EraseTenant:
+    """POST /tenants/{tenant}/erasure: {"reason", "dry_run"?}."""
+    data = _optional_object(body, {"reason", "dry_run"})
+    if "reason" not in data:
+        raise InvalidRequestError("reason is required: it is kept in the operation's audit record")
+    dry_run = data.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise InvalidRequestError("dry_run must be true or false")
+    return EraseTenant(
+        tenant=tenant_name(tenant),
         reason=_checked_reason(data["reason"]),
         dry_run=dry_run,
         idempotency_key=None if idempotency_key is None else _idempotency_key(idempotency_key),
@@ -657,3 +674,51 @@ def _preset_job(where: str, item: object) -> PresetJob:
     except InvalidRequestError as error:
         raise InvalidRequestError(f"{where}.{error}") from None
     return PresetJob(JobType(job_type), options, priority)
+
+
+# --- signed uploads (services/uploads.py) ---------------------------------------------------
+
+UPLOAD_FIELDS = {"tenant", "filename", "folder", "content_type", "preset", "metadata", "expires_in"}
+MAX_FILENAME_CHARS = 1024
+
+
+def upload_request(body: str | None) -> tuple[str | None, UploadRequest]:
+    """POST /uploads: {"tenant"? (operators), "filename"?, "folder"?, "content_type"?, "preset"?,
+    "metadata"? {name: text}, "expires_in"? seconds}; the domain checks what each may be
+    (domain/uploads.py). An empty body asks for a grant with every default."""
+    data = _optional_object(body, UPLOAD_FIELDS)
+    tenant = data.get("tenant")
+    if "tenant" in data and (not isinstance(tenant, str) or not is_tenant(tenant)):
+        raise InvalidRequestError("tenant: must be a tenant name")
+    texts = {
+        name: _optional_text(data, name)
+        for name in ("filename", "folder", "content_type", "preset")
+    }
+    filename = texts["filename"]
+    if filename is not None and len(filename) > MAX_FILENAME_CHARS:
+        raise InvalidRequestError(f"filename: at most {MAX_FILENAME_CHARS} characters")
+    metadata = data.get("metadata", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise InvalidRequestError("metadata: an object of names to text")
+    expires_in = DEFAULT_EXPIRY
+    if "expires_in" in data:
+        seconds = _whole_number(data["expires_in"])
+        if seconds is None:
+            raise InvalidRequestError("expires_in: a whole number of seconds")
+        expires_in = timedelta(seconds=seconds)
+    request = UploadRequest(
+        filename=filename,
+        folder=texts["folder"],
+        content_type=texts["content_type"],
+        preset=texts["preset"],
+        metadata=metadata,
+        expires_in=expires_in,
+    )
+    return tenant, request
+
+
+def _optional_text(data: dict[str, Any], name: str) -> str | None:
+    value = data.get(name)
+    if name in data and (not isinstance(value, str) or not value or not _is_text(value)):
+        raise InvalidRequestError(f"{name}: must be non-empty text")
+    return value

@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from filejobs.domain.job import TERMINAL_STATUSES, ProcessingJob
-from filejobs.domain.operations import Operation
+from filejobs.domain.operations import Action, Operation
+from filejobs.domain.presets import METADATA_KEY as PRESET_METADATA_KEY
 from filejobs.domain.presets import Preset, preset_to_dict
 from filejobs.domain.quotas import UNLIMITED
 from filejobs.domain.schedules import Schedule, time_zone
@@ -34,8 +35,9 @@ from filejobs.services.errors import (
     RequestRefusedError,
     UnidentifiedCallerError,
 )
-from filejobs.services.operations import Preview, Started
+from filejobs.services.operations import ErasurePreview, Preview, Started
 from filejobs.services.quotas import QuotaReport
+from filejobs.services.uploads import MintedUpload
 from filejobs.views import file_view, job_view
 
 # Each refusal's HTTP status and error code (the nearest class of the refusal's MRO).
@@ -148,7 +150,14 @@ def operation(found: Operation) -> dict[str, Any]:
         "error": found.error,
         "files": None if found.files is None else found.files.to_dict(),
         "schedule_id": found.schedule_id,
+        # What an erasure removed so far, by kind; None for any other operation.
+        "removed": dict(found.removed) if found.action is Action.ERASE else None,
     }
+
+
+def erasure_preview(found: ErasurePreview) -> dict[str, Any]:
+    """A tenant erasure's dry run: the files it would erase; it changes nothing."""
+    return {"dry_run": True, "tenant": found.tenant, "files": found.files, "exact": found.exact}
 
 
 def started(found: Started) -> dict[str, Any]:
@@ -313,3 +322,23 @@ def preset(found: Preset) -> dict[str, Any]:
 
 def presets(found: Sequence[Preset]) -> dict[str, Any]:
     return {"presets": [preset(p) for p in found]}
+
+
+def signed_upload(minted: MintedUpload) -> dict[str, Any]:
+    """POST /uploads: the form a browser posts, with what it allows. The fields go first, in
+    this order, then the file as the form's last field `file` (S3 reads no field after it)."""
+    made = minted.grant
+    return {
+        "method": "POST",
+        "url": minted.signed.url,
+        "fields": minted.signed.fields,
+        "key": made.key,
+        "tenant": made.tenant,
+        "max_bytes": made.max_bytes,
+        "expires_at": made.expires_at.isoformat(),
+        "content_type": made.content_type,
+        "preset": made.preset,
+        "metadata": {
+            name: value for name, value in made.metadata.items() if name != PRESET_METADATA_KEY
+        },
+    }

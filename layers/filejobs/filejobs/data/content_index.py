@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import DeleteError, PutError
 
 from filejobs.data.models import ContentIndexModel
 
@@ -37,6 +37,19 @@ class ContentIndex:
             owner = ContentIndexModel.get(item.id, consistent_read=True)
             return str(owner.file_id)
         return file_id
+
+    def release(self, tenant: str, sha256: str, file_id: str) -> bool:
+        """The entry deleted if `file_id` owns it (an erased file's hash must not stay behind);
+        False when another file owns it, or none does."""
+        try:
+            ContentIndexModel(content_id(tenant, sha256)).delete(
+                condition=ContentIndexModel.file_id == file_id
+            )
+        except DeleteError as error:
+            if error.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def owner(self, tenant: str, sha256: str) -> str | None:
         try:

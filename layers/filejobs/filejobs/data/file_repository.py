@@ -12,12 +12,13 @@ from datetime import datetime
 
 from pynamodb.connection import Connection
 from pynamodb.constants import ALL_OLD
-from pynamodb.exceptions import CancellationReason, TransactWriteError, UpdateError
+from pynamodb.exceptions import CancellationReason, DeleteError, TransactWriteError, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
 from filejobs.data import index_keys
+from filejobs.data.content_index import ContentIndex
 from filejobs.data.mapping import (
     completion_to_map,
     file_from_model,
@@ -123,6 +124,55 @@ class FileRepository:
         return self._update_if(
             file_id, [FileModel.sha256.set(sha256), duplicate], FileModel.id.exists(), at=at, by=by
         )
+
+    def mark_deleted(
+        self, file_id: str, *, reason: str, at: datetime, by: str
+    ) -> StoredFile | None:
+        """An active (or deleted) file marked deleted with `reason`, in one conditional write, out
+        of the rescan policy's index. Not `deleted_at`: that hides a record from every read, and
+        a file whose object was deleted is still shown, as deleted. A quarantined or rejected
+        file is left as it is (and returned so)."""
+        return self._update_if(
+            file_id,
+            [
+                FileModel.status.set(FileStatus.DELETED.value),
+                FileModel.status_reason.set(reason),
+                FileModel.scan_shard.remove(),
+            ],
+            FileModel.status.is_in(FileStatus.ACTIVE.value, FileStatus.DELETED.value),
+            at=at,
+            by=by,
+        )
+
+    def restore(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
+        """A file deleted with `reason` active again, in one conditional write (back in the
+        rescan policy's index when its verdict is clean)."""
+        model = self.get(file_id)
+        if model is None:
+            return None
+        actions: list[Action] = [
+            FileModel.status.set(FileStatus.ACTIVE.value),
+            FileModel.status_reason.remove(),
+        ]
+        if model.scan_status is ScanStatus.CLEAN:
+            actions.append(FileModel.scan_shard.set(index_keys.scan_age_key(file_id)))
+        deleted_so = (FileModel.status == FileStatus.DELETED.value) & (
+            FileModel.status_reason == reason
+        )
+        return self._update_if(file_id, actions, deleted_so, at=at, by=by)
+
+    def erase(self, stored: StoredFile) -> bool:
+        """The file's item deleted, and its content index entry when it names this file (the
+        next upload of that content owns it then)."""
+        if stored.sha256 is not None:
+            ContentIndex().release(stored.tenant, stored.sha256, stored.id)
+        try:
+            FileModel(id=stored.id).delete(condition=FileModel.id.exists())
+        except DeleteError as error:
+            if error.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def _update_if(
         self, file_id: str, actions: list[Action], condition: Condition, *, at: datetime, by: str

@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 from pynamodb.attributes import Attribute
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import DeleteError, PutError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
@@ -304,6 +304,17 @@ class JobRepository:
         for group in itertools.batched(ordered, _FAN_OUT, strict=False):
             for models in _parallel(shard, group):
                 yield from (job_from_model(m) for m in models)
+
+    def erase(self, job_id: str) -> bool:
+        """The job's item deleted for good (an erasure), whatever its status: a worker still
+        running it loses its next write, as its condition finds no item."""
+        try:
+            _J(id=job_id).delete(condition=_J.id.exists())
+        except DeleteError as error:
+            if error.cause_response_code != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def _full(self, projected: Iterable[JobModel]) -> list[ProcessingJob]:
         """The whole items behind INCLUDE-projected index entries, in the same order.

@@ -9,7 +9,8 @@ Items:
   can never start two operations.
 
 Recording a page's progress is one UpdateItem conditioned on the cursor it started from: two
-runs of the same page cannot both record it.
+runs of the same page cannot both record it. An erasure's `removed` (what it removed, by kind) is
+written whole with each page's progress.
 """
 
 from __future__ import annotations
@@ -134,6 +135,11 @@ class OperationRepository:
         else:
             values[":cursor"] = {"S": after.cursor}
             sets.append("#cursor = :cursor")
+        if after.removed:
+            # What an erasure removed so far: the whole record, as this page leaves it.
+            values[":removed"] = {"S": json.dumps(after.removed)}
+            names["#removed"] = "removed"
+            sets.append("#removed = :removed")
         for name, value in (("finished_at", after.finished_at), ("error", after.error)):
             if value is not None:
                 values[f":{name}"] = {"S": value if isinstance(value, str) else _iso(value)}
@@ -199,6 +205,8 @@ def _to_item(operation: Operation) -> dict[str, Any]:
         item["files"] = {"S": json.dumps(operation.files.to_dict(), sort_keys=True)}
     if operation.schedule_id is not None:
         item["schedule_id"] = {"S": operation.schedule_id}
+    if operation.removed:
+        item["removed"] = {"S": json.dumps(operation.removed)}
     return item
 
 
@@ -230,6 +238,7 @@ def _from_item(item: dict[str, Any]) -> Operation:
         request_hash=text("request_hash") or "",
         files=_files(text("files")),
         schedule_id=text("schedule_id"),
+        removed={str(k): int(v) for k, v in json.loads(text("removed") or "{}").items()},
     )
 
 

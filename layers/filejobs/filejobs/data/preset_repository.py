@@ -79,6 +79,27 @@ class PresetRepository:
         ).get("Items", [])
         return int(found[0]["sk"]["S"].rpartition("#")[2]) if found else 0
 
+    def erase_tenant(self, tenant: str) -> tuple[int, int]:
+        """A tenant's erasure (services/tenant_erasure.py): its current presets and every version
+        ever saved, deleted; (presets current, versions) there were."""
+        current = len(self.current(tenant, consistent=True).presets)
+        self._client.delete_item(TableName=self._table, Key=_current_key(tenant))
+        versions = 0
+        pages = self._client.get_paginator("query").paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"preset-versions#{tenant}"}},
+            ProjectionExpression="pk, sk",
+            ConsistentRead=True,
+        )
+        for page in pages:
+            for item in page.get("Items", []):
+                self._client.delete_item(
+                    TableName=self._table, Key={"pk": item["pk"], "sk": item["sk"]}
+                )
+                versions += 1
+        return current, versions
+
     def _current_item(self, tenant: str, presets: tuple[Preset, ...], after: int) -> dict[str, Any]:
         document = json.dumps([preset_to_dict(preset) for preset in presets])
         condition = "attribute_not_exists(pk)" if after == 0 else "revision = :after"
@@ -104,6 +125,10 @@ class PresetRepository:
             "Item": {**key, "preset": {"S": json.dumps(preset_to_dict(preset))}},
             "ConditionExpression": "attribute_not_exists(pk)",
         }
+
+
+def _current_key(tenant: str) -> dict[str, Any]:
+    return {"pk": {"S": _CURRENT}, "sk": {"S": tenant}}
 
 
 def _version_key(tenant: str, name: str, version: int) -> dict[str, Any]:

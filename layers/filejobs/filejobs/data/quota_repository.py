@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, time, timedelta
 
 from pynamodb.attributes import NumberAttribute
+from pynamodb.exceptions import DeleteError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
@@ -65,6 +66,24 @@ class QuotaRepository:
         except UsageModel.DoesNotExist:
             return DayUsage(tenant, day)
         return usage_from(model, tenant, day)
+
+    def erase_tenant(self, tenant: str, today: date) -> tuple[int, int]:
+        """A tenant's erasure (services/tenant_erasure.py): its overrides and the usage counters
+        of every day still kept (older ones TTL removed), deleted; (overrides, days) there were."""
+        overrides = _deleted(QuotaModel(quota_id(tenant)))
+        days = (today - timedelta(days=n) for n in range(USAGE_RETENTION.days + 1))
+        return overrides, sum(_deleted(UsageModel(usage_id(tenant, day))) for day in days)
+
+
+def _deleted(model: QuotaModel | UsageModel) -> int:
+    """1 when the item was there to delete, else 0."""
+    try:
+        model.delete(condition=type(model).id.exists())
+    except DeleteError as error:
+        if error.cause_response_code != "ConditionalCheckFailedException":
+            raise
+        return 0
+    return 1
 
 
 def usage_update(charge: UsageCharge) -> tuple[UsageModel, list[Action], Condition | None]:

@@ -98,6 +98,32 @@ class WebhookRepository:
             raise
         return True
 
+    def erase_tenant(self, tenant: str) -> tuple[int, int]:
+        """A tenant's erasure (services/tenant_erasure.py): each endpoint's deliveries deleted
+        (a delivery holds an event's body, object keys included), then the endpoint, so a run
+        that dies half way finds the endpoint and its deliveries left; (endpoints, deliveries)."""
+        endpoints = deliveries = 0
+        for endpoint in self.endpoints(tenant):
+            deliveries += self._delete_deliveries(endpoint.id)
+            endpoints += self.delete_endpoint(endpoint)
+        return endpoints, deliveries
+
+    def _delete_deliveries(self, endpoint_id: str) -> int:
+        pages = self._client.get_paginator("query").paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": _deliveries_pk(endpoint_id)}},
+            ProjectionExpression="pk, sk",
+            ConsistentRead=True,
+        )
+        deleted = 0
+        for page in pages:
+            for item in page.get("Items", []):
+                key = {"pk": item["pk"], "sk": item["sk"]}
+                self._client.delete_item(TableName=self._table, Key=key)
+                deleted += 1
+        return deleted
+
     # --- deliveries ---------------------------------------------------------------------------
 
     def create_delivery(self, delivery: Delivery) -> bool:

@@ -1,5 +1,6 @@
 """Bulk operations: one action (retry, cancel, rescan, delete) on every job a filter matches,
-or (a schedule's runs: domain/schedules.py) on every file of a tenant under a key prefix.
+or on every file of a tenant under a key prefix: a schedule's runs (domain/schedules.py), and a
+tenant's erasure (domain/tenant_erasure.py).
 
 An operation is recorded before it runs (who, when, why, what filter: the audit record), then
 advanced page by page: each page's jobs are changed one conditional write each, and its progress
@@ -34,6 +35,8 @@ class Action(StrEnum):
     DELETE = "delete"
     # A new job of a type on each file of a file selection (a schedule's runs).
     RUN = "run"
+    # Every file of a tenant erased, then what the tenant left besides (an operator's only).
+    ERASE = "erase"
 
 
 # What POST /operations may ask for (RUN is a schedule's, over files).
@@ -49,6 +52,7 @@ ACTS_ON: dict[Action, frozenset[JobStatus]] = {
     Action.DELETE: _FINISHED,
     Action.RESCAN: _ACTIVE | _FINISHED,
     Action.RUN: frozenset(),  # acts on files, never on jobs a filter lists
+    Action.ERASE: frozenset(),  # so does an erasure
 }
 
 
@@ -209,6 +213,8 @@ class Operation:
     # Set for an operation over files (its filter then names only the tenant).
     files: FileSelection | None = None
     schedule_id: str | None = None  # the schedule whose run this is
+    # What an erasure removed so far, by kind (domain/tenant_erasure.py REMOVED_KINDS).
+    removed: dict[str, int] = field(default_factory=dict)
 
     @property
     def tenant(self) -> str | None:

@@ -1,7 +1,8 @@
 """Outcome events: which recorded changes the outside world hears about.
 
 A change is published when a job enters a terminal status (completed, failed, cancelled), a
-file enters quarantine, an upload is recorded rejected (over its tenant's quotas), or a file is
+file enters quarantine or is deleted (its object deleted in S3), an upload is recorded rejected
+(over its tenant's quotas), or a file is
 recorded processed (all of its jobs terminal: domain/file_completion.py). The
 decision looks only at the item before and after one write, as the table's stream delivers it,
 so every writer (worker, sweep, API, ingest) is covered without publishing anything itself, and
@@ -29,6 +30,8 @@ class DetailType(StrEnum):
     FILE_QUARANTINED = "File Quarantined"
     UPLOAD_REJECTED = "Upload Rejected"
     FILE_PROCESSED = "File Processed"
+    # Deleted from the uploads bucket, or hidden by a delete marker (domain/file_lifecycle.py).
+    FILE_DELETED = "File Deleted"
 
 
 _JOB_OUTCOMES = {
@@ -53,12 +56,15 @@ def job_outcome(before: ProcessingJob | None, after: ProcessingJob) -> DetailTyp
 _FILE_OUTCOMES = {
     FileStatus.QUARANTINED: DetailType.FILE_QUARANTINED,
     FileStatus.REJECTED: DetailType.UPLOAD_REJECTED,
+    FileStatus.DELETED: DetailType.FILE_DELETED,
 }
 
 
 def file_outcome(before: StoredFile | None, after: StoredFile) -> DetailType | None:
-    """The event a file write announces, if it put the file into quarantine, or recorded an
-    upload as rejected (the ingest writes a rejected file once, already rejected)."""
+    """The event a file write announces, if it put the file into quarantine, recorded an upload
+    as rejected (the ingest writes a rejected file once, already rejected), or marked the file
+    deleted (once: its reason changing later, a marker's file then deleted for good, is not a
+    second deletion)."""
     outcome = _FILE_OUTCOMES.get(after.status)
     if outcome is None or (before is not None and before.status is after.status):
         return None

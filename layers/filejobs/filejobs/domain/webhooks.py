@@ -37,6 +37,7 @@ EVENT_TYPES: tuple[str, ...] = (
     DetailType.FILE_QUARANTINED.value,
     DetailType.UPLOAD_REJECTED.value,
     DetailType.FILE_PROCESSED.value,
+    DetailType.FILE_DELETED.value,
 )
 # The notice published on the stack's own bus when an endpoint is disabled (never delivered).
 WEBHOOK_DISABLED = "Webhook Disabled"

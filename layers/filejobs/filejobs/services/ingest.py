@@ -31,6 +31,7 @@ from filejobs.ports import (
     JobStore,
     ObjectStore,
     OverQuota,
+    UploadVersions,
 )
 
 type Recorded = Ingested | AlreadyIngested
@@ -147,10 +148,22 @@ class UploadIntake:
     again (a job's claim is conditional: a duplicate message is acknowledged unread).
     """
 
-    def __init__(self, ingest: IngestService, jobs: JobStore, dispatcher: BatchDispatcher) -> None:
+    def __init__(
+        self,
+        ingest: IngestService,
+        jobs: JobStore,
+        dispatcher: BatchDispatcher,
+        *,
+        files: FileStore | None = None,
+        uploads: UploadVersions | None = None,
+    ) -> None:
         self._ingest = ingest
         self._jobs = jobs
         self._dispatcher = dispatcher
+        # With both, an upload recorded rejected (over its tenant's quotas) is deleted from the
+        # bucket: its record says why, and its bytes are kept nowhere nobody will process.
+        self._files = files
+        self._uploads = uploads
 
     def receive(self, record: ObjectCreated) -> Received:
         """Raises `InvalidUploadError` for a record that can never become an upload."""
@@ -159,11 +172,15 @@ class UploadIntake:
             pending = self._jobs.jobs_of_file(result.file_id, JobStatus.PENDING)
             resent = sent_at_ingest(pending)
             self._dispatcher.dispatch_all(resent)
+            if not pending:
+                self._remove_if_rejected(record, result.file_id)  # the first died before
             return Received(result.file_id, first=False, content_type=None, jobs=(), sent=resent)
         plan = result.plan
         sent = sent_at_ingest(plan.jobs)
         self._dispatcher.dispatch_all(sent)
         reason = plan.file.status_reason if plan.file.status is FileStatus.REJECTED else None
+        if reason is not None:
+            self._remove(record)
         applied = plan.file.preset
         return Received(
             plan.file.id,
@@ -174,3 +191,16 @@ class UploadIntake:
             rejected=reason,
             preset=None if applied is None else f"{applied.name} v{applied.version}",
         )
+
+    def _remove_if_rejected(self, record: ObjectCreated, file_id: str) -> None:
+        if self._files is None or self._uploads is None:
+            return
+        stored = self._files.get(file_id, consistent=False)
+        if stored is not None and stored.status is FileStatus.REJECTED:
+            self._remove(record)
+
+    def _remove(self, record: ObjectCreated) -> None:
+        """The rejected version deleted by its id; a record without one (an unversioned bucket)
+        is left: deleting the key could delete a later upload of it."""
+        if self._uploads is not None and record.version_id:
+            self._uploads.delete_version(record.bucket, record.key, record.version_id)

@@ -10,6 +10,9 @@ Each job is changed through the status API's own use case (one conditional write
 caller's visibility checked again), as the operation's creator: a job whose status no longer
 allows the action is skipped, so running an operation again, or a page twice, changes nothing
 more.
+
+A tenant's erasure (`erase_tenant`, an operator's only) is an operation over the tenant's files
+in three stages (domain/tenant_erasure.py), each stage's work done by services/tenant_erasure.py.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import json
 import logging
 import math
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -35,16 +38,25 @@ from filejobs.domain.operations import (
     Progress,
 )
 from filejobs.domain.schedules import Schedule, ScheduleAction, run_key
+from filejobs.domain.tenant_erasure import (
+    REMAINS_BATCH,
+    ErasureCursorError,
+    ErasureStep,
+    Stage,
+    removed_total,
+)
 from filejobs.domain.time import utcnow
 from filejobs.ports import InvalidCursorError, OperationQueue, OperationStore, PageCursor
 from filejobs.services.api import CancelJob, RequestJob, RescanFile, StatusApi
 from filejobs.services.errors import (
     ConflictError,
+    ForbiddenError,
     MalformedRequestError,
     NotFoundError,
     RequestRefusedError,
 )
 from filejobs.services.job_search import FilterTooWideError, JobSearch, SearchPage
+from filejobs.services.tenant_erasure import TenantErasure
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +93,24 @@ class Started:
     replayed: bool
 
 
+@dataclass(frozen=True)
+class EraseTenant:
+    tenant: str
+    reason: str
+    dry_run: bool
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True)
+class ErasurePreview:
+    """A tenant erasure's dry run: the files it would erase (besides the tenant's settings and
+    what no file names, which it does not count)."""
+
+    tenant: str
+    files: int
+    exact: bool  # False: at least `files` (the count stopped at its read budget)
+
+
 class BulkOperations:
     def __init__(
         self,
@@ -89,11 +119,13 @@ class BulkOperations:
         queue: Callable[[], OperationQueue],
         status_api: StatusApi,
         failed_in_group: Callable[[str, str], int | None] | None = None,
+        tenant_erasure: Callable[[], TenantErasure] | None = None,
         rate: int = 50,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._store, self._queue, self._api = store, queue, status_api
         self._failed_in_group, self._rate, self._clock = failed_in_group, max(rate, 1), clock
+        self._tenant_erasure = tenant_erasure  # built on an erasure's first page only
         self._search = JobSearch(status_api.jobs)
 
     # --- the API's ------------------------------------------------------------------------------
@@ -123,10 +155,43 @@ class BulkOperations:
             matched=preview.matched,
             request_hash=request_hash,
         )
-        key = command.idempotency_key or operation.id
+        return self._record_and_send(caller, operation, command.idempotency_key)
+
+    def preview_erasure(self, caller: Caller, tenant: str) -> ErasurePreview:
+        """A tenant erasure's dry run (an operator's only): how many files it would erase."""
+        _operator_only(caller, "erasing a tenant")
+        counted = self._count_files(FileSelection(tenant=tenant, prefix=""))
+        return ErasurePreview(tenant, counted, exact=counted < COUNT_READS * COUNT_PAGE)
+
+    def erase_tenant(self, caller: Caller, command: EraseTenant) -> Started:
+        """Starts the erasure of a whole tenant (an operator's only): recorded with its dry-run
+        count, then advanced page by page by the operations function."""
+        preview = self.preview_erasure(caller, command.tenant)
+        wanted = JobFilter(tenant=command.tenant)
+        now = self._clock()
+        operation = Operation(
+            id=f"op-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}",
+            action=Action.ERASE,
+            filter=wanted,
+            reason=command.reason,
+            created_by=caller.name,
+            created_at=now,
+            updated_at=now,
+            matched=preview.files,
+            request_hash=_request_hash(Action.ERASE, wanted, command.reason),
+            files=FileSelection(tenant=command.tenant, prefix=""),
+        )
+        return self._record_and_send(caller, operation, command.idempotency_key)
+
+    def _record_and_send(
+        self, caller: Caller, operation: Operation, idempotency_key: str | None
+    ) -> Started:
+        """The operation recorded under the caller's key (its own id without one) and its first
+        page sent; with a key used before for the same request, the operation it started."""
+        key = idempotency_key or operation.id
         stored = self._store.create(operation, caller=caller.name, key=key)
         if stored.id != operation.id:
-            if stored.request_hash != request_hash:
+            if stored.request_hash != operation.request_hash:
                 raise ConflictError(
                     f"Idempotency-Key {key!r} started operation {stored.id} with another request",
                     log="idempotency key reused with another operation",
@@ -195,6 +260,8 @@ class BulkOperations:
         operation = self._store.get(operation_id)
         if operation is None or operation.finished:
             return operation
+        if operation.action is Action.ERASE:
+            return self._advance_erasure(operation)
         if operation.files is not None:
             return self._advance_files(operation, operation.files)
         try:
@@ -228,7 +295,72 @@ class BulkOperations:
             return self._finish(operation, progress)
         return self._go_on(operation, progress, json.dumps(list(page.next)))
 
-    def _go_on(self, operation: Operation, progress: Progress, cursor: str) -> Operation | None:
+    def _advance_erasure(self, operation: Operation) -> Operation | None:
+        """One page of a tenant's erasure: its settings stopped, a page of its files erased, or
+        a batch of what no file names deleted (domain/tenant_erasure.py)."""
+        tenant = operation.tenant
+        try:
+            step = ErasureStep.from_cursor(operation.cursor)
+        except ErasureCursorError as error:
+            return self._finish(operation, Progress(), error=f"cannot go on: {error}")
+        if tenant is None or self._tenant_erasure is None:
+            return self._finish(operation, Progress(), error="cannot go on: no erasure here")
+        erasure = self._tenant_erasure()
+        if step.stage is Stage.SETTINGS:
+            removed = erasure.stop_settings(tenant)
+            return self._go_on(
+                operation, Progress(), ErasureStep(Stage.FILES).to_cursor(), removed=removed
+            )
+        if step.stage is Stage.FILES:
+            return self._erase_files(operation, erasure, tenant, step.after)
+        removed = erasure.erase_remains(tenant)
+        if sum(removed.values()) >= REMAINS_BATCH:
+            after = ErasureStep(Stage.REMAINS, round=step.round + 1).to_cursor()
+            return self._go_on(operation, Progress(), after, removed=removed)
+        return self._finish(operation, Progress(), removed=removed)
+
+    def _erase_files(
+        self,
+        operation: Operation,
+        erasure: TenantErasure,
+        tenant: str,
+        after: tuple[str, str] | None,
+    ) -> Operation | None:
+        page = self._api.files.files_of_tenant(tenant, after=after, limit=PAGE_SIZE)
+        caller = _caller_of(operation)
+        progress, removed = Progress(), dict[str, int]()
+        for ref in page.files:
+            try:
+                erased = erasure.erase_file(caller, ref.id, operation.id)
+            except NotFoundError:
+                # Erased already: with another version of its key, or by this page done before.
+                progress += Progress(processed=1, skipped=1)
+                continue
+            except Exception:
+                logger.exception("operation %s could not erase file %s", operation.id, ref.id)
+                progress += Progress(processed=1, errors=1)
+                continue
+            progress += Progress(processed=1, changed=1)
+            removed = removed_total(
+                removed,
+                {
+                    "upload_versions": erased.versions_deleted,
+                    "outputs": erased.outputs_deleted,
+                    "jobs": erased.jobs_erased,
+                },
+            )
+        following = ErasureStep(Stage.FILES, after=page.next) if page.next else None
+        cursor = (following or ErasureStep(Stage.REMAINS)).to_cursor()
+        return self._go_on(operation, progress, cursor, removed=removed)
+
+    def _go_on(
+        self,
+        operation: Operation,
+        progress: Progress,
+        cursor: str,
+        *,
+        removed: Mapping[str, int] | None = None,
+    ) -> Operation | None:
         """Records a page (by one write conditioned on the cursor it started from), then sends
         the next, delayed to keep to `rate`; the page's other run, if it recorded first, goes on
         instead."""
@@ -237,6 +369,7 @@ class BulkOperations:
             progress=operation.progress + progress,
             cursor=cursor,
             updated_at=self._clock(),
+            removed=removed_total(operation.removed, removed or {}),
         )
         if not self._store.record_page(operation, moved):
             logger.info("operation %s: page recorded by another run", operation.id)
@@ -284,12 +417,18 @@ class BulkOperations:
     # --- helpers --------------------------------------------------------------------------------
 
     def _finish(
-        self, operation: Operation, progress: Progress, *, error: str | None = None
+        self,
+        operation: Operation,
+        progress: Progress,
+        *,
+        error: str | None = None,
+        removed: Mapping[str, int] | None = None,
     ) -> Operation | None:
         now = self._clock()
         done = replace(
             operation,
             progress=operation.progress + progress,
+            removed=removed_total(operation.removed, removed or {}),
             cursor=None,
             updated_at=now,
             finished_at=now,
@@ -384,6 +523,11 @@ def _scoped(caller: Caller, wanted: JobFilter) -> JobFilter:
     if caller.tenant is None or wanted.tenant not in (None, caller.tenant):
         raise NotFoundError(f"no tenant {wanted.tenant!r}")
     return wanted.scoped_to(caller.tenant)
+
+
+def _operator_only(caller: Caller, what: str) -> None:
+    if not caller.operator:
+        raise ForbiddenError(f"{what} is an operator's power")
 
 
 def _may_see(caller: Caller, operation: Operation) -> bool:
