@@ -841,14 +841,19 @@ def _upload_schemas() -> dict[str, Any]:
     metadata = {
         "type": "object",
         "maxProperties": upload_rules.MAX_METADATA_ENTRIES,
-        "propertyNames": {"pattern": upload_rules.METADATA_NAME_PATTERN},
+        # Names starting with the service's own prefix are refused: the schema says so too.
+        "propertyNames": {
+            "pattern": f"^(?!{upload_rules.RESERVED_METADATA_PREFIX})"
+            + upload_rules.METADATA_NAME_PATTERN.removeprefix("^")
+        },
         "additionalProperties": {
             "type": "string",
             "maxLength": upload_rules.MAX_METADATA_VALUE_CHARS,
+            "pattern": upload_rules.METADATA_VALUE_PATTERN,
         },
         "description": (
-            "Sent as x-amz-meta-<name>; names starting 'filejobs-' are the service's; at most "
-            f"{upload_rules.MAX_METADATA_BYTES} bytes of names and values in all"
+            "Sent as x-amz-meta-<name>; names starting 'filejobs-' are the service's; printable "
+            "ASCII values"
         ),
     }
     return {
@@ -859,7 +864,7 @@ def _upload_schemas() -> dict[str, Any]:
                 "tenant": {**_STR, "pattern": TENANT_PATTERN, "description": "Operators only"},
                 "filename": {**_STR, "minLength": 1, "maxLength": 1024},
                 "folder": {**_STR, "pattern": upload_rules.FOLDER_PATTERN},
-                "content_type": {**_STR, "minLength": 1, "maxLength": 255},
+                "content_type": {**_STR, "pattern": upload_rules.CONTENT_TYPE_PATTERN},
                 "preset": {**_STR, "pattern": PRESET_NAME_PATTERN},
                 "metadata": metadata,
                 "expires_in": seconds,

@@ -18,7 +18,7 @@ from filejobs.domain.quotas import TenantQuotas
 from filejobs.domain.time import utcnow
 from filejobs.domain.uploads import UploadGrant, UploadRequest, UploadRequestError, checked, grant
 from filejobs.ports import PresetStore, SignedUpload, UploadSigner
-from filejobs.services.errors import InvalidRequestError
+from filejobs.services.errors import InvalidRequestError, NotFoundError
 from filejobs.services.tenancy import tenant_acted_for
 
 
@@ -43,7 +43,7 @@ class Uploads:
         except UploadRequestError as error:
             raise InvalidRequestError(str(error)) from None
         if wanted.preset is not None and not self._has_preset(owner, wanted.preset):
-            raise InvalidRequestError(
+            raise NotFoundError(
                 f"preset: tenant {owner!r} has no preset {wanted.preset!r}",
                 log="upload naming no such preset",
             )
