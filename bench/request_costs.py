@@ -366,8 +366,11 @@ def cost_rows(
     rows, totals = [], Totals()
     measured = {"upload": Usage(s3_put_class=phase.files), **usage}
     for group in sorted(measured, key=_group_order):
-        # The sweep's cost is per window; an operation's, a person's bulk action, not a file's.
-        if group in ("sweep", "operations") or (group == "api" and not phase.queries):
+        # The sweep's cost is per window; an operation's, a person's bulk action, not a file's;
+        # the file removals', a deleted file's (the delete path's table).
+        if group in ("sweep", "operations", "file_removals") or (
+            group == "api" and not phase.queries
+        ):
             continue
         u, n = measured[group], per_unit(phase, group)
         scale = 1e6 / n
