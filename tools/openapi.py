@@ -591,6 +591,7 @@ SCHEMAS: dict[str, Any] = {
             "versions_deleted": {"type": "integer", "minimum": 0},
             "outputs_deleted": {"type": "integer", "minimum": 0},
             "jobs_erased": {"type": "integer", "minimum": 0},
+            "quarantined_copies_deleted": {"type": "integer", "minimum": 0},
             "operation_id": _OPT_STR,
         },
     },

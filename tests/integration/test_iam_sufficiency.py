@@ -980,18 +980,21 @@ def test_the_api_may_erase_an_upload(stack: Stack) -> None:
     upload(stack, "erased.png", png())
     upload(stack, "erased.png", png())
     ingest_everything(stack)
-    [newest, _] = FileRepository().versions_of(
-        stack.refs["UploadsBucket"], "uploads/acme/erased.png"
-    )
+    uploads = stack.refs["UploadsBucket"]
+    [newest, older] = FileRepository().versions_of(uploads, "uploads/acme/erased.png")
     output = f"derived/acme/{newest.id}/thumbnail_generation/thumb-128.webp"
     boto3.client("s3").put_object(Bucket=stack.refs["OutputsBucket"], Key=output, Body=b"webp")
+    # (and a copy of the older version in quarantine, as the virus scan keeps one)
+    copy = f"quarantine/acme/{older.id}/erased.png"
+    boto3.client("s3").put_object(Bucket=stack.refs["QuarantineBucket"], Key=copy, Body=b"x")
     stack.become("ApiFunction")
     # when a caller erases it
     with recording_calls() as recorder:
         answer = api.handler(api_request("DELETE", f"/files/{newest.id}"), CONTEXT)
     # then it is erased, and every call it took was granted
     assert answer["statusCode"] == 200, answer
-    assert json.loads(answer["body"])["versions_deleted"] == 2
+    erasure = json.loads(answer["body"])
+    assert (erasure["versions_deleted"], erasure["quarantined_copies_deleted"]) == (2, 1)
     assert {c.operation for c in recorder.calls} >= {
         "ListObjectVersions",
         "DeleteObjects",

@@ -154,6 +154,14 @@ class Purges:
 
 
 @dataclass
+class Quarantine:
+    copies: dict[str, int] = field(default_factory=dict)  # file id -> versions of its copy
+
+    def delete_all(self, tenant: str, file_id: str) -> int:
+        return self.copies.pop(file_id, 0)
+
+
+@dataclass
 class Erasures:
     kept: list[Erasure] = field(default_factory=list)
 
@@ -169,6 +177,7 @@ class World:
     outputs: Outputs
     purges: Purges
     erasures: Erasures
+    quarantine: Quarantine
     sent: RecordingDispatcher
     lifecycle: FileLifecycle
 
@@ -202,6 +211,7 @@ def world() -> World:
     jobs = InMemoryJobStore()
     files = InMemoryFileStore(jobs)
     bucket, outputs, purges, erasures = Bucket(), Outputs(), Purges(), Erasures()
+    quarantine = Quarantine()
     sent = RecordingDispatcher()
     lifecycle = FileLifecycle(
         files,
@@ -212,9 +222,10 @@ def world() -> World:
         retention=KEEP,
         erasures=erasures,
         purges=purges,
+        quarantined=quarantine,
         clock=lambda: NOW,
     )
-    return World(jobs, files, bucket, outputs, purges, erasures, sent, lifecycle)
+    return World(jobs, files, bucket, outputs, purges, erasures, quarantine, sent, lifecycle)
 
 
 def test_a_delete_marker_deletes_the_file_cancels_its_jobs_and_removes_its_outputs(
@@ -301,6 +312,7 @@ def test_erasing_an_upload_removes_every_version_output_job_and_record(world: Wo
     first, second = world.upload("v1"), world.upload("v2")
     world.complete_thumbnail(first)
     world.complete_thumbnail(second)
+    world.quarantine.copies[first.id] = 2  # say its first scan quarantined a copy, kept twice
     job_count = len(world.jobs.jobs_of_file(first.id)) + len(world.jobs.jobs_of_file(second.id))
 
     erasure = world.lifecycle.erase(Caller(tenant="acme", operator=False), second.id)
@@ -312,6 +324,7 @@ def test_erasing_an_upload_removes_every_version_output_job_and_record(world: Wo
     assert erasure.versions_deleted == 2
     assert erasure.outputs_deleted == 2
     assert erasure.jobs_erased == job_count
+    assert (erasure.quarantined_copies_deleted, world.quarantine.copies) == (2, {})
     assert erasure.file_ids == tuple(sorted([first.id, second.id]))
     assert erasure.erased_by == "api:tenant:acme"
     assert world.erasures.kept == [erasure]

@@ -312,6 +312,13 @@ class OutputsPurges(Protocol):
         ...
 
 
+class QuarantinedCopies(Protocol):
+    def delete_all(self, tenant: str, file_id: str) -> int:
+        """Every version of the file's copy in the quarantine bucket deleted (an erasure: the
+        infected bytes are the upload's too); how many there were."""
+        ...
+
+
 class ErasureLog(Protocol):
     def record(self, erasure: Erasure) -> None:
         """Keep the erasure's audit record (it holds no content of what was erased)."""

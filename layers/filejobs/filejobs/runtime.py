@@ -399,6 +399,7 @@ def file_lifecycle() -> FileLifecycle:
     the file-removals function, files erased by the API and by a tenant erasure's operation."""
     from filejobs.adapters.s3_lifecycle import (  # noqa: PLC0415 (three handlers)
         S3DerivedOutputs,
+        S3QuarantinedCopies,
         S3UploadVersions,
         SqsOutputsPurges,
     )
@@ -418,6 +419,7 @@ def file_lifecycle() -> FileLifecycle:
         retention=loaded.retention,
         erasures=erasures,
         purges=purges,
+        quarantined=S3QuarantinedCopies(s3(), loaded.quarantine_bucket),
     )
 
 

@@ -168,6 +168,29 @@ def outputs_purge_of(body: str) -> OutputsPurge | None:
     return OutputsPurge(tenant, file_id)
 
 
+class S3QuarantinedCopies:
+    """The quarantine bucket's copy of one file (`quarantine/{tenant}/{file_id}/...`), every
+    version of it: the bucket is versioned, so a delete by key alone would keep the bytes."""
+
+    def __init__(self, s3: S3Client, bucket: str | None) -> None:
+        self._s3, self._bucket = s3, bucket
+
+    def delete_all(self, tenant: str, file_id: str) -> int:
+        if self._bucket is None:
+            return 0
+        prefix = keys.quarantine_prefix(tenant, file_id)
+        pages = self._s3.get_paginator("list_object_versions").paginate(
+            Bucket=self._bucket, Prefix=prefix
+        )
+        found: list[ObjectIdentifierTypeDef] = [
+            {"Key": entry["Key"], "VersionId": entry["VersionId"]}
+            for page in pages
+            for entry in (*page.get("Versions", []), *page.get("DeleteMarkers", []))
+        ]
+        _delete(self._s3, self._bucket, found)
+        return len(found)
+
+
 class S3TenantObjects:
     """A tenant erasure's remains (ports.TenantObjects): every version and delete marker under
     the tenant's prefix of each bucket, `most` at a time, deleted by version id."""

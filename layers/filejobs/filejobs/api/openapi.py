@@ -312,7 +312,8 @@ GET_JOB = _doc(
 ERASE_FILE = _doc(
     "Erase an upload for good",
     "Every version and delete marker of the file's key in the uploads bucket, and for each "
-    "recorded version of it: its open jobs cancelled, its derived outputs deleted, its jobs "
+    "recorded version of it: its open jobs cancelled, its derived outputs and its quarantined "
+    "copy (if the virus scan kept one) deleted, its jobs "
     "and its own record removed (results, options and idempotency keys with them). The answer "
     "is the erasure's audit record, kept in the stack: ids, counts, who and when, nothing that "
     "was in the file. The outputs are deleted once more a few minutes later, past the end of "

@@ -54,4 +54,5 @@ def _erasure(item: dict[str, Any]) -> Erasure:
         outputs_deleted=raw["outputs_deleted"],
         jobs_erased=raw["jobs_erased"],
         operation_id=raw.get("operation_id"),
+        quarantined_copies_deleted=raw.get("quarantined_copies_deleted", 0),
     )

@@ -260,6 +260,9 @@ class Erasure:
     jobs_erased: int
     # The tenant erasure (an operation) this was part of; None for one file's.
     operation_id: str | None = None
+    # Versions of a quarantined file's copy in the quarantine bucket (infected bytes are the
+    # upload's too).
+    quarantined_copies_deleted: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -270,5 +273,6 @@ class Erasure:
             "versions_deleted": self.versions_deleted,
             "outputs_deleted": self.outputs_deleted,
             "jobs_erased": self.jobs_erased,
+            "quarantined_copies_deleted": self.quarantined_copies_deleted,
             "operation_id": self.operation_id,
         }

@@ -73,10 +73,15 @@ _QUARANTINE_NAME_BYTES = 255
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def quarantine_prefix(tenant: str, file_id: str) -> str:
+    """The folder of a file's quarantined copy."""
+    return f"{QUARANTINE_PREFIX}/{tenant}/{file_id}/"
+
+
 def quarantine_key(tenant: str, file_id: str, key: str) -> str:
     name = _CONTROL.sub("_", key.rsplit("/", 1)[-1]) or "object"
     encoded = name.encode()
     if len(encoded) > _QUARANTINE_NAME_BYTES:
         # Cut on a character boundary: a key must stay valid UTF-8.
         name = encoded[:_QUARANTINE_NAME_BYTES].decode(errors="ignore")
-    return f"{QUARANTINE_PREFIX}/{tenant}/{file_id}/{name}"
+    return f"{quarantine_prefix(tenant, file_id)}{name}"

@@ -47,6 +47,7 @@ from filejobs.ports import (
     FileStore,
     JobStore,
     OutputsPurges,
+    QuarantinedCopies,
     UploadVersions,
 )
 from filejobs.services.errors import NotFoundError
@@ -75,6 +76,7 @@ class FileLifecycle:
         retention: timedelta,
         erasures: ErasureLog | None = None,
         purges: OutputsPurges | None = None,
+        quarantined: QuarantinedCopies | None = None,
         dispatch: DispatchPolicy = DEFAULT_DISPATCH,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
@@ -86,6 +88,7 @@ class FileLifecycle:
         self._retention = retention
         self._erasures = erasures
         self._purges = purges
+        self._quarantined = quarantined
         self._dispatch = dispatch
         self._clock = clock
 
@@ -190,18 +193,21 @@ class FileLifecycle:
 
     def erase(self, caller: Caller, file_id: str, *, operation_id: str | None = None) -> Erasure:
         """Erase the upload for good: every version of its key in the uploads bucket, and for
-        each recorded version its outputs, its jobs and its record. Raises NotFoundError for a
-        file the caller may not see (as for one that does not exist)."""
+        each recorded version its outputs, its quarantined copy, its jobs and its record.
+        Raises NotFoundError for a file the caller may not see (as for one that does not
+        exist)."""
         stored = self._files.get(file_id)
         if stored is None or not caller.may_see(stored.tenant):
             raise NotFoundError(f"no file {file_id}")
         files = self._files.versions_of(stored.bucket, stored.key) or [stored]
         # Outputs first: the versions' deletion makes S3 notify the file-removals function,
         # which would delete them itself and leave this record's count short.
-        outputs = 0
+        outputs = copies = 0
         for each in files:
             self._cancel_open(each, ERASED, by=caller.name)  # a running worker stops at once
             outputs += self._outputs.delete_all(each.tenant, each.id)
+            if self._quarantined is not None:
+                copies += self._quarantined.delete_all(each.tenant, each.id)
         # Then the content, before any record: a request that dies half way is repeated and
         # finds the file still recorded.
         versions_deleted = self._versions.delete_all(stored.bucket, stored.key)
@@ -219,6 +225,7 @@ class FileLifecycle:
             outputs_deleted=outputs,
             jobs_erased=jobs,
             operation_id=operation_id,
+            quarantined_copies_deleted=copies,
         )
         if self._erasures is not None:
             self._erasures.record(erasure)
