@@ -347,6 +347,7 @@ class BulkOperations:
                     "upload_versions": erased.versions_deleted,
                     "outputs": erased.outputs_deleted,
                     "jobs": erased.jobs_erased,
+                    "quarantined_versions": erased.quarantined_copies_deleted,
                 },
             )
         following = ErasureStep(Stage.FILES, after=page.next) if page.next else None
