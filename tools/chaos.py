@@ -44,7 +44,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from botocore.exceptions import BotoCoreError, ClientError
 from PIL import Image
@@ -188,20 +188,21 @@ class Corpus:
 # --- the run ----------------------------------------------------------------------------------
 
 
-class Canceller:
-    """Cancels a random running job every `every` seconds through the API, as a user would,
-    until stopped or `budget` cancels have been made; keeps the ids the API cancelled."""
+class EveryRound:
+    """A harness thread that acts once every `every` seconds while the run goes on, until
+    stopped or done; a round the stack was too busy to answer (`busy`) is noted in `errors`,
+    as "<round> round: ...", and tried again the next round."""
 
-    def __init__(self, stack: LaunchedStack, budget: int, every: float, seed: int) -> None:
-        self._stack, self._budget, self._every = stack, budget, every
-        self._rand = random.Random(seed)  # noqa: S311 (reproducible, not secret)
-        self.cancelled: set[str] = set()
-        self.refused = 0  # the job finished first (409): a race the API must lose cleanly
+    round: str
+    busy: tuple[type[Exception], ...] = (OSError,)
+
+    def __init__(self, every: float) -> None:
+        self._every = every
         self.errors: list[str] = []
         self.stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="canceller", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.round, daemon=True)
 
-    def __enter__(self) -> Canceller:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -210,13 +211,36 @@ class Canceller:
         self._thread.join()
 
     def _run(self) -> None:
-        while not self.stop.wait(self._every) and len(self.cancelled) < self._budget:
+        while not self.stop.wait(self._every) and not self.done():
             try:
-                self._cancel_one()
-            except OSError as error:  # the router was too busy to answer: try next round
-                self.errors.append(f"cancel round: {error}")
+                self.act()
+            except self.busy as error:
+                self.errors.append(f"{self.round} round: {error}")
 
-    def _cancel_one(self) -> None:
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    def act(self) -> None:
+        raise NotImplementedError
+
+
+class Canceller(EveryRound):
+    """Cancels a random running job every `every` seconds through the API, as a user would,
+    until stopped or `budget` cancels have been made; keeps the ids the API cancelled."""
+
+    round = "cancel"  # the router too busy to answer: an OSError
+
+    def __init__(self, stack: LaunchedStack, budget: int, every: float, seed: int) -> None:
+        super().__init__(every)
+        self._stack, self._budget = stack, budget
+        self._rand = random.Random(seed)  # noqa: S311 (reproducible, not secret)
+        self.cancelled: set[str] = set()
+        self.refused = 0  # the job finished first (409): a race the API must lose cleanly
+
+    def done(self) -> bool:
+        return len(self.cancelled) >= self._budget
+
+    def act(self) -> None:
         status, page = self._stack.api("/jobs?status=running&limit=50")
         if status != 200 or not page.get("jobs"):
             return
@@ -232,40 +256,29 @@ class Canceller:
             self.errors.append(f"cancel {job['id']}: {status} {body}")
 
 
-class Deleter:
+class Deleter(EveryRound):
     """Deletes the upload of a random running job's file every `every` seconds, as any S3
     client deletes (`DeleteObject`; every VERSION_DELETE_EVERY-th of that version), until
     stopped or `budget` uploads are deleted; keeps each deletion, when it was made."""
 
+    round = "delete"
+    # the router or the emulator too busy to answer
+    busy = (OSError, BotoCoreError, ClientError)
+
     def __init__(
         self, stack: LaunchedStack, kinds: dict[str, str], budget: int, every: float, seed: int
     ) -> None:
-        self._stack, self._kinds, self._budget, self._every = stack, kinds, budget, every
+        super().__init__(every)
+        self._stack, self._kinds, self._budget = stack, kinds, budget
         self._rand = random.Random(seed)  # noqa: S311 (reproducible, not secret)
         self._started = time.monotonic()
         self.deletions: list[Deletion] = []
         self.last_at: float | None = None  # time.monotonic() of the last delete
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="deleter", daemon=True)
 
-    def __enter__(self) -> Deleter:
-        self._thread.start()
-        return self
+    def done(self) -> bool:
+        return len(self.deletions) >= self._budget
 
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self.stop.wait(self._every) and len(self.deletions) < self._budget:
-            try:
-                self._delete_one()
-            # the router or the emulator was too busy to answer: counted, tried next round
-            except (OSError, BotoCoreError, ClientError) as error:
-                self.errors.append(f"delete round: {error}")
-
-    def _delete_one(self) -> None:
+    def act(self) -> None:
         stored = self._running_file()
         if stored is None:
             return

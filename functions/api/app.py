@@ -32,7 +32,7 @@ from filejobs.observability import SERVICE, TRACED_MODULES
 from filejobs.ports import PageCursor
 from filejobs.services.api import Requested, StatusApi
 from filejobs.services.errors import RequestRefusedError, UnidentifiedCallerError
-from filejobs.services.operations import BulkOperations
+from filejobs.services.operations import BulkOperations, Started
 from filejobs.services.page_tokens import PageTokens
 from filejobs.services.presets import Presets
 from filejobs.services.quotas import TenantLimits
@@ -129,6 +129,13 @@ def _requested(requested: Requested) -> Response[str]:
             "Idempotent-Replayed": "true" if requested.replayed else "false",
         },
     )
+
+
+def _started(started: Started) -> Response[str]:
+    """202 with the operation started, or 200 with the one an earlier request of the same key
+    started."""
+    headers = {"Idempotent-Replayed": "true" if started.replayed else "false"}
+    return _json(200 if started.replayed else 202, json.dumps(rendering.started(started)), headers)
 
 
 def _about(key: str, value: str) -> None:
@@ -300,9 +307,7 @@ def start_operation() -> Response[str]:
     if command.dry_run:
         found = operations().preview(who, command.action, command.filter)
         return _json(200, json.dumps(rendering.preview(found)))
-    started = operations().start(who, command)
-    headers = {"Idempotent-Replayed": "true" if started.replayed else "false"}
-    return _json(200 if started.replayed else 202, json.dumps(rendering.started(started)), headers)
+    return _started(operations().start(who, command))
 
 
 @app.get("/operations", **openapi.LIST_OPERATIONS)
@@ -414,9 +419,7 @@ def erase_tenant(tenant: str) -> Response[str]:
     if command.dry_run:
         found = operations().preview_erasure(who, command.tenant)
         return _json(200, json.dumps(rendering.erasure_preview(found)))
-    started = operations().erase_tenant(who, command)
-    headers = {"Idempotent-Replayed": "true" if started.replayed else "false"}
-    return _json(200 if started.replayed else 202, json.dumps(rendering.started(started)), headers)
+    return _started(operations().erase_tenant(who, command))
 
 
 @app.post("/uploads", **openapi.UPLOAD)

@@ -51,7 +51,12 @@ from filejobs.domain import content
 from filejobs.domain.job import JobType
 from filejobs_cli.local_stack_file import LOCAL_CREDENTIALS
 from filejobs_dev.local.launch import TERMINAL, endpoint_for
-from filejobs_dev.local.payloads import TumblingWindow, dynamodb_event, scheduled_event
+from filejobs_dev.local.payloads import (
+    TumblingWindow,
+    dynamodb_event,
+    scheduled_event,
+    sqs_event,
+)
 from filejobs_dev.local.resources import ACCOUNT
 from filejobs_dev.local.stack import LocalStack
 
@@ -306,22 +311,17 @@ class EventWriter:
             "ApproximateFirstReceiveTimestamp": now_ms,
             **({"MessageGroupId": group} if group else {}),
         }
-        return {
-            "Records": [
-                {
-                    "messageId": str(uuid.uuid4()),
-                    "receiptHandle": f"filejobs-events-{uuid.uuid4().hex}",
-                    "body": body,
-                    "attributes": attributes,
-                    "messageAttributes": {},
-                    "md5OfBody": "",
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": queue_arn,
-                    "awsRegion": self.region,
-                }
-                for body in bodies
-            ]
-        }
+        # As ReceiveMessage returns them: the local stack's own payload builder makes the event.
+        received = [
+            {
+                "MessageId": str(uuid.uuid4()),
+                "ReceiptHandle": f"filejobs-events-{uuid.uuid4().hex}",
+                "Body": body,
+                "Attributes": attributes,
+            }
+            for body in bodies
+        ]
+        return sqs_event(received, queue_arn, self.region)
 
     def _api_events(self, sample: Sample) -> dict[str, dict[str, Any]]:
         if API_FUNCTION not in self.stack.functions:

@@ -7,7 +7,7 @@ import itertools
 import json
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -91,6 +91,14 @@ class S3DerivedOutputs:
         return len(objects)
 
 
+def _versions_under(s3: S3Client, bucket: str, prefix: str) -> Iterator[ObjectIdentifierTypeDef]:
+    """Every version and delete marker under `prefix`, as DeleteObjects names them (by id:
+    in a versioned bucket a delete without one only adds a marker), read as they are needed."""
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        for entry in (*page.get("Versions", []), *page.get("DeleteMarkers", [])):
+            yield {"Key": entry["Key"], "VersionId": entry["VersionId"]}
+
+
 def _delete(s3: S3Client, bucket: str, objects: list[ObjectIdentifierTypeDef]) -> None:
     for batch in itertools.batched(objects, DELETE_BATCH, strict=False):
         answer = s3.delete_objects(Bucket=bucket, Delete={"Objects": list(batch), "Quiet": True})
@@ -127,14 +135,21 @@ class SqsOutputsPurges:
         )
 
 
-def removal_again_of(body: str) -> ObjectRemoved | None:
-    """The removal a message asks to read again; None for any other body."""
+def _asked(body: str, what: str) -> dict[str, Any] | None:
+    """The object a message of the function's own holds under `what`; None for any other body
+    (an S3 notification, another kind of message, or no JSON at all)."""
     try:
         parsed = json.loads(body)
     except ValueError:
         return None
-    raw = parsed.get("follow_again") if isinstance(parsed, dict) else None
-    if not isinstance(raw, dict):
+    raw = parsed.get(what) if isinstance(parsed, dict) else None
+    return raw if isinstance(raw, dict) else None
+
+
+def removal_again_of(body: str) -> ObjectRemoved | None:
+    """The removal a message asks to read again; None for any other body."""
+    raw = _asked(body, "follow_again")
+    if raw is None:
         return None
     try:
         return ObjectRemoved(
@@ -155,12 +170,8 @@ def _optional_text(value: object) -> str | None:
 
 def outputs_purge_of(body: str) -> OutputsPurge | None:
     """The purge a message asks for; None for any other body (an S3 notification)."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return None
-    raw = parsed.get("purge_outputs") if isinstance(parsed, dict) else None
-    if not isinstance(raw, dict):
+    raw = _asked(body, "purge_outputs")
+    if raw is None:
         return None
     tenant, file_id = raw.get("tenant"), raw.get("file_id")
     if not isinstance(tenant, str) or not is_tenant(tenant) or not isinstance(file_id, str):
@@ -179,14 +190,7 @@ class S3QuarantinedCopies:
         if self._bucket is None:
             return 0
         prefix = keys.quarantine_prefix(tenant, file_id)
-        pages = self._s3.get_paginator("list_object_versions").paginate(
-            Bucket=self._bucket, Prefix=prefix
-        )
-        found: list[ObjectIdentifierTypeDef] = [
-            {"Key": entry["Key"], "VersionId": entry["VersionId"]}
-            for page in pages
-            for entry in (*page.get("Versions", []), *page.get("DeleteMarkers", []))
-        ]
+        found = list(_versions_under(self._s3, self._bucket, prefix))
         _delete(self._s3, self._bucket, found)
         return len(found)
 
@@ -213,17 +217,6 @@ class S3TenantObjects:
     def _delete_under(self, bucket: str | None, prefix: str, most: int) -> int:
         if bucket is None or not is_tenant(prefix.split("/")[1]):
             return 0
-        pages = self._s3.get_paginator("list_object_versions").paginate(
-            Bucket=bucket, Prefix=prefix
-        )
-        entries = (
-            entry
-            for page in pages
-            for entry in (*page.get("Versions", []), *page.get("DeleteMarkers", []))
-        )
-        found: list[ObjectIdentifierTypeDef] = [
-            {"Key": entry["Key"], "VersionId": entry["VersionId"]}
-            for entry in itertools.islice(entries, most)
-        ]
+        found = list(itertools.islice(_versions_under(self._s3, bucket, prefix), most))
         _delete(self._s3, bucket, found)
         return len(found)

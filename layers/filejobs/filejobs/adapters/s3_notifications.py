@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -17,15 +18,7 @@ def object_created_records(body: str) -> list[ObjectCreated]:
 
     Raises MalformedMessageError for anything that is not an S3 notification.
     """
-    data = json_object(body, "S3 notification")
-    if data.get("Event") == "s3:TestEvent":
-        return []  # sent once when the notification is configured
-    if not isinstance(data.get("Records"), list):
-        raise MalformedMessageError("S3 notification has no Records list")
-    try:
-        return [_object_created(r) for r in S3Event(data).records if _is_created(r.event_name)]
-    except (KeyError, TypeError, ValueError) as error:
-        raise MalformedMessageError(f"S3 record is incomplete: {error!r}") from None
+    return _records(body, _is_created, _object_created)
 
 
 def object_removed_records(body: str) -> list[ObjectRemoved]:
@@ -33,13 +26,18 @@ def object_removed_records(body: str) -> list[ObjectRemoved]:
 
     Raises MalformedMessageError for anything that is not an S3 notification.
     """
+    return _records(body, _is_removed, _object_removed)
+
+
+def _records[R](body: str, wanted: Callable[[str], bool], read: Callable[[Any], R]) -> list[R]:
+    """The records of one notification whose event name is `wanted`, each `read`."""
     data = json_object(body, "S3 notification")
     if data.get("Event") == "s3:TestEvent":
-        return []
+        return []  # sent once when the notification is configured
     if not isinstance(data.get("Records"), list):
         raise MalformedMessageError("S3 notification has no Records list")
     try:
-        return [_object_removed(r) for r in S3Event(data).records if _is_removed(r.event_name)]
+        return [read(r) for r in S3Event(data).records if wanted(r.event_name)]
     except (KeyError, TypeError, ValueError) as error:
         raise MalformedMessageError(f"S3 record is incomplete: {error!r}") from None
 

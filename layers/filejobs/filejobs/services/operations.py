@@ -143,15 +143,11 @@ class BulkOperations:
         wanted = _scoped(caller, command.filter)
         request_hash = _request_hash(command.action, wanted, command.reason)
         preview = self.preview(caller, command.action, wanted)
-        now = self._clock()
-        operation = Operation(
-            id=f"op-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}",
-            action=command.action,
-            filter=wanted,
-            reason=command.reason,
-            created_by=caller.name,
-            created_at=now,
-            updated_at=now,
+        operation = self._new(
+            command.action,
+            wanted,
+            command.reason,
+            by=caller.name,
             matched=preview.matched,
             request_hash=request_hash,
         )
@@ -168,20 +164,44 @@ class BulkOperations:
         count, then advanced page by page by the operations function."""
         preview = self.preview_erasure(caller, command.tenant)
         wanted = JobFilter(tenant=command.tenant)
-        now = self._clock()
-        operation = Operation(
-            id=f"op-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}",
-            action=Action.ERASE,
-            filter=wanted,
-            reason=command.reason,
-            created_by=caller.name,
-            created_at=now,
-            updated_at=now,
+        operation = self._new(
+            Action.ERASE,
+            wanted,
+            command.reason,
+            by=caller.name,
             matched=preview.files,
             request_hash=_request_hash(Action.ERASE, wanted, command.reason),
             files=FileSelection(tenant=command.tenant, prefix=""),
         )
         return self._record_and_send(caller, operation, command.idempotency_key)
+
+    def _new(
+        self,
+        action: Action,
+        wanted: JobFilter,
+        reason: str,
+        *,
+        by: str,
+        matched: int,
+        request_hash: str = "",
+        files: FileSelection | None = None,
+        schedule_id: str | None = None,
+    ) -> Operation:
+        """A new operation, its id opening with the time it is made (the audit list's order)."""
+        now = self._clock()
+        return Operation(
+            id=f"op-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}",
+            action=action,
+            filter=wanted,
+            reason=reason,
+            created_by=by,
+            created_at=now,
+            updated_at=now,
+            matched=matched,
+            request_hash=request_hash,
+            files=files,
+            schedule_id=schedule_id,
+        )
 
     def _record_and_send(
         self, caller: Caller, operation: Operation, idempotency_key: str | None
@@ -215,15 +235,11 @@ class BulkOperations:
             options=dict(schedule.options) if schedule.action is ScheduleAction.RUN else {},
         )
         action = Action.RUN if schedule.action is ScheduleAction.RUN else Action.RESCAN
-        now = self._clock()
-        operation = Operation(
-            id=f"op-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}",
-            action=action,
-            filter=JobFilter(tenant=schedule.tenant),
-            reason=schedule.reason(scheduled_time),
-            created_by=f"schedule:{schedule.id}",
-            created_at=now,
-            updated_at=now,
+        operation = self._new(
+            action,
+            JobFilter(tenant=schedule.tenant),
+            schedule.reason(scheduled_time),
+            by=f"schedule:{schedule.id}",
             matched=self._count_files(files),
             files=files,
             schedule_id=schedule.id,
