@@ -53,6 +53,7 @@ BENCHES = (
     Bench("scanning", "scanning", ("bench/scanning.py",)),
     Bench("local_stack", "local_stack", ("bench/local_stack.py",)),
     Bench("fairness", "fairness", ("bench/fairness.py",)),
+    Bench("low_lane", "low_lane", ("bench/low_lane.py",)),
 )
 TITLES = {
     "requests": "AWS requests per file and the cost of a million files",
@@ -60,6 +61,7 @@ TITLES = {
     "cold_start": "Cold start of the handlers",
     "local_stack": "The local stack: throughput and latency",
     "fairness": "Fairness between tenants: a quiet tenant behind a noisy one's burst",
+    "low_lane": "The low lane: a new upload behind its own tenant's rescans",
     "processors": "Processors",
     "scanning": "Virus scanning: clamscan per job against a warm clamd",
     "built_sizes": "Built sizes",

@@ -1,15 +1,18 @@
 """What the decoder sandbox costs per job: each decoder in the worker's process (before issue
-19) against the same decoder run through the sandbox (the worker's path now).
+19), through the sandbox as issue 19 made it, and through the sandbox with issue 45's defences
+(a private directory per job, Landlock, the socket filter, the sweep of leftover processes).
 
 Per file type, the decoder's task (`decode_thumbnails`, `decode_poster`, `decode_pdf_preview`,
-`decode_text_preview`) is called on the open file in this process, then through
-`Sandbox.decode` (fork from the warm zygote, limits, JSON reply, outputs checked), interleaved
-round by round so machine noise hits both alike; medians are compared. Both paths encode the
-same outputs, so the difference is the sandbox's own cost.
+`decode_text_preview`) is called on the open file in this process, then through two sandboxes
+(`Sandbox(confined=False)`: fork from the warm zygote, limits, JSON reply, outputs checked; and
+`Sandbox()`, the worker's path now), interleaved round by round so machine noise hits all alike;
+medians are compared. All paths encode the same outputs, so the differences are the sandbox's
+own cost and its defences'.
 
-Goal (issue 19): the overhead per job <= 10% of the in-process time or <= 50 ms, whichever is
-larger. The zygote's start (once per execution environment: a cold start's cost, not a job's)
-is reported apart.
+Goal (issues 19 and 45): the sandbox's overhead per job, defences included, <= 10% of the
+in-process time or <= 50 ms, whichever is larger. The defences' own cost (confined against
+unconfined, same run) is reported beside it. The zygote's start (once per execution
+environment, and again after each recycle) is reported apart.
 
     .venv/bin/python bench/sandbox_overhead.py [--rounds 15] [--json PATH]
 """
@@ -100,45 +103,68 @@ def medians(contenders: dict[str, Callable[[], object]], rounds: int) -> dict[st
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def started(sandbox: Sandbox, media: list[tuple[str, Task, Path, dict[str, Any]]]) -> float:
+    """The zygote's start and a first job, in ms: what a cold start (or a recycle) adds."""
+    begin = time.perf_counter()
+    sandbox.decode(*media[-1][1:3], options=media[-1][3], output_allowed=lambda _n: True)
+    return (time.perf_counter() - begin) * 1000
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", "--runs", type=int, default=15)
     add_json_argument(parser)
     args = parser.parse_args()
     rows, markdown_rows, targets = [], [], []
+    modules = [thumbnail.__name__, video.__name__, document.__name__]
     with tempfile.TemporaryDirectory() as scratch:
         media = make_media(Path(scratch))
-        sandbox = Sandbox([thumbnail.__name__, video.__name__, document.__name__])
-        begin = time.perf_counter()
-        sandbox.decode(*media[-1][1:3], options=media[-1][3], output_allowed=lambda _n: True)
-        start_ms = (time.perf_counter() - begin) * 1000
-        print(f"zygote start + first job (once per environment): {start_ms:.0f} ms")
+        before = Sandbox(modules, confined=False)
+        confined = Sandbox(modules)
+        for name, sandbox in (("issue 19", before), ("with defences", confined)):
+            print(
+                f"zygote start + first job, {name} (once per environment, and per recycle): "
+                f"{started(sandbox, media):.0f} ms"
+            )
+        print(
+            f"Landlock ABI: {confined.zygote_state()['landlock']} (0: none, the job's directory"
+            " and the socket filter only)"
+        )
         for what, task, path, options in media:
             figures = medians(
                 {
                     "in process": in_process(task, path, options),
-                    "sandboxed": sandboxed(sandbox, task, path, options),
+                    "issue 19": sandboxed(before, task, path, options),
+                    "sandboxed": sandboxed(confined, task, path, options),
                 },
                 args.rounds,
             )
-            base, ours = figures["in process"], figures["sandboxed"]
-            overhead = ours - base
+            base, old, ours = figures["in process"], figures["issue 19"], figures["sandboxed"]
+            overhead, defences = ours - base, ours - old
             allowed = max(GOAL_RATIO * base, GOAL_MS)
             met = overhead <= allowed
             print(
-                f"{what}: in process {base:.1f} ms, sandboxed {ours:.1f} ms, "
-                f"overhead {overhead:+.1f} ms ({ours / base:.3f}x; allowed {allowed:.0f} ms)"
-                f" {verdict(met)}"
+                f"{what}: in process {base:.1f} ms, sandboxed before issue 45 {old:.1f} ms, "
+                f"with its defences {ours:.1f} ms; overhead {overhead:+.1f} ms "
+                f"({ours / base:.3f}x; allowed {allowed:.0f} ms) {verdict(met)}; "
+                f"the defences {defences:+.1f} ms ({ours / old:.3f}x)"
             )
-            rows.append({"what": what, "in_process_ms": base, "sandboxed_ms": ours})
+            rows.append(
+                {
+                    "what": what,
+                    "in_process_ms": base,
+                    "sandboxed_before_defences_ms": old,
+                    "sandboxed_ms": ours,
+                }
+            )
             markdown_rows.append(
                 markdown_row(
                     [
                         f"sandbox: {what}",
                         markdown_command(),
                         f"{ours:.1f} ms",
-                        f"{base:.1f} ms in process",
-                        f"{ours / base:.3f}x",
+                        f"{base:.1f} ms in process, {old:.1f} ms before the defences",
+                        f"{ours / base:.3f}x ({ours / old:.3f}x the defences)",
                         f"overhead <= {allowed:.0f} ms: {verdict(met)}",
                         "",
                     ]
@@ -147,7 +173,8 @@ def main() -> int:
             targets.append(
                 target(f"sandbox overhead ms: {what}", f"<= {allowed:.0f}", overhead, met)
             )
-        sandbox.close()
+        before.close()
+        confined.close()
     write_section(args.json, make_section("processors", rows, markdown_rows, targets, utc_now()))
     return 0 if all(t["met"] for t in targets) else 1
 

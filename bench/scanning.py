@@ -18,7 +18,8 @@ Measured, on the full database:
     warm scan        : one 1 MB file through ClamdScanner (FILDES): median of --warm-scans,
                        interleaved with the clamscan runs so machine noise hits both alike;
                        clamd runs with the worker's configuration, whose clean-file cache is
-                       off, so scanning the same file again is a whole scan, not a cache hit
+                       off, so scanning the same file again is a whole scan, not a cache hit;
+                       a clean answer includes the EICAR canary that vouches for it (clamd.py)
     clamd peak RSS   : VmHWM of the clamd process after its scans
 
 and the same at a quarter of the signatures, for the slope per million signatures and a

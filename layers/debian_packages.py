@@ -11,7 +11,8 @@ against glibc <= 2.34 runs there once its libraries come along; this module give
   verified_debs      downloads the locked packages, each verified before any is unpacked;
   unpack             extracts a package without dpkg;
   library_closure    the libraries a set of ELF files loads (DT_NEEDED), transitively;
-  check_glibc        refuses a file that needs a newer glibc than Lambda's.
+  check_glibc        refuses a file that needs a newer glibc than the one it runs on: Lambda's,
+                     or the one a layer bundles with its own loader (both layers do).
 
 Debian's archive is read over https:// only (a redirect to http:// is refused) and trusted from
 the keyring down: a suite's InRelease counts only when gpgv finds in it a good signature by a key
@@ -23,7 +24,9 @@ SHA-256 both packages.lock and that verified index give (the size too). A lock e
 indexes do not list, with the same version, URL and digest, fails the build: a stale or
 hand-edited lock is never built from.
 
-glibc itself is never copied: it must match the runtime's dynamic loader.
+glibc is copied only with its own dynamic loader, and its programs started through that loader
+(both layers: Debian 12's LibreOffice and libstdc++ need glibc 2.35/2.36): a glibc mixed with
+the runtime's loader would break.
 """
 
 from __future__ import annotations
@@ -80,7 +83,8 @@ SIGNATURE_VERDICTS = frozenset({"GOODSIG", "BADSIG", "ERRSIG", "EXPSIG", "EXPKEY
 WEAK_DIGESTS = {"1": "MD5", "2": "SHA-1", "3": "RIPEMD-160"}
 # Amazon Linux 2023, the OS of Lambda's python3.13 runtime.
 RUNTIME_GLIBC = (2, 34)
-# Provided by the runtime's glibc; never copied (they must match its dynamic loader).
+# Provided by the runtime's glibc: copied only by a layer that also bundles glibc's own loader
+# and starts its programs through it (they must match the loader that maps them).
 GLIBC_LIBRARIES = frozenset(
     {
         "ld-linux-aarch64.so.1",
@@ -92,7 +96,7 @@ GLIBC_LIBRARIES = frozenset(
         "libresolv.so.2",
     }
 )
-# Locked for a smoke test's sysroot only: no layer copies glibc.
+# glibc's package: the glibc both layers bundle with its loader.
 SYSROOT_PACKAGE = "libc6"
 QEMU = "qemu-aarch64-static"
 CHUNK = 1024 * 1024
@@ -492,7 +496,9 @@ def lock(archive: Archive, packages: PackageList) -> list[LockedPackage]:
         versions: dict[str, list[dict[str, str]]] = {}
         for mirror, suite in RELEASES[release]:
             for stanza in index_stanzas(archive, mirror, suite):
-                versions.setdefault(stanza["Package"], []).append(stanza | {"Mirror": mirror})
+                versions.setdefault(stanza["Package"], []).append(
+                    stanza | {"Mirror": mirror, "Suite": suite}
+                )
         roots = [name for name, origin in wanted.items() if origin == release]
         for name in dependency_closure(roots, closures, excluded, versions):
             if (newest := _newest_downloadable(archive, versions.get(name, []))) is not None:
@@ -504,17 +510,29 @@ def lock(archive: Archive, packages: PackageList) -> list[LockedPackage]:
 
 
 def _newest_downloadable(archive: Archive, stanzas: list[dict[str, str]]) -> LockedPackage | None:
+    """The newest version the signed indexes list, from the first suite whose pool serves it
+    (security first). BuildError when none does: an older version is never locked instead, since
+    the newest is the one with the fixes (bullseye-security kept listing +deb11u13 after its
+    pool stopped serving it, and the lock went back to +deb11u10 without a word)."""
+    if not stanzas:
+        return None
+
     def newer_first(a: Mapping[str, str], b: Mapping[str, str]) -> int:
         return compare_versions(b["Version"], a["Version"])
 
     newest_first = sorted(stanzas, key=functools.cmp_to_key(newer_first))
-    for stanza in newest_first:
+    newest = newest_first[0]["Version"]
+    offered = [stanza for stanza in newest_first if stanza["Version"] == newest]
+    for stanza in offered:
         url = f"{stanza['Mirror']}/{stanza['Filename']}"
-        # An index can outlive its pool (bullseye-security after its LTS ended): a package only
-        # counts where it can be downloaded.
         if archive.exists(url):
             return LockedPackage(stanza["Package"], stanza["Version"], url, stanza["SHA256"])
-    return None
+    suites = ", ".join(stanza["Suite"] for stanza in offered)
+    raise BuildError(
+        f"{offered[0]['Package']} {newest}: the signed index of {suites} lists it but "
+        f"{offered[0]['Mirror']}/{offered[0]['Filename']} cannot be downloaded: refused, an "
+        "older version would lack its fixes (pin another release in packages.txt, or exclude it)"
+    )
 
 
 def dependency_closure(
@@ -764,14 +782,17 @@ def library_closure(
     *,
     provided: frozenset[str] = frozenset(),
     library_dirs: tuple[str, ...] = LIBRARY_DIRS,
+    system: frozenset[str] | None = None,
 ) -> dict[str, Path]:
-    """soname -> file of every library the programs load, transitively, except glibc's and
+    """soname -> file of every library the programs load, transitively, except the system's
+    (glibc's, from the runtime, by default; none for a layer that bundles its own glibc) and
     those provided (already in the layer, beside the programs: found by their RUNPATH)."""
+    system = GLIBC_LIBRARIES if system is None else system
     found: dict[str, Path] = {}
     pending = [soname for program in programs for soname in needed(program)]
     while pending:
         soname = pending.pop()
-        if soname in found or soname in GLIBC_LIBRARIES or soname in provided:
+        if soname in found or soname in system or soname in provided:
             continue
         path = next((root / d / soname for d in library_dirs if (root / d / soname).exists()), None)
         if path is None:
@@ -781,12 +802,17 @@ def library_closure(
     return found
 
 
-def check_glibc(path: Path) -> None:
+def check_glibc(
+    path: Path, glibc: tuple[int, ...] | None = None, *, whose: str = "Lambda's runtime"
+) -> None:
+    """BuildError when the file needs a newer glibc than the one it will run on: Lambda's (by
+    default), or the one a layer bundles with its own loader (glibc, whose)."""
+    glibc = RUNTIME_GLIBC if glibc is None else glibc
     newest = max(glibc_versions(path.resolve()), default=(0, 0))
-    if newest > RUNTIME_GLIBC:
+    if newest > glibc:
         raise BuildError(
-            f"{path.name} needs GLIBC_{'.'.join(map(str, newest))}; Lambda's runtime has "
-            f"{'.'.join(map(str, RUNTIME_GLIBC))}"
+            f"{path.name} needs GLIBC_{'.'.join(map(str, newest))}; {whose} has "
+            f"{'.'.join(map(str, glibc))}"
         )
 
 

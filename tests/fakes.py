@@ -34,6 +34,9 @@ from filejobs.domain.quotas import (
     DayUsage,
     QuotaChange,
     QuotaOverrides,
+    QuotaSpentError,
+    RescanCharge,
+    SpentQuota,
     UsageCharge,
 )
 from filejobs.domain.retry import ObjectGoneError
@@ -319,6 +322,7 @@ class InMemoryQuotaStore:
     def __init__(self) -> None:
         self._overrides: dict[str, QuotaOverrides] = {}
         self._usage: dict[tuple[str, date], DayUsage] = {}
+        self.file_rescans: dict[tuple[str, date], int] = {}
         self.lock = threading.Lock()
 
     def overrides(self, tenant: str) -> QuotaOverrides:
@@ -351,6 +355,21 @@ class InMemoryQuotaStore:
         )
         return None
 
+    def charge_rescan(self, charge: RescanCharge | None) -> None:
+        """Count a rescan against its tenant's and its file's day, or raise QuotaSpentError
+        and count nothing (the caller holds `lock`)."""
+        if charge is None:
+            return
+        key = (charge.tenant, charge.day)
+        usage = self._usage.get(key, DayUsage(charge.tenant, charge.day))
+        if charge.max_per_day is not None and usage.rescans >= charge.max_per_day:
+            raise QuotaSpentError(SpentQuota.RESCANS)
+        of_file = self.file_rescans.get((charge.file_id, charge.day), 0)
+        if charge.max_per_file is not None and of_file >= charge.max_per_file:
+            raise QuotaSpentError(SpentQuota.FILE_RESCANS)
+        self._usage[key] = replace(usage, rescans=usage.rescans + 1)
+        self.file_rescans[(charge.file_id, charge.day)] = of_file + 1
+
 
 class InMemoryFileStore:
     """The FileStore port in a dict. Its ingest writes the plan's jobs into `jobs`, as the
@@ -361,6 +380,8 @@ class InMemoryFileStore:
         self.quotas = quotas or InMemoryQuotaStore()
         self._files: dict[str, StoredFile] = {}
         self._api_jobs: dict[str, int] = {}
+        # The tags a verdict displaced from each file's version (keep_displaced_tags).
+        self.displaced_tags: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
 
     def get(self, file_id: str, *, consistent: bool = True) -> StoredFile | None:
@@ -385,24 +406,32 @@ class InMemoryFileStore:
             self._files[plan.file.id] = _copy(plan.file)
             return Ingested(plan)
 
-    def add_api_job(self, job: ProcessingJob, *, per_file: int) -> ApiJobAdded:
-        with self._lock:
+    def add_api_job(
+        self, job: ProcessingJob, *, per_file: int, charge: RescanCharge | None = None
+    ) -> ApiJobAdded:
+        with self._lock, self.quotas.lock:
             if self._jobs.get(job.id) is not None:
                 return ApiJobAdded.EXISTS
             if job.file_id not in self._files or self._api_jobs.get(job.file_id, 0) >= per_file:
                 return ApiJobAdded.FILE_SPENT
+            self.quotas.charge_rescan(charge)
             self._jobs.create(job)
             self._api_jobs[job.file_id] = self._api_jobs.get(job.file_id, 0) + 1
             self._add_job_id(job)
             return ApiJobAdded.CREATED
 
-    def add_job(self, job: ProcessingJob) -> bool:
-        with self._lock:
+    def add_job(
+        self, job: ProcessingJob, *, charge: RescanCharge | None = None, named: bool = True
+    ) -> bool:
+        with self._lock, self.quotas.lock:
             if job.file_id not in self._files:
                 raise LookupError(f"no file {job.file_id} to add job {job.id} to")
-            if not self._jobs.create(job):
+            if self._jobs.get(job.id) is not None:
                 return False
-            self._add_job_id(job)
+            self.quotas.charge_rescan(charge)
+            self._jobs.create(job)
+            if named:
+                self._add_job_id(job)
             return True
 
     def _add_job_id(self, job: ProcessingJob) -> None:
@@ -440,6 +469,11 @@ class InMemoryFileStore:
             stored.scan = record
 
         return self._update_if(file_id, allowed, change, at=record.scanned_at, by=by)
+
+    def keep_displaced_tags(
+        self, file_id: str, tags: dict[str, str], *, at: datetime, by: str
+    ) -> None:
+        self.displaced_tags[file_id] = dict(tags)
 
     def quarantine(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
         def allowed(stored: StoredFile) -> bool:

@@ -42,7 +42,7 @@ from filejobs.domain.job import (
 )
 from filejobs.domain.job_options import options_of
 from filejobs.domain.keys import TENANT_PATTERN
-from filejobs.domain.messages import UUID_PATTERN
+from filejobs.domain.messages import UUID_PATTERN, Lane
 from filejobs.domain.operations import (
     BULK_ACTIONS,
     MAX_ERROR_TEXT_CHARS,
@@ -105,7 +105,7 @@ CONSOLE_SCHEMAS: dict[str, Any] = {
                     "type": "object",
                     "properties": {
                         "job_type": _STR,
-                        "lane": {"type": "string", "enum": ["normal", "high"]},
+                        "lane": {"type": "string", "enum": [lane.value for lane in Lane]},
                         "pending": _COUNT,
                         "scheduled": _COUNT,
                         "running": _COUNT,
@@ -794,11 +794,13 @@ def _quota_schemas() -> dict[str, Any]:
                 "overrides_updated_by": _OPT_STR,
                 "usage": {
                     "type": "object",
-                    "description": "Today's (UTC) accepted uploads",
+                    "description": "Today's (UTC) accepted uploads, rescans and operations",
                     "properties": {
                         "day": {"type": "string", "format": "date"},
                         "files": {"type": "integer"},
                         "bytes": {"type": "integer"},
+                        "rescans": {"type": "integer"},
+                        "operations": {"type": "integer"},
                     },
                 },
                 "unlimited": {"const": UNLIMITED, "description": "The value that means no limit"},
@@ -1036,8 +1038,10 @@ def _request_schema(job_type: JobType) -> dict[str, Any]:
                 "minimum": PRIORITY_MIN,
                 "maximum": PRIORITY_MAX,
                 "description": (
-                    "Above 0 sends the job to its type's high-priority lane: an operator's to "
-                    "give (422 for a tenant). 0 by default"
+                    "Higher is more important. Above 0 sends the job to its type's high lane: an "
+                    "operator's to give (422 for a tenant); below 0 to its low lane, whose few "
+                    "workers (rescans and backfills run there) never hold up new uploads' jobs. "
+                    "0 by default"
                 ),
             },
             "input_data": {

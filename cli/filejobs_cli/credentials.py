@@ -5,7 +5,8 @@ or an instance role. With it the CLI reads the stack's outputs (cloudformation:D
 and assumes the stack's API role itself (sts:AssumeRole), once per run:
 
 - `--as operator` (the default): ApiOperatorRole, session name "filejobs-cli";
-- `--as tenant:NAME`: ApiTenantRole with the role session name NAME, the tenant the API sees.
+- `--as tenant:NAME`: ApiTenantRole with the role session name NAME, the tenant the API sees,
+  and the session tag tenant=NAME, which IAM checks against the name on every API call.
 
 When the base credentials already are a session of one of the stack's API roles (a backend
 that assumed the tenant role for its user, a profile that assumes the operator role) and no
@@ -157,7 +158,11 @@ class StackAccess:
         output = OPERATOR_ROLE_OUTPUT if acting.operator else TENANT_ROLE_OUTPUT
         role_arn = self.outputs.get(output)
         if not role_arn:
-            raise CliError(f"stack {self.stack_name} has no output {output}")
+            parameter = "ApiOperatorPrincipals" if acting.operator else "ApiTenantBrokers"
+            raise CliError(
+                f"stack {self.stack_name} has no output {output}: it makes that role only for "
+                f"the principals its parameter {parameter} names (docs/API_AUTH.md)"
+            )
         if acting.tenant is not None and len(acting.tenant) < 2:
             raise UsageError(
                 f"tenant {acting.tenant!r}: STS takes role session names of 2-64 characters, "
@@ -168,11 +173,15 @@ class StackAccess:
                 RoleArn=role_arn,
                 RoleSessionName=acting.tenant or OPERATOR_SESSION_NAME,
                 DurationSeconds=SESSION_SECONDS,
+                **_tenant_tag(acting.tenant),
             )
         except (ClientError, BotoCoreError) as error:
+            # the operator role asks for MFA unless the stack turned it off (template.yaml)
+            mfa = ", from an MFA sign-in (ApiOperatorRequiresMfa)" if acting.operator else ""
             raise CliError(
                 f"cannot act as {acting} on stack {self.stack_name}: {aws_message(error)} "
-                f"(your credentials need sts:AssumeRole on {role_arn}: docs/CLI.md, IAM policy)"
+                f"(your credentials need sts:AssumeRole on {role_arn}{mfa}: docs/CLI.md, "
+                "IAM policy)"
             ) from None
         issued = answer["Credentials"]
         return boto3.Session(
@@ -181,3 +190,9 @@ class StackAccess:
             aws_session_token=issued["SessionToken"],
             region_name=self.base.region_name,
         )
+
+
+def _tenant_tag(tenant: str | None) -> dict[str, Any]:
+    """A tenant session's tag "tenant" (template.yaml ApiTenantCallersPolicy: without it, or with
+    another tenant than the session name, the session may call nothing)."""
+    return {} if tenant is None else {"Tags": [{"Key": "tenant", "Value": tenant}]}

@@ -1,8 +1,9 @@
-"""`filejobs quotas show|set TENANT`: a tenant's upload quotas (GET/PUT /tenants/{tenant}/quotas).
+"""`filejobs quotas show|set TENANT`: a tenant's quotas (GET/PUT /tenants/{tenant}/quotas).
 
     filejobs quotas show acme [--json]
     filejobs quotas set acme --files-per-day 500 --max-file-bytes 0   # 0: unlimited
     filejobs quotas set acme --default files-per-day                  # back to the stack's
+    filejobs quotas set acme --rescans-per-day 500 --max-running-operations 1
 
 Setting is an operator's (the local stack's own token, or the operator role with --stack-name);
 a tenant may show its own.
@@ -22,12 +23,25 @@ from filejobs_cli.client import ApiClient, HttpError, Target, UsageError, add_ta
 from filejobs_cli.commands import targeted
 
 # The API's field for each option (--files-per-day N -> files_per_day).
-QUOTAS = ("files_per_day", "bytes_per_day", "max_file_bytes", "max_in_flight_jobs")
+QUOTAS = (
+    "files_per_day",
+    "bytes_per_day",
+    "max_file_bytes",
+    "max_in_flight_jobs",
+    "rescans_per_day",
+    "rescans_per_file_per_day",
+    "operations_per_day",
+    "max_running_operations",
+)
 QUOTA_HELP = {
     "files_per_day": "uploads accepted per UTC day (0: unlimited)",
     "bytes_per_day": "bytes of uploads accepted per UTC day (0: unlimited)",
     "max_file_bytes": "the largest upload accepted, in bytes (0: unlimited)",
     "max_in_flight_jobs": "jobs pending or running at once (0: unlimited)",
+    "rescans_per_day": "rescans (single or bulk) per UTC day (0: unlimited)",
+    "rescans_per_file_per_day": "rescans of one file per UTC day (0: unlimited)",
+    "operations_per_day": "bulk operations started per UTC day (0: unlimited)",
+    "max_running_operations": "bulk operations running at once (0: unlimited)",
 }
 MAX_VALUE = 2**53 - 1  # the API's largest (what every JSON client reads exactly)
 # Any tenant the API knows (domain/keys.py TENANT_PATTERN), not only those `upload` makes.
@@ -38,7 +52,7 @@ def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     project_root: Callable[[], Path],
 ) -> None:
-    quotas_ = commands.add_parser("quotas", help="a tenant's upload quotas: show or set them")
+    quotas_ = commands.add_parser("quotas", help="a tenant's quotas: show or set them")
     actions = quotas_.add_subparsers(dest="action", required=True)
 
     show_ = actions.add_parser("show", help="the quotas in force, the defaults, today's usage")
@@ -142,15 +156,20 @@ def _call(answer: Any) -> dict[str, Any]:
 def render(report: dict[str, Any]) -> str:
     """The quotas as a small table: in force, default, the tenant's own; then today's usage."""
     usage = report.get("usage") or {}
+    started = "".join(
+        f", {usage[kind]} {kind}" for kind in ("rescans", "operations") if kind in usage
+    )
     lines = [
         f"tenant {report.get('tenant')}: today ({usage.get('day')} UTC) "
-        f"{usage.get('files')} files, {usage.get('bytes')} bytes accepted",
-        f"{'quota':<20} {'in force':>20} {'default':>20} {'own':>20}",
+        f"{usage.get('files')} files, {usage.get('bytes')} bytes accepted{started}",
+        f"{'quota':<26} {'in force':>20} {'default':>20} {'own':>20}",
     ]
     own = report.get("overrides") or {}
     for name in QUOTAS:
+        if name not in report["limits"]:
+            continue  # a stack older than this command has no such quota
         lines.append(
-            f"{name:<20} {_shown(report['limits'].get(name)):>20} "
+            f"{name:<26} {_shown(report['limits'].get(name)):>20} "
             f"{_shown(report['defaults'].get(name)):>20} "
             f"{_shown(own.get(name), absent='-'):>20}"
         )

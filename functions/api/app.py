@@ -31,7 +31,11 @@ from filejobs.domain.time import utcnow
 from filejobs.observability import SERVICE, TRACED_MODULES
 from filejobs.ports import PageCursor
 from filejobs.services.api import Requested, StatusApi
-from filejobs.services.errors import RequestRefusedError, UnidentifiedCallerError
+from filejobs.services.errors import (
+    QuotaExceededError,
+    RequestRefusedError,
+    UnidentifiedCallerError,
+)
 from filejobs.services.operations import BulkOperations, Started
 from filejobs.services.page_tokens import PageTokens
 from filejobs.services.presets import Presets
@@ -155,7 +159,13 @@ def _about(key: str, value: str) -> None:
 def request_refused(refusal: RequestRefusedError) -> Response[str]:
     status, code = rendering.status_of(refusal)
     logger.info(refusal.log or "request refused", extra={"status": status})
-    return _json(status, rendering.error_body(code, refusal.message))
+    # A quota spent for now: when to ask again, as HTTP says it (RFC 9110, section 10.2.3).
+    headers = (
+        {"Retry-After": str(refusal.retry_after)}
+        if isinstance(refusal, QuotaExceededError)
+        else None
+    )
+    return _json(status, rendering.error_body(code, refusal.message), headers)
 
 
 def service_error(error: ServiceError) -> Response[str]:

@@ -91,6 +91,7 @@ class UpdaterSettings:
                 env.get("DEFINITIONS_MIRROR", ""),
                 env.get("OFFICIAL_DATABASES", "main,daily,bytecode"),
                 env.get("DEFINITIONS_CUSTOM_URLS", ""),
+                loopback_http=local_mirror_allowed(env),
             )
         except SettingsError as error:
             raise ConfigurationError(str(error)) from None
@@ -105,6 +106,13 @@ class UpdaterSettings:
             keep=int(_number(env, "DEFINITIONS_KEEP", "3", minimum=1)),
             endpoint_url=endpoint_from(env),
         )
+
+
+def local_mirror_allowed(env: Mapping[str, str]) -> bool:
+    """Whether definitions may come over plain http from 127.0.0.1: only when the updater runs
+    against local emulators (the local stack and its mirror); a deployed function has no
+    endpoint override, and fetches over https alone."""
+    return endpoint_from(env) is not None
 
 
 def _number(env: Mapping[str, str], name: str, default: str, *, minimum: float) -> float:

@@ -1,4 +1,5 @@
-"""A job worker: one function per job type (JOB_TYPE), fed by its type's two queue lanes."""
+"""A job worker: one function per job type (JOB_TYPE), fed by its type's three queue lanes
+(high, normal, low), whose messages it handles alike."""
 
 from __future__ import annotations
 

@@ -1,16 +1,23 @@
 """ClamAV for Lambda from Debian's arm64 packages, pinned by SHA-256: no container, no compiler.
 
 Lambda's python3.13 runtime runs on Amazon Linux 2023 (glibc 2.34) and ships no ClamAV. Debian
-12 builds ClamAV against glibc <= 2.34, so its arm64 binaries run there once their libraries come
-along. This script:
+12 builds ClamAV itself against glibc <= 2.34, but the C++ runtime under its libxml2 (ICU 72,
+GCC 12's libstdc++) needs 2.35/2.36. So the layer carries Debian 12's glibc with its own dynamic
+loader (clamav/glibc/), the programs in clamav/libexec/, and in clamav/bin/ a launcher per
+program (LAUNCHER, a POSIX shell script) that starts it through that loader with the layer's
+libraries alone (`glibc/ld-linux-aarch64.so.1 --library-path glibc:lib libexec/clamd ...`):
+whoever runs /opt/clamav/bin/clamd gets clamd on glibc 2.36, unchanged. This script:
 
   lock     resolves the packages of `packages.txt` to exact versions, URLs and SHA-256 digests
            from the Debian indexes (security updates first) and writes `packages.lock`;
   install  downloads the locked packages (verifying each digest), unpacks them without dpkg, and
-           copies the PROGRAMS (clamscan, clamd, freshclam, sigtool) into DEST/clamav/bin and
-           exactly the libraries they load (their DT_NEEDED closure) into DEST/clamav/lib;
-  smoke    runs a built layer's arm64 programs under qemu-user on this machine, against a glibc
-           from the locked `libc6` (used for nothing else): clamscan and clamd must find EICAR
+           copies the PROGRAMS (clamscan, clamd, freshclam, sigtool) into DEST/clamav/libexec
+           with a launcher each in DEST/clamav/bin, glibc's libraries and loader into
+           DEST/clamav/glibc and exactly the other libraries they load (their DT_NEEDED
+           closure) into DEST/clamav/lib;
+  smoke    runs a built layer's arm64 programs under qemu-user on this machine, each started as
+           its launcher starts it (through the layer's loader, with no library of this
+           machine's): clamscan and clamd must find EICAR
            with a signature written on the spot and pass a clean file, freshclam must fetch a
            database from a mirror served on 127.0.0.1, sigtool must hash as the signature says.
 
@@ -19,11 +26,11 @@ HTTPS only, each suite's Release signed by Debian's archive keyring, each .deb b
 both packages.lock and the signed index.
 
 `install` fails the build when a library is missing from the packages or any file needs a glibc
-newer than Lambda's: the two ways a binary copied from another distribution breaks at run time.
-glibc itself is never copied: it must match the runtime's dynamic loader.
-
-The workers run the copied programs with LD_LIBRARY_PATH=/opt/clamav/lib (engines.py does for
-clamscan), so these libraries never shadow the runtime's own for Python.
+newer than the bundled one: the two ways a binary copied from another distribution breaks at
+run time. glibc is kept apart (glibc/, not lib/): the workers still run the programs with
+LD_LIBRARY_PATH=/opt/clamav/lib (processors/scan/environment.py), which reaches the launcher's
+shell (the runtime's /bin/sh, which loads none of lib/'s libraries) and which the loader's
+--library-path then replaces, so neither glibc ever meets the other's loader.
 
     python3.13 debs.py lock
     python3.13 debs.py install --dest "$ARTIFACTS_DIR"
@@ -82,6 +89,17 @@ DEFAULT_RELEASE = "bookworm"
 # socket; freshclam: the definitions updater's downloader; sigtool: inspects databases (it adds
 # no library to the others' closure, only its own 8 MB).
 PROGRAMS = ("usr/bin/clamscan", "usr/sbin/clamd", "usr/bin/freshclam", "usr/bin/sigtool")
+# The bundled glibc's loader, in the layer's glibc/.
+LOADER = "ld-linux-aarch64.so.1"
+# The launcher in bin/ for each program: the layer is found from the launcher's own path (it is
+# run by its absolute path, /opt/clamav/bin/PROGRAM), the program started by the layer's loader
+# with the layer's glibc and libraries (--library-path replaces LD_LIBRARY_PATH for it).
+LAUNCHER = """#!/bin/sh
+# ClamAV's {program} (Debian 12) on the layer's own glibc: see layers/clamav/debs.py.
+layer=$(cd "${{0%/*}}/.." && pwd -P) || exit 127
+exec "$layer/glibc/{loader}" --library-path "$layer/glibc:$layer/lib" \\
+  "$layer/libexec/{program}" "$@"
+"""
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 # Under qemu a program takes seconds where it takes a fraction of one natively; far above both.
 SMOKE_TIMEOUT = 120.0
@@ -121,7 +139,7 @@ def install(dest: Path, cache: Path, archive: Archive) -> list[str]:
     layer, staging = dest / "clamav", dest / "clamav.partial"
     shutil.rmtree(layer, ignore_errors=True)  # a previous build's: not this build's result
     shutil.rmtree(staging, ignore_errors=True)
-    debs = verified_debs(archive, cache, names=lambda name: name != SYSROOT_PACKAGE)
+    debs = verified_debs(archive, cache, names=lambda _name: True)
     try:
         with tempfile.TemporaryDirectory(prefix="clamav-debs-") as scratch:
             root = Path(scratch)
@@ -134,23 +152,39 @@ def install(dest: Path, cache: Path, archive: Archive) -> list[str]:
     return copied
 
 
-def copy_programs(root: Path, target: Path) -> list[str]:
-    """Each of PROGRAMS (found under root) into target/bin, and every library any of them loads
-    into target/lib, each file checked against Lambda's glibc first; returns what it copied."""
+def bundled_glibc() -> tuple[int, ...]:
+    """The glibc the layer carries (the locked libc6's): (2, 36) of 2.36-9+deb12u14."""
+    (libc,) = (p for p in locked_packages() if p.name == SYSROOT_PACKAGE)
+    return tuple(int(part) for part in debian.upstream_part(libc.version).split(".")[:2])
+
+
+def copy_programs(root: Path, target: Path, *, glibc: tuple[int, ...] | None = None) -> list[str]:
+    """Each of PROGRAMS (found under root) into target/libexec with its launcher in target/bin,
+    glibc's libraries (its loader included) into target/glibc and every other library any of
+    them loads into target/lib, each file checked against the bundled glibc (`glibc`, the
+    locked libc6's by default) first; returns what it copied."""
+    glibc = glibc or bundled_glibc()
     programs = [root / program for program in PROGRAMS]
-    bin_dir, lib_dir = target / "bin", target / "lib"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    lib_dir.mkdir(parents=True, exist_ok=True)
+    folders = {name: target / name for name in ("bin", "libexec", "glibc", "lib")}
+    for made in folders.values():
+        made.mkdir(parents=True, exist_ok=True)
     copied: list[str] = []
     for program in programs:
-        check_glibc(program)
-        shutil.copy2(program, bin_dir / program.name)
-        copied.append(f"bin/{program.name}")
-    for soname, path in sorted(library_closure(programs, root).items()):
-        check_glibc(path)
+        check_glibc(program, glibc, whose="the layer's bundled glibc")
+        shutil.copy2(program, folders["libexec"] / program.name)
+        launcher = folders["bin"] / program.name
+        launcher.write_text(LAUNCHER.format(program=program.name, loader=LOADER))
+        launcher.chmod(0o755)
+        copied += [f"bin/{program.name}", f"libexec/{program.name}"]
+    closure = library_closure(programs, root, system=frozenset())
+    if LOADER not in closure:
+        raise BuildError(f"no {LOADER} in the closure: libc6 is not locked")
+    for soname, path in sorted(closure.items()):
+        check_glibc(path, glibc, whose="the layer's bundled glibc")
+        folder = "glibc" if soname in debian.GLIBC_LIBRARIES else "lib"
         # Under its soname, the name the loader looks for (the packages' symlinks dropped).
-        shutil.copy2(path.resolve(), lib_dir / soname)
-        copied.append(f"lib/{soname}")
+        shutil.copy2(path.resolve(), folders[folder] / soname)
+        copied.append(f"{folder}/{soname}")
     return copied
 
 
@@ -191,15 +225,21 @@ class Runner:
             )  # fmt: skip
 
 
-def layer_runner(layer: Path, sysroot: Path) -> Runner:
-    """The layer's programs under qemu against sysroot's glibc, with the layer's libraries and
-    nothing else in their environment: no PATH, no proxy, no credentials, as the workers run
-    them on Lambda."""
-    bin_dir = layer / "clamav" / "bin"
+def layer_runner(layer: Path) -> Runner:
+    """The layer's programs under qemu as their launchers start them (qemu cannot run the
+    launcher itself: its shell is this machine's): the layer's loader with the layer's glibc
+    and libraries, and nothing else in their environment but what the workers set (no PATH, no
+    proxy, no credentials), as on Lambda."""
+    clamav = layer / "clamav"
     return Runner(
-        programs={Path(program).name: bin_dir / Path(program).name for program in PROGRAMS},
-        env={"LD_LIBRARY_PATH": str(layer / "clamav" / "lib")},
-        prefix=(QEMU, "-L", str(sysroot)),
+        programs={Path(p).name: clamav / "libexec" / Path(p).name for p in PROGRAMS},
+        env={"LD_LIBRARY_PATH": str(clamav / "lib")},
+        prefix=(
+            QEMU,
+            str(clamav / "glibc" / LOADER),
+            "--library-path",
+            f"{clamav / 'glibc'}:{clamav / 'lib'}",
+        ),
     )
 
 
@@ -229,16 +269,14 @@ def write_samples(work: Path) -> Samples:
 
 def smoke(layer: Path, cache: Path, archive: Archive) -> Iterator[str]:
     """Runs the layer's programs under qemu: one line per check passed, BuildError at the first
-    that fails."""
+    that fails. (cache and archive: unused, every command takes them.)"""
     if shutil.which(QEMU) is None:
         raise BuildError(f"{QEMU} is not installed (apt-get install qemu-user-static)")
     locked = {package.name: package for package in locked_packages()}
     version = upstream_version(locked["clamav-daemon"].version)
     with tempfile.TemporaryDirectory(prefix="clamav-smoke-") as scratch:
         work = Path(scratch)
-        (libc,) = verified_debs(archive, cache, names=lambda name: name == SYSROOT_PACKAGE)
-        unpack(libc, work / "sysroot")
-        runner = layer_runner(layer, work / "sysroot")
+        runner = layer_runner(layer)
         samples = write_samples(work / "samples")
         yield check_clamscan(runner, samples)
         yield check_sigtool(runner, samples)

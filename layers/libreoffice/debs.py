@@ -1,6 +1,16 @@
 """LibreOffice for Lambda from Debian's arm64 packages, pinned by SHA-256: no container, no
 compiler. document_preview converts office documents to PDF with it (headless soffice).
 
+Debian 12's LibreOffice (7.4, security-supported) needs glibc 2.35/2.36; Lambda's python3.13
+runtime (Amazon Linux 2023) has 2.34. So the layer carries Debian 12's own glibc with its own
+dynamic loader (lib/ld-linux-aarch64.so.1, libc.so.6, libm.so.6 ...) and soffice.bin is started
+through that loader, `lib/ld-linux-aarch64.so.1 --library-path lib program/soffice.bin ...`:
+the whole soffice process runs on glibc 2.36 and on the layer's libraries alone, while the
+Python worker keeps Lambda's (--library-path is the loader's own option, not LD_LIBRARY_PATH:
+nothing soffice starts inherits it). The helper programs LibreOffice could exec (oosplash,
+xpdfimport, javaldx...) are left out: started by the runtime's loader they would meet a glibc
+too old for them, and a conversion runs none of them.
+
 Headless LibreOffice with the libraries it loads and a set of fonts is about 350 MB unpacked:
 more than Lambda's 250 MB for a function and all its layers. So the layer ships it compressed,
 as one archive (libreoffice/libreoffice.tar.zst, with libreoffice/layer.json saying its version,
@@ -8,14 +18,16 @@ digest and unpacked size), and the document worker unpacks it to /tmp on its fir
 in an execution environment (filejobs.processors.office_runtime).
 
   lock     resolves packages.txt (roots, their dependencies, exclusions) to exact versions,
-           URLs and SHA-256 digests from Debian 11's signed indexes and writes packages.lock;
+           URLs and SHA-256 digests from Debian 12's signed indexes and writes packages.lock;
   install  downloads and verifies the locked packages, unpacks them without dpkg, and archives
            LibreOffice's own tree (/usr/lib/libreoffice, its links into /etc resolved), the
-           libraries its files load (their DT_NEEDED closure, every file checked against
-           Lambda's glibc), the fonts and fontconfig's aliases into DEST/libreoffice;
+           libraries its files load (their DT_NEEDED closure, glibc and its loader included,
+           every file checked against the bundled glibc), the fonts and fontconfig's aliases
+           into DEST/libreoffice, with a manifest of every file (tree.json: size, SHA-256) the
+           worker checks the unpacked tree against;
   smoke    unpacks a built layer's archive as the worker does and converts a DOCX, a
            spreadsheet and a presentation to PDF with its arm64 soffice under qemu-user on
-           this machine, against the locked libc6.
+           this machine, started as the worker starts it: through the layer's own loader.
 
 All three read and trust Debian's archive as debian_packages.py (beside this folder) says:
 HTTPS only, each suite's Release signed by Debian's archive keyring, each .deb by the SHA-256 of
@@ -48,10 +60,52 @@ import debian_packages as debian  # noqa: E402
 from debian_packages import QEMU, SYSROOT_PACKAGE, Archive, BuildError, unpack  # noqa: E402
 
 PACKAGES = debian.PackageList(
-    HERE / "packages.txt", HERE / "packages.lock", default_release="bullseye"
+    HERE / "packages.txt", HERE / "packages.lock", default_release="bookworm"
 )
 # LibreOffice's own tree, as Debian installs it; it becomes the archive's root.
 INSTALL_DIR = "usr/lib/libreoffice"
+# The bundled glibc's dynamic loader and the program the worker starts through it, in the tree.
+LOADER = "lib/ld-linux-aarch64.so.1"
+PROGRAM = "program/soffice.bin"
+# What the layer leaves out of LibreOffice's program folder, each for a reason:
+# - the network clients among its modules: the WebDAV/HTTP(S) and FTP content providers (the
+#   way a document's linked image or file at http://, https://, webdav:// or ftp:// would be
+#   fetched), LanguageTool's client (grammar checking on a server), the LDAP configuration
+#   backend and the mailer. Without them LibreOffice has no provider for those URLs at all.
+#   (libcurl, LDAP, Kerberos, avahi, D-Bus and gpgme stay in lib/: libmergedlo.so, the core,
+#   links libcurl, gpgme and dconf, libsdlo.so, Impress, links avahi, librdf links libcurl, and
+#   a library the loader cannot find stops soffice from starting at all.)
+# - the helper programs soffice.bin could exec: run by the runtime's loader they would meet
+#   glibc 2.34 (see above), and a conversion needs none of them. soffice.bin is started
+#   directly, its restart-on-exit-81 done by the worker, as oosplash would.
+DROPPED = (
+    "program/libucpdav1.so",
+    "program/libucpftp1.so",
+    "program/libLanguageToollo.so",
+    "program/libldapbe2lo.so",
+    "program/libcmdmaillo.so",
+    "program/mailmerge.py",
+    "program/oosplash",
+    "program/soffice",
+    "program/xpdfimport",
+    "program/javaldx",
+    "program/senddoc",
+    "program/uri-encode",
+    "program/ui-previewer",
+    "program/gengal",
+    "program/gengal.bin",
+    "program/unopkg",
+    "program/unopkg.bin",
+    "program/regmerge",
+    "program/regview",
+    "program/uno",
+    "program/uno.bin",
+    "program/unoinfo",
+    "program/opencltest",
+    "program/java-set-classpath",
+)
+# How the glibc check names the glibc a file is checked against.
+BUNDLED_GLIBC = "the layer's bundled glibc"
 # Where the loader finds libraries; lp_solve's own folder (Calc's solver links it by RUNPATH);
 # and BLAS's and LAPACK's, whose usual names update-alternatives links to them from a maintainer
 # script (which never runs here).
@@ -62,11 +116,11 @@ LIBRARY_DIRS = (
     "usr/lib/aarch64-linux-gnu/lapack",
 )
 # Libraries loaded with dlopen (not DT_NEEDED), so no closure finds them: NSS's software token
-# and its crypto, which NSS loads from libnss3's own folder. Every PDF export hashes with NSS:
-# without them it fails ("Write Code:16").
+# and its crypto, which NSS loads from libnss3's own folder (lib/, in the layer). Every PDF
+# export hashes with NSS: without them it fails ("Write Code:16").
 DLOPENED = (
-    "usr/lib/aarch64-linux-gnu/nss/libsoftokn3.so",
-    "usr/lib/aarch64-linux-gnu/nss/libfreeblpriv3.so",
+    "usr/lib/aarch64-linux-gnu/libsoftokn3.so",
+    "usr/lib/aarch64-linux-gnu/libfreeblpriv3.so",
 )
 # Debian's bootstrap files name where Debian installs LibreOffice (/usr/lib/libreoffice) and its
 # configuration (/etc/libreoffice); the layer's tree is wherever the worker unpacks it. Each
@@ -113,10 +167,13 @@ ZSTD = ("-q", "-12", "-T0", "-c")
 MAX_LINK_HOPS = 40
 # The smoke's conversion takes about 5 s under qemu here (2 s natively); far above both, for a
 # slower or busier machine.
+TREE_MANIFEST_NAME = "tree.json"
 SMOKE_TIMEOUT = 900.0
-# soffice.bin's exit status asking its launcher (oosplash, which qemu-user cannot run it
-# through: it starts soffice.bin as a child) to start it again, as it does on a fresh profile.
+# soffice.bin's exit status asking its launcher to start it again, as it does on a fresh
+# profile: oosplash would (it is not in the layer); the worker and the smoke do.
 RESTART = 81
+# LibreOffice modules known to open network connections: the smoke fails if one is in the tree.
+NETWORK_MODULES = frozenset(Path(name).name for name in DROPPED if name.endswith(".so"))
 FONT_NAME = re.compile(rb"/FontName\s*/([A-Za-z0-9+_-]+)")
 
 
@@ -126,7 +183,7 @@ def install(dest: Path, cache: Path, archive: Archive) -> list[str]:
     layer, staging = dest / "libreoffice", dest / "libreoffice.partial"
     shutil.rmtree(layer, ignore_errors=True)  # a previous build's: not this build's result
     shutil.rmtree(staging, ignore_errors=True)
-    debs = debian.verified_debs(archive, cache, PACKAGES, names=lambda n: n != SYSROOT_PACKAGE)
+    debs = debian.verified_debs(archive, cache, PACKAGES, names=lambda _name: True)
     try:
         with tempfile.TemporaryDirectory(prefix="libreoffice-debs-") as scratch:
             root, tree = Path(scratch) / "root", Path(scratch) / "tree"
@@ -142,9 +199,18 @@ def install(dest: Path, cache: Path, archive: Archive) -> list[str]:
 
 
 def office_version() -> str:
-    """LibreOffice's version in the lock: 7.0.4 of 1:7.0.4-4+deb11u13."""
-    (core,) = (p for p in PACKAGES.locked() if p.name == "libreoffice-core-nogui")
-    return debian.upstream_part(core.version)
+    """LibreOffice's version in the lock: 7.4.7 of 4:7.4.7-1+deb12u14."""
+    return _locked_upstream("libreoffice-core-nogui")
+
+
+def bundled_glibc() -> tuple[int, ...]:
+    """The glibc the layer carries (the locked libc6's): (2, 36) of 2.36-9+deb12u14."""
+    return tuple(int(part) for part in _locked_upstream(SYSROOT_PACKAGE).split(".")[:2])
+
+
+def _locked_upstream(name: str) -> str:
+    (package,) = (p for p in PACKAGES.locked() if p.name == name)
+    return debian.upstream_part(package.version)
 
 
 def lay_out(root: Path, tree: Path) -> list[str]:
@@ -155,17 +221,26 @@ def lay_out(root: Path, tree: Path) -> list[str]:
     relocate(root, tree)
     for left_out in LEFT_OUT:
         shutil.rmtree(tree / left_out, ignore_errors=True)
+    drop_modules(tree)
+    glibc = bundled_glibc()
     elf_files = [path for path in sorted(tree.rglob("*")) if _is_elf(path)]
     for path in elf_files:
-        debian.check_glibc(path)
+        debian.check_glibc(path, glibc, whose=BUNDLED_GLIBC)
     own = frozenset(path.name for path in elf_files)
     dlopened = {Path(name).name: root / name for name in DLOPENED}
+    # glibc too (system=nothing): the layer brings its own, loader included.
     libraries = dlopened | debian.library_closure(
-        [*elf_files, *dlopened.values()], root, provided=own, library_dirs=LIBRARY_DIRS
+        [*elf_files, *dlopened.values()],
+        root,
+        provided=own,
+        library_dirs=LIBRARY_DIRS,
+        system=frozenset(),
     )
+    if Path(LOADER).name not in libraries:
+        raise BuildError(f"no {Path(LOADER).name} in the closure: libc6 is not locked")
     (tree / "lib").mkdir()
     for soname, path in sorted(libraries.items()):
-        debian.check_glibc(path)
+        debian.check_glibc(path, glibc, whose=BUNDLED_GLIBC)
         shutil.copy2(path.resolve(), tree / "lib" / soname)
     for font_dir in FONT_DIRS:
         copy_resolved(root, root / font_dir, tree / "fonts" / Path(font_dir).name)
@@ -174,11 +249,17 @@ def lay_out(root: Path, tree: Path) -> list[str]:
     fonts = [path for path in (tree / "fonts").rglob("*") if path.suffix in {".ttf", ".otf"}]
     return [
         "bootstrap files relocated (share/registry, fundamentalrc, sofficerc)",
-        f"{len(elf_files)} LibreOffice programs and libraries (each within glibc "
-        f"{'.'.join(map(str, debian.RUNTIME_GLIBC))})",
-        f"{len(libraries)} libraries they load, in lib/",
+        f"{len(elf_files)} LibreOffice programs and libraries (each within the bundled glibc "
+        f"{'.'.join(map(str, glibc))})",
+        f"{len(libraries)} libraries they load, glibc and its loader included, in lib/",
         f"{len(fonts)} fonts",
     ]
+
+
+def drop_modules(tree: Path) -> None:
+    """DROPPED out of the tree (a name a release does not have is skipped)."""
+    for name in DROPPED:
+        (tree / name).unlink(missing_ok=True)
 
 
 def install_registry(tree: Path) -> None:
@@ -276,6 +357,7 @@ def write_archive(tree: Path, target: Path, *, version: str) -> str:
                 tar.add(path, arcname=str(path.relative_to(tree)), recursive=False, filter=_plain)
         if compressor.wait() != 0:
             raise BuildError(f"zstd exited {compressor.returncode} compressing the archive")
+    (target / TREE_MANIFEST_NAME).write_text(tree_manifest(tree, files))
     manifest = {
         "libreoffice": version,
         "archive": ARCHIVE_NAME,
@@ -283,12 +365,24 @@ def write_archive(tree: Path, target: Path, *, version: str) -> str:
         "archive_bytes": archive_path.stat().st_size,
         "unpacked_bytes": unpacked,
         "files": len(files),
+        "tree": TREE_MANIFEST_NAME,
+        "loader": LOADER,
+        "program": PROGRAM,
     }
     (target / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
     return (
         f"LibreOffice {version}: {len(files)} files, {unpacked / 1e6:.1f} MB unpacked, "
         f"{manifest['archive_bytes'] / 1e6:.1f} MB as {ARCHIVE_NAME}"  # type: ignore[operator]
     )
+
+
+def tree_manifest(tree: Path, files: list[Path]) -> str:
+    """Every file of the tree with its size and SHA-256 (tree.json): the worker checks the tree
+    it unpacked against it, and never runs one that differs."""
+    listed = {
+        str(path.relative_to(tree)): [path.stat().st_size, debian.sha256_of(path)] for path in files
+    }
+    return json.dumps({"files": listed}, indent=0, sort_keys=True) + "\n"
 
 
 def _plain(member: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -304,45 +398,59 @@ def _plain(member: tarfile.TarInfo) -> tarfile.TarInfo:
 
 def smoke(layer: Path, cache: Path, archive: Archive) -> Iterator[str]:
     """Unpacks the layer's archive with the document worker's own code and converts a document
-    of each application (write_documents) with its soffice under qemu: one line per check
-    passed, BuildError at the first that fails. Run by the project's interpreter (make
-    template: .venv), which has the worker's package."""
+    of each application (write_documents) with its soffice under qemu, started as the worker
+    starts it (through the layer's own loader: no sysroot, no library of this machine's): one
+    line per check passed, BuildError at the first that fails. Run by the project's interpreter
+    (make template: .venv), which has the worker's package. (cache and archive: unused, every
+    command takes them.)"""
     if shutil.which(QEMU) is None:
         raise BuildError(f"{QEMU} is not installed (apt-get install qemu-user-static)")
     from filejobs.processors.office_runtime import unpacked_layer  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="libreoffice-smoke-") as scratch:
         work = Path(scratch)
-        (libc,) = debian.verified_debs(
-            archive, cache, PACKAGES, names=lambda name: name == SYSROOT_PACKAGE
-        )
-        unpack(libc, work / "sysroot")
         started = time.monotonic()
         program = unpacked_layer(layer / "libreoffice", into=work)
         manifest = json.loads((layer / "libreoffice" / MANIFEST_NAME).read_text())
         took = time.monotonic() - started
-        yield f"unpacked {manifest['files']} files as the worker does in {took:.1f} s"
+        yield (
+            f"unpacked {manifest['files']} files as the worker does, each checked against "
+            f"{TREE_MANIFEST_NAME}, in {took:.1f} s"
+        )
+        yield check_no_network_modules(Path(program.argv[-1]).parents[1])
         for document in write_documents(work / "documents"):
-            yield check_conversion(
-                Path(program.argv[0]).parent, program.environment, work, document
-            )
+            yield check_conversion(program.argv, program.environment, work, document)
+
+
+def check_no_network_modules(tree: Path) -> str:
+    """None of NETWORK_MODULES is in the unpacked tree."""
+    found = sorted(path.name for path in tree.rglob("*") if path.name in NETWORK_MODULES)
+    if found:
+        raise BuildError(f"network client modules in the layer: {found}")
+    return f"no network client module in the tree ({', '.join(sorted(NETWORK_MODULES))})"
 
 
 def check_conversion(
-    programs: Path, environment: Mapping[str, str], work: Path, document: Path
+    program: tuple[str, ...], environment: Mapping[str, str], work: Path, document: Path
 ) -> str:
     """soffice must turn the one-page document into a one-page PDF, its text drawn in a font of
-    the layer's, with nothing but the worker's environment for it (the layer's libraries and
-    fontconfig file) and a scratch profile. soffice.bin is run itself, as oosplash would run it:
-    qemu-user cannot follow oosplash starting it as a child."""
+    the layer's, with nothing but the worker's environment for it (the layer's fontconfig file)
+    and a scratch profile. `program` is the worker's argv prefix (the layer's loader, its
+    --library-path, soffice.bin), run by qemu-user as it is: an aarch64 loader, then the
+    program it maps."""
     out = work / "out"
     command = [
-        QEMU, "-L", str(work / "sysroot"), str(programs / "soffice.bin"),
+        QEMU, *program,
         f"-env:UserInstallation=file://{work / 'profile'}", "--headless", "--norestore",
         "--nologo", "--convert-to", "pdf", "--outdir", str(out), str(document),
     ]  # fmt: skip
     # As office.py runs it: the worker's environment, headless rendering, a writable home.
-    environment = {**environment, "SAL_USE_VCLPLUGIN": "svp", "HOME": str(work)}
+    environment = {
+        **environment,
+        "SAL_USE_VCLPLUGIN": "svp",
+        "HOME": str(work),
+        "TMPDIR": str(work),
+    }
     started = time.monotonic()
     run = _run(command, environment)
     if run.returncode == RESTART:  # a fresh profile: soffice asks to be started again
@@ -378,12 +486,14 @@ def _run(command: list[str], environment: dict[str, str]) -> subprocess.Complete
 def write_fonts_conf_template(tree: Path) -> None:
     """fontconfig's file for the tree's fonts and rules, its cache beside them, with TREE_MARK
     where the tree's path goes: whoever unpacks the tree writes fonts.conf from it (Lambda has
-    no /etc/fonts, and bullseye's fontconfig 2.13.1 finds no font through a relative <dir>)."""
+    no /etc/fonts, and fontconfig finds no font through a relative <dir>). Its cache goes
+    under $XDG_CACHE_HOME, else $HOME/.cache: the job's private directory, never the tree,
+    which no conversion writes to (the worker checks it against tree.json)."""
     (tree / "fontconfig" / FONTS_CONF_TEMPLATE).write_text(
         '<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">\n'
         "<fontconfig>\n"
         f"  <dir>{TREE_MARK}/fonts</dir>\n"
-        f"  <cachedir>{TREE_MARK}/fontcache</cachedir>\n"
+        '  <cachedir prefix="xdg">fontconfig</cachedir>\n'
         f'  <include ignore_missing="yes">{TREE_MARK}/fontconfig/conf.d</include>\n'
         "</fontconfig>\n"
     )

@@ -146,6 +146,8 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     arns = {
         **queue_arns(boto3.client("sqs"), urls),
         "SchedulerRole": f"arn:aws:iam::123456789012:role/SchedulerRole-{suffix}",
+        # The webhook secrets' key (moto's KMS), which the API seals new secrets with.
+        "WebhookSecretsKey": boto3.client("kms").create_key()["KeyMetadata"]["Arn"],
     }
     parameters = TEMPLATE.get("Parameters", {})
     for name, value in function_definitions(TEMPLATE)["ApiFunction"].environment.items():

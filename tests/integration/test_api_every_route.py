@@ -8,11 +8,12 @@ routes them): a route added to the template without a row in ROUTES fails
 
 Who authenticates what, as designed (template.yaml, access.py, docs/API_AUTH.md):
 - No route holding data is public. API Gateway (FileJobsApi's DefaultAuthorizer AWS_IAM, which
-  only the operator console's shell, /console and /console/{asset}, opts out of; locally, the
-  router's bearer tokens) refuses an unsigned request on every other route, /health,
-  /openapi.json and /docs included, before the function runs. With ApiAuth=COGNITO, a second
-  API (ConsoleApi) fronts the same function with a user pool's authorizer on every route but
-  the same two (test_template_console_sign_in.py checks it method by method).
+  only the CORS preflight of POST /uploads opts out of; locally, the router's bearer tokens)
+  refuses an unsigned request on every other route, /health, /openapi.json, /docs and the
+  console's shell included, before the function runs. With ApiAuth=COGNITO, a second API
+  (ConsoleApi) fronts the same function with a user pool's authorizer on every route but the
+  console's shell, /console and /console/{asset} (test_template_console_sign_in.py checks it
+  method by method).
 - The function identifies the caller (access.py) on every route but /health, which answers
   liveness and nothing else, reading neither the caller nor a table (as test_api.py's
   test_health_answers_without_reading_the_caller_or_the_table shows).
@@ -43,7 +44,6 @@ from filejobs.data.job_repository import JobRepository
 from filejobs.data.operation_repository import OperationRepository
 from filejobs.data.preset_repository import PresetRepository
 from filejobs.data.schedule_repository import ScheduleRepository
-from filejobs.data.webhook_repository import WebhookRepository
 from filejobs.domain import webhooks
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobType, ProcessingJob
@@ -218,7 +218,10 @@ def recorded_preset(tenant: str, name: str = "scan-first") -> str:
 
 def webhook_of(tenant: str) -> tuple[str, str]:
     """An endpoint of `tenant`'s (the one it has, else a new one) and a new delivery of it."""
-    store = WebhookRepository(boto3.client("dynamodb"), os.environ["OPS_TABLE_NAME"])
+    # as the API stores one: its secret sealed with the stack's key
+    from filejobs import runtime  # noqa: PLC0415
+
+    store = runtime.webhook_repository()
     now = utcnow()
     existing = store.endpoints(tenant)
     if existing:
@@ -790,12 +793,10 @@ def pages_of(api: Api, method: str, base: Request, filters: dict[str, str]) -> l
 
 # --- the deployed API: API Gateway authenticates every route --------------------------------------
 
-# Routes API Gateway serves without an authorizer: the console's shell, which holds no data
-# (docs/CONSOLE.md), every route it reads having one; and a browser's CORS preflight of
-# POST /uploads, which a browser sends unsigned and which reads nothing.
-PUBLIC_AT_THE_GATEWAY: frozenset[tuple[str, str]] = frozenset(
-    {("GET", "/console"), ("GET", "/console/{asset}"), ("OPTIONS", "/uploads")}
-)
+# Routes API Gateway serves without an authorizer: a browser's CORS preflight of POST /uploads,
+# which a browser sends unsigned and which reads nothing. (The console's shell takes a signed
+# caller here, `filejobs console` signing it; only ConsoleApi serves it unsigned: docs/CONSOLE.md.)
+PUBLIC_AT_THE_GATEWAY: frozenset[tuple[str, str]] = frozenset({("OPTIONS", "/uploads")})
 
 
 def test_every_route_is_behind_the_apis_authorizer() -> None:

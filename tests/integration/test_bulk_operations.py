@@ -426,10 +426,10 @@ def test_the_overview_lists_every_queue_and_shows_dead_letters_to_operators_only
     # when a tenant and an operator read the overview
     status, mine = api.call("GET", "/overview", who=ACME)
     _, everyone = api.call("GET", "/overview", who=OPERATOR)
-    # then each job type's two lanes are rows, with nothing counted
+    # then each job type's three lanes are rows, with nothing counted
     assert status == 200 and mine["scope"] == "acme" and everyone["scope"] == "all"
     assert {(q["job_type"], q["lane"]) for q in mine["queues"]} == {
-        (t.value, lane) for t in JobType for lane in ("normal", "high")
+        (t.value, lane) for t in JobType for lane in ("normal", "high", "low")
     }
     assert all(q["pending"] == q["failed_last_day"] == 0 for q in mine["queues"])
     assert len(mine["series"]) == 60 and mine["latency_seconds"] is None

@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -27,19 +28,24 @@ from pathlib import Path
 
 import pytest
 
+from filejobs.domain.definitions import DatabaseFile, Engine, Source
 from filejobs.processors.scan import clamd
 from filejobs.processors.scan.clamd import (
     SUN_PATH_MAX,
+    CanaryMissedError,
     ClamdDaemon,
+    ClamdDefinitions,
     ClamdError,
     ClamdScanner,
     ClamdVersion,
     ClamLimits,
+    DefinitionsTamperedError,
     exchange,
     parse_reply,
     warm_clamav,
 )
 from filejobs.processors.scan.engines import ClamAvScanner, Verdict
+from tests.encrypted_media import encrypted_pdf, encrypted_zip
 
 CLAMD = "/usr/sbin/clamd"
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
@@ -228,7 +234,7 @@ def test_a_malformed_database_fails_the_start_with_clamds_reason(
     assert "Malformed database" in result.errors[0]
 
 
-def test_the_daemon_is_reused_then_restarted_for_another_directory_or_new_definitions(
+def test_the_daemon_is_reused_then_restarted_for_another_set_of_definitions(
     fresh: ClamdDaemon, tmp_path: Path
 ) -> None:
     first = write_database(tmp_path / "first")
@@ -247,17 +253,122 @@ def test_the_daemon_is_reused_then_restarted_for_another_directory_or_new_defini
     assert after.signatures == ["Filejobs.Second.EICAR.UNOFFICIAL"]
     second_pid = fresh.pid
     assert second_pid not in (None, pid) and not running(pid)
-    # When the sync adds a definition file to that directory, the next scan loads it
-    late = ClamdScanner(fresh, second)
-    assert late.scan(tmp_path / "late.txt").verdict is Verdict.CLEAN
+    # When a set that adds a definition file to that directory is given, the next scan loads it
+    assert ClamdScanner(fresh, second).scan(tmp_path / "late.txt").verdict is Verdict.CLEAN
     late_md5 = hashlib.md5(b"a signature that arrives later\n", usedforsecurity=False)
     (second / "late.hdb").write_text(f"{late_md5.hexdigest()}:31:Filejobs.Late\n")
+    late = ClamdScanner(fresh, ClamdDefinitions.as_found(second))
     assert late.scan(tmp_path / "late.txt").signatures == ["Filejobs.Late.UNOFFICIAL"]
     assert fresh.pid not in (None, second_pid)
-    # And a file the sync keeps beside the definitions (its manifest) restarts nothing
-    third_pid = fresh.pid
-    (second / ".manifest.json").write_text("{}")
-    assert late.scan(tmp_path / "eicar.com").infected and fresh.pid == third_pid
+
+
+def ign2_allowing_eicar(directory: Path, name: str = "implant.ign2") -> Path:
+    """What an implant drops beside the definitions: an ignore list naming EICAR's signature
+    (clamd loads every database-suffixed file of its DatabaseDirectory)."""
+    (directory / name).write_text("Filejobs.Test.EICAR\n")
+    return directory / name
+
+
+def test_the_ign2_it_is_meant_to_stop_does_turn_eicar_off_in_a_bare_clamd(
+    database: Path, tmp_path: Path
+) -> None:
+    # The attack is real: with the .ign2 loaded, clamscan passes EICAR
+    poisoned = tmp_path / "poisoned"
+    shutil.copytree(database, poisoned)
+    ign2_allowing_eicar(poisoned)
+    (tmp_path / "eicar.com").write_bytes(EICAR)
+    assert ClamAvScanner(poisoned, "clamscan").scan(tmp_path / "eicar.com").verdict is (
+        Verdict.CLEAN
+    )
+
+
+def test_a_file_dropped_beside_the_definitions_is_never_loaded(
+    fresh: ClamdDaemon, tmp_path: Path
+) -> None:
+    # Given a clamd serving exactly a set of definitions
+    directory = write_database(tmp_path / "set")
+    definitions = ClamdDefinitions.as_found(directory)
+    scanner = ClamdScanner(fresh, definitions)
+    (tmp_path / "eicar.com").write_bytes(EICAR)
+    assert scanner.scan(tmp_path / "eicar.com").infected
+    pid = fresh.ensure(definitions).pid
+    # When an .ign2 allow-listing EICAR is dropped into its directory
+    ign2_allowing_eicar(directory)
+    # Then the next scan does not load it: clamd is not restarted with it, EICAR never passes
+    refused = scanner.scan(tmp_path / "eicar.com")
+    assert refused.verdict is Verdict.ERROR and not refused.infected
+    assert "not in its set: implant.ign2" in refused.errors[0]
+    assert fresh.pid is None and not running(pid)
+    with pytest.raises(DefinitionsTamperedError, match=re.escape("not in its set: implant.ign2")):
+        fresh.ensure(definitions)
+    # And once the directory is the set again, EICAR is INFECTED as before
+    (directory / "implant.ign2").unlink()
+    assert scanner.scan(tmp_path / "eicar.com").signatures == ["Filejobs.Test.EICAR.UNOFFICIAL"]
+
+
+@pytest.mark.parametrize("drop", ["IMPLANT.IGN2", ".hidden.fp", "local.cfg", "notes.txt"])
+def test_any_entry_not_in_the_set_refuses_the_start(
+    fresh: ClamdDaemon, tmp_path: Path, drop: str
+) -> None:
+    # libclamav matches suffixes without case, and what it loads may grow: exactly the set
+    directory = write_database(tmp_path / "set")
+    definitions = ClamdDefinitions.as_found(directory)
+    (directory / drop).write_text("Filejobs.Test.EICAR\n")
+    with pytest.raises(DefinitionsTamperedError, match=f"not in its set: {re.escape(drop)}"):
+        fresh.ensure(definitions)
+    assert fresh.pid is None
+
+
+def test_an_altered_definition_file_is_refused_even_with_its_old_times(
+    fresh: ClamdDaemon, tmp_path: Path
+) -> None:
+    directory = write_database(tmp_path / "set")
+    definitions = ClamdDefinitions.as_found(directory)
+    pid = fresh.ensure(definitions).pid
+    # an implant rewrites test.hdb to name another hash, then sets its mtime back
+    target = directory / "test.hdb"
+    info = target.stat()
+    target.write_text(f"{'0' * 32}:{len(EICAR)}:Filejobs.Test.EICAR\n")
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+    with pytest.raises(DefinitionsTamperedError, match=re.escape("altered: test.hdb")):
+        fresh.ensure(definitions)
+    assert fresh.pid is None and not running(pid)
+
+
+def test_a_change_while_clamd_loads_refuses_the_load(fresh: ClamdDaemon, tmp_path: Path) -> None:
+    # Given a directory that passes its check, then gains an .ign2 before clamd has read it
+    directory = write_database(tmp_path / "set")
+
+    class RacedDefinitions(ClamdDefinitions):
+        def check(self) -> None:
+            super().check()
+            ign2_allowing_eicar(self.directory)
+
+    raced = RacedDefinitions(directory, ClamdDefinitions.as_found(directory).files)
+    before = clamd_children()
+    with pytest.raises(DefinitionsTamperedError, match="changed while clamd loaded them"):
+        fresh.ensure(raced)
+    assert fresh.pid is None and clamd_children() == before
+
+
+def test_definitions_are_checked_against_their_manifests_digests(tmp_path: Path) -> None:
+    directory = write_database(tmp_path / "set")
+    body = (directory / "test.hdb").read_bytes()
+    entry = DatabaseFile(
+        "test.hdb", Engine.CLAMAV, hashlib.sha256(body).hexdigest(), len(body), Source.CURATED
+    )
+    only_hdb = ClamdDefinitions.of_set(directory, [entry])
+    # the .hsb and .ndb written beside it are not the manifest's: refused
+    with pytest.raises(
+        DefinitionsTamperedError, match=re.escape("not in its set: test.hsb, test.ndb")
+    ):
+        only_hdb.check()
+    (directory / "test.hsb").unlink()
+    (directory / "test.ndb").unlink()
+    only_hdb.check()
+    (directory / "test.hdb").unlink()
+    with pytest.raises(DefinitionsTamperedError, match=re.escape("missing: test.hdb")):
+        only_hdb.check()
 
 
 def test_a_killed_clamd_never_yields_a_false_clean_and_is_restarted(
@@ -391,6 +502,9 @@ def test_its_configuration_and_files_are_private_and_hardened(daemon: ClamdDaemo
         "ConcurrentDatabaseReload no",
         "ExitOnOOM yes",
         "AlertExceedsMax yes",
+        "AlertEncrypted yes",
+        "AlertEncryptedArchive yes",
+        "AlertEncryptedDoc yes",
         "DisableCache yes",
         "LogSyslog no",
         f"LocalSocket {daemon.socket_path}",
@@ -673,3 +787,155 @@ def test_the_scanning_bench_runs_small_and_writes_its_section(tmp_path: Path) ->
         "v1-h500-b50-s1",
         "v1-h2000-b200-s1",
     }
+
+
+# A stand-in clamd for what a real one cannot be made to do: it speaks clamd's protocol on the
+# LocalSocket of the configuration it is given, and answers FILDES by what it is told to be.
+FAKE_CLAMD = """#!{python}
+import os, socket, sys
+config = sys.argv[1].split("=", 1)[1]
+path = next(l.split(" ", 1)[1] for l in open(config).read().splitlines()
+            if l.startswith("LocalSocket "))
+honest_scans = {honest_scans}  # FILDES answered truthfully before it answers OK to everything
+{extra}
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(path)
+server.listen(8)
+scans = 0
+while True:
+    connection, _ = server.accept()
+    command = b""
+    while not command.endswith(b"\\0"):
+        command += connection.recv(1)
+    if command == b"zPING\\0":
+        connection.sendall(b"PONG\\0")
+    elif command == b"zVERSION\\0":
+        connection.sendall(b"ClamAV 1.4.6\\0")
+    elif command == b"zFILDES\\0":
+        _, (fd,), _, _ = socket.recv_fds(connection, 1, 1)
+        data = os.pread(fd, 1 << 20, 0)
+        scans += 1
+        infected = b"EICAR-STANDARD-ANTIVIRUS-TEST-FILE" in data and scans <= honest_scans
+        answer = b"fd[9]: Fake.EICAR FOUND\\0" if infected else b"fd[9]: OK\\0"
+        connection.sendall(answer)
+    connection.close()
+"""
+
+
+def fake_clamd(tmp_path: Path, honest_scans: int, extra: str = "") -> str:
+    program = tmp_path / "fake-clamd"
+    program.write_text(
+        FAKE_CLAMD.format(python=sys.executable, honest_scans=honest_scans, extra=extra)
+    )
+    program.chmod(0o755)
+    return str(program)
+
+
+def test_a_clamd_that_answers_ok_to_everything_is_never_trusted(
+    database: Path, tmp_path: Path
+) -> None:
+    # Given a "clamd" that answers OK to everything from its first scan (taken over, or broken)
+    liar = ClamdDaemon(fake_clamd(tmp_path, honest_scans=0), run_dir=tmp_path / "run")
+    before = clamd_children()
+    # Then it is refused at its start: it misses the EICAR canary, and is stopped
+    with pytest.raises(CanaryMissedError, match="did not find the EICAR canary"):
+        liar.ensure(database)
+    assert liar.pid is None and clamd_children() == before
+    # and a scan through it is an engine error (retried), never a clean verdict
+    (tmp_path / "clean.txt").write_bytes(b"nothing to see\n")
+    result = ClamdScanner(liar, database).scan(tmp_path / "clean.txt")
+    assert result.verdict is Verdict.ERROR and "EICAR canary" in result.errors[0]
+
+
+def test_a_clamd_that_turns_to_answering_ok_is_caught_at_its_first_false_clean(
+    database: Path, tmp_path: Path
+) -> None:
+    # Given a "clamd" honest for its first 3 scans (the start's canary, one upload, a canary),
+    # then answering OK to everything
+    (tmp_path / "clean.txt").write_bytes(b"nothing to see\n")
+    (tmp_path / "eicar.com").write_bytes(EICAR)
+    turncoat = ClamdDaemon(fake_clamd(tmp_path, honest_scans=3), run_dir=tmp_path / "run")
+    try:
+        scanner = ClamdScanner(turncoat, database)
+        # its clean answer is vouched for by the canary found right after it
+        assert scanner.scan(tmp_path / "clean.txt").verdict is Verdict.CLEAN
+        first = turncoat.pid
+        # When it turns, its next OK (to EICAR itself) is not believed: the canary it misses
+        # right after makes the scan an engine error, and that process is stopped
+        turned = scanner.scan(tmp_path / "eicar.com")
+        assert turned.verdict is Verdict.ERROR and "missed the EICAR canary" in turned.errors[0]
+        assert turncoat.pid is None and first is not None and not running(first)
+    finally:
+        turncoat.stop()
+
+
+def test_clamd_runs_confined_alone_in_its_session(database: Path, tmp_path: Path) -> None:
+    confined = ClamdDaemon(CLAMD, run_dir=tmp_path / "run")
+    try:
+        pid = confined.ensure(database).pid
+        status = dict(
+            line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+        # a seccomp filter (mode 2) it cannot shed (no_new_privs), and a session it leads
+        assert status["Seccomp"].strip() == "2" and status["NoNewPrivs"].strip() == "1"
+        assert os.getsid(pid) == pid and os.getpgid(pid) == pid
+    finally:
+        confined.stop()
+
+
+def test_a_clamd_can_open_no_network_socket_and_leaves_no_process_behind(
+    database: Path, tmp_path: Path
+) -> None:
+    # Given a "clamd" that tries to reach the network and to leave a process behind it
+    report = tmp_path / "report.txt"
+    extra = textwrap.dedent(
+        f"""
+        import errno, signal, time
+        try:
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM).connect(("127.0.0.1", 9001))
+            said = "connected"
+        except OSError as error:
+            said = errno.errorcode.get(error.errno, str(error.errno))
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            open({str(report)!r}, "w").write(said + " " + str(os.getpid()))
+            while True:
+                time.sleep(1)
+        """
+    )
+    hostile = ClamdDaemon(fake_clamd(tmp_path, 100, extra), run_dir=tmp_path / "run")
+    hostile.ensure(database)
+    deadline = time.monotonic() + 5
+    while not report.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    said, child = report.read_text().split()
+    # Then its TCP socket was refused by the filter
+    assert said == "EACCES"
+    assert running(int(child))
+    # And when it stops, what it forked goes with it
+    hostile.stop()
+    deadline = time.monotonic() + 5
+    while running(int(child)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not running(int(child))
+
+
+def test_password_protected_content_is_a_refusal_with_its_reason_never_clean(
+    scanner: ClamdScanner, tmp_path: Path
+) -> None:
+    # Given a real encrypted PDF (readers open it with its password only) and ZipCrypto zip
+    uploads = {
+        "statement.pdf": (encrypted_pdf(b"hello", b"secret"), "Heuristics.Encrypted.PDF"),
+        "payroll.zip": (encrypted_zip(tmp_path, "eicar.com", EICAR), "Heuristics.Encrypted.Zip"),
+    }
+    for name, (body, alert) in uploads.items():
+        if body is None:
+            continue  # zip is not installed
+        (tmp_path / name).write_bytes(body)
+        result = scanner.scan(tmp_path / name)
+        # Then clamd cannot vouch for them: a refusal naming why, neither clean nor a detection
+        assert result.refusals == [f"encrypted, its content cannot be scanned: {alert}"], name
+        assert result.verdict is Verdict.ERROR and not result.infected and not result.errors
+    # While a PDF encrypted only against editing (no password to open) is read and passes
+    (tmp_path / "open.pdf").write_bytes(encrypted_pdf(b"hello", b""))
+    assert scanner.scan(tmp_path / "open.pdf").verdict is Verdict.CLEAN

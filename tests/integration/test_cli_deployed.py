@@ -93,7 +93,8 @@ def documented_policies() -> dict[str, dict[str, Any]]:
 class Statement:
     actions: tuple[str, ...]
     resources: tuple[str, ...]
-    session_names: tuple[str, ...] | None = None  # StringEquals sts:RoleSessionName
+    # StringEquals sts:RoleSessionName (sts:AssumeRole), or aws:RequestTag/tenant (sts:TagSession)
+    session_names: tuple[str, ...] | None = None
 
     def allows(self, action: str, resource: str, session_name: str | None) -> bool:
         if not any(fnmatchcase(action, a) for a in self.actions):
@@ -119,8 +120,9 @@ def documented(policy: dict[str, Any], values: dict[str, str]) -> list[Statement
         names = None
         if condition is not None:
             assert list(condition) == ["StringEquals"], condition
-            assert list(condition["StringEquals"]) == ["sts:RoleSessionName"], condition
-            names = as_list(condition["StringEquals"]["sts:RoleSessionName"])
+            (key,) = condition["StringEquals"]
+            assert key in {"sts:RoleSessionName", "aws:RequestTag/tenant"}, condition
+            names = as_list(condition["StringEquals"][key])
         statements.append(
             Statement(as_list(statement["Action"]), as_list(statement["Resource"]), names)
         )
@@ -169,12 +171,15 @@ class Deployment:
     refused: list[str] = field(default_factory=list)  # by the gateway
 
     def permissions(self, signed: Signed) -> list[tuple[str, str, str | None]]:
-        """(action, resource, role session name) AWS authorizes the call against."""
+        """(action, resource, role session name or session tag) AWS authorizes the call
+        against."""
         call = signed.call
         if call.service == "sts" and call.operation == "GetCallerIdentity":
             return []  # allowed to everyone, whatever the policies say
         if call.service == "sts" and call.operation == "AssumeRole":
-            return [("sts:AssumeRole", call.params["RoleArn"], call.params["RoleSessionName"])]
+            role = call.params["RoleArn"]
+            tags = [("sts:TagSession", role, t["Value"]) for t in call.params.get("Tags", [])]
+            return [("sts:AssumeRole", role, call.params["RoleSessionName"]), *tags]
         if call.service == "cloudformation" and call.operation == "DescribeStacks":
             name = call.params["StackName"]
             arn = f"arn:{PARTITION}:cloudformation:{REGION}:{ACCOUNT}:stack/{name}/stack-id"
@@ -530,6 +535,8 @@ def test_a_tenant_uploads_with_its_own_credentials_and_calls_the_api_as_the_tena
     # and the role was assumed under the tenant's name, the upload made with its own key
     assumed = [c.call.params for c in deployment.calls if c.call.operation == "AssumeRole"]
     assert {(p["RoleArn"], p["RoleSessionName"]) for p in assumed} == {(TENANT_ROLE, TENANT)}
+    # with the session tag the tenant role's API policy checks against that name
+    assert all(p["Tags"] == [{"Key": "tenant", "Value": TENANT}] for p in assumed)
     puts = [c for c in deployment.calls if c.call.operation == "PutObject"]
     assert puts and {c.key_id for c in puts} == {PROFILES["acme"][0]}
     # and another tenant's uploads are refused before anything is sent
@@ -578,8 +585,9 @@ def test_a_call_outside_the_documented_policy_is_caught(
     code, _, err = as_a_user(
         "jobs", "--tenant", "globex", "--as", "tenant:globex", "--profile", "acme"
     )
-    # then the evaluation names the call its policy does not allow
+    # then the evaluation names the calls its policy does not allow: the name and the tag
     assert code == 0, err
     assert deployment.denied() == [
-        f"arn:{PARTITION}:iam::{ACCOUNT}:user/acme: sts:AssumeRole on {TENANT_ROLE}"
+        f"arn:{PARTITION}:iam::{ACCOUNT}:user/acme: sts:AssumeRole on {TENANT_ROLE}",
+        f"arn:{PARTITION}:iam::{ACCOUNT}:user/acme: sts:TagSession on {TENANT_ROLE}",
     ]

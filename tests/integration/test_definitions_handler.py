@@ -104,6 +104,9 @@ def environment(
     }
     for name, value in settings.items():
         monkeypatch.setenv(name, value)
+    # moto in this process, not an endpoint override: the mirror's plain http on 127.0.0.1 is
+    # allowed as the local stack allows it
+    monkeypatch.setattr(app, "local_mirror_allowed", lambda env: True)
     runtime.reset()
     yield
     runtime.reset()

@@ -188,6 +188,36 @@ def test_a_complete_local_copy_is_reused_without_a_download(
 
 
 @pytest.mark.parametrize(
+    ("engine", "name", "body"),
+    [
+        ("clamav", "implant.ign2", b"Delivered.EICAR\n"),  # an allow-list dropped beside it
+        ("clamav", "eicar.hdb", hash_line(EICAR, "Delivered.EICAR").replace("Deliv", "Forge")),
+        ("yara", "extra.yar", "rule Extra { condition: true }\n"),
+    ],
+    ids=["file added", "same-size file altered", "rule added"],
+)
+def test_a_local_copy_that_is_not_exactly_the_set_is_downloaded_again(
+    store: DefinitionsStore, tmp_path: Path, engine: str, name: str, body: bytes | str
+) -> None:
+    # Given a fetched set, then a file added to it or one of its files altered in place
+    manifest = a_set(store, tmp_path)
+    local = store.fetch(manifest, tmp_path / "cache")
+    target = tmp_path / "cache" / manifest.set_id / engine / name
+    target.write_bytes(body if isinstance(body, bytes) else body.encode())
+    # When fetched again, the copy is not reused: the set is downloaded, whole and alone
+    with recording_calls() as recorder:
+        again = store.fetch(manifest, tmp_path / "cache")
+    assert sorted(c.params["Key"] for c in recorder.calls if c.operation == "GetObject") == [
+        f"signatures/sets/{manifest.set_id}/clamav/eicar.hdb",
+        f"signatures/sets/{manifest.set_id}/yara/marker.yar",
+    ]
+    assert [p.name for p in again.clamav_dir.iterdir()] == ["eicar.hdb"]
+    assert [p.name for p in again.yara_dir.iterdir()] == ["marker.yar"]
+    assert (again.clamav_dir / "eicar.hdb").read_text() == hash_line(EICAR, "Delivered.EICAR")
+    assert again.clamav_dir == local.clamav_dir
+
+
+@pytest.mark.parametrize(
     "tampered",
     [
         hash_line(EICAR, "Forged.EICAR").encode(),  # other bytes, another size

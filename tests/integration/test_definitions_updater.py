@@ -87,6 +87,7 @@ def updater(
         private_mirror=mirror.url,
         official_databases=(),
         custom_urls=tuple(mirror.database_urls() if custom_urls is None else custom_urls),
+        loopback_http=True,  # the local mirror, on 127.0.0.1
         max_attempts=1,
     )
     freshclam = Freshclam("freshclam", settings, timeout_seconds=60)
@@ -340,6 +341,20 @@ def test_a_curated_database_that_does_not_load_fails_the_run(
     assert (current(store).set_id, store.sets()) == (published.set_id, [published.set_id])
 
 
+def test_a_curated_allow_list_is_never_published(
+    store: DefinitionsStore, mirror: DefinitionsMirror, clock: FakeClock, s3: S3Client
+) -> None:
+    # Given a published set, then an .ign2 under custom/clamav/ naming the set's EICAR signature
+    published = updater(store, mirror, clock).run()
+    s3.put_object(Bucket=BUCKET, Key="signatures/custom/clamav/quiet.ign2", Body=b"Local.EICAR\n")
+    # When the updater runs, the set that would carry it is refused, saying why
+    clock.advance(timedelta(hours=1))
+    report = updater(store, mirror, clock).run()
+    assert report.status is UpdateStatus.FAILED
+    assert "quiet.ign2 is a .ign2 file, which turns detections off" in report.reason
+    assert (current(store).set_id, store.sets()) == (published.set_id, [published.set_id])
+
+
 def test_curated_files_join_every_set_and_yara_rules_stay_out_of_clamavs_folder(
     store: DefinitionsStore,
     mirror: DefinitionsMirror,
@@ -423,7 +438,9 @@ def test_the_scratch_space_is_removed_after_each_run(
 ) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    settings = MirrorSettings(mirror.url, (), tuple(mirror.database_urls()), max_attempts=1)
+    settings = MirrorSettings(
+        mirror.url, (), tuple(mirror.database_urls()), loopback_http=True, max_attempts=1
+    )
     run = DefinitionsUpdater(
         store,
         Freshclam("freshclam", settings),

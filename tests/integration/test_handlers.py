@@ -182,7 +182,7 @@ def run_workers(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     for job_type in WORKER_ORDER:
         pascal = "".join(part.title() for part in job_type.value.split("_"))
         monkeypatch.setenv("JOB_TYPE", job_type.value)
-        for lane in (f"{pascal}Queue", f"{pascal}HighQueue"):
+        for lane in (f"{pascal}Queue", f"{pascal}HighQueue", f"{pascal}LowQueue"):
             records = receive(stack, lane)
             if records:
                 assert invoke(worker.handler, records) == []

@@ -66,7 +66,17 @@ from functions.worker import app as worker
 from tests import content_samples
 from tests.definitions import EICAR, publish_set
 from tests.factories import ingest_plan
-from tests.iam import ACCOUNT, PARTITION, REGION, Call, Resolver, denied, grants, recording_calls
+from tests.iam import (
+    ACCOUNT,
+    PARTITION,
+    REGION,
+    Call,
+    Resolver,
+    denied,
+    grants,
+    key_policy_documents,
+    recording_calls,
+)
 from tests.integration.test_handlers import sqs_record
 from tests.streams import StreamTap
 
@@ -148,7 +158,9 @@ class Stack:
 
     def refused(self, function: str, calls: list[Call]) -> list[str]:
         assert calls, f"{function} made no AWS call: the check would prove nothing"
-        return denied(calls, grants(FUNCTIONS[function].policies, self.resolver))
+        spec = FUNCTIONS[function]
+        keys = [] if spec.role is None else key_policy_documents(TEMPLATE, spec.role)
+        return denied(calls, grants([*spec.policies, *keys], self.resolver))
 
     def queue_records(self, logical_id: str) -> list[dict[str, Any]]:
         sqs = boto3.client("sqs")
@@ -205,6 +217,9 @@ def stack(aws: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterato
         TEMPLATE,
     )
     attributes.update(secrets)
+    # The webhook secrets' key (moto's KMS): the API seals with it, the webhooks function opens.
+    key = boto3.client("kms").create_key()["KeyMetadata"]
+    attributes["WebhookSecretsKey.Arn"] = key["Arn"]
     refs = {
         **tables,
         **urls,
@@ -270,7 +285,11 @@ def test_ingest_may_recognise_a_late_duplicate_of_an_upload_since_removed(stack:
 def run_worker(stack: Stack, job_type: JobType) -> None:
     pascal = "".join(part.title() for part in job_type.value.split("_"))
     stack.become(f"{pascal}Worker")
-    records = stack.queue_records(f"{pascal}Queue") + stack.queue_records(f"{pascal}HighQueue")
+    records = [
+        record
+        for lane in (f"{pascal}Queue", f"{pascal}HighQueue", f"{pascal}LowQueue")
+        for record in stack.queue_records(lane)
+    ]
     assert records
     response = worker.handler({"Records": records}, CONTEXT)
     assert response["batchItemFailures"] == []
@@ -766,6 +785,9 @@ def test_the_definitions_updater_may_do_everything_it_does(stack: Stack, tmp_pat
         }
         for name, value in local.items():
             stack.monkeypatch.setenv(name, value)
+        # moto in this process, not an endpoint override: the mirror's plain http on 127.0.0.1
+        # is allowed as the local stack allows it
+        stack.monkeypatch.setattr(definitions, "local_mirror_allowed", lambda env: True)
         # when it publishes three sets (the third prunes the first), reports and rolls back
         with recording_calls() as recorder:
             reports = []
@@ -869,9 +891,14 @@ def test_the_webhooks_function_may_do_everything_it_does(stack: Stack, gone_rece
         updated_at=now,
         created_by="api:tenant:acme",
     )
+    from filejobs.adapters.kms_secrets import KmsSecretCipher  # noqa: PLC0415
     from filejobs.data.webhook_repository import WebhookRepository  # noqa: PLC0415
 
-    WebhookRepository(boto3.client("dynamodb"), stack.refs["OpsTable"]).create_endpoint(endpoint)
+    # registered as the API registers one: its secret sealed with the stack's key
+    key = stack.resolver.known("WebhookSecretsKey.Arn") or ""
+    sealer = KmsSecretCipher(boto3.client("kms"), key)
+    store = WebhookRepository(boto3.client("dynamodb"), stack.refs["OpsTable"], sealer=sealer)
+    store.create_endpoint(endpoint)
     event = {
         "source": "filejobs",
         "detail-type": "Job Completed",
@@ -888,13 +915,15 @@ def test_the_webhooks_function_may_do_everything_it_does(stack: Stack, gone_rece
             answer = webhooks_function.handler({"Records": records}, CONTEXT)
         assert answer["batchItemFailures"] == []
         calls += recorder.calls
-    # it found the endpoint, recorded and queued the delivery, attempted it (410), recorded the
-    # attempt, disabled the endpoint and announced it: every call granted
+    # it found the endpoint, recorded and queued the delivery, opened the sealed secret to sign
+    # the attempt (410), recorded the attempt, disabled the endpoint (writing the secret back
+    # sealed, never sealing one itself) and announced it: every call granted
     assert {c.operation for c in calls} == {
         "Query",
         "PutItem",
         "SendMessage",
         "GetItem",
+        "Decrypt",
         "PutEvents",
     }
     assert stack.refused("WebhooksFunction", calls) == []

@@ -22,7 +22,7 @@ from filejobs.domain.retry import PermanentError
 from filejobs.processors import office, office_runtime
 from filejobs.processors.document import DocumentPreviewProcessor
 from filejobs.processors.office_runtime import OfficeProgram, soffice
-from tests.office_layers import office_layer
+from tests.office_layers import hand_over, office_layer
 from tests.processing import MediaBench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
@@ -33,6 +33,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 OPENXML = "application/vnd.openxmlformats-officedocument"
+# LibreOffice left to its defaults, as a package installs it: its launcher (which restarts
+# soffice.bin on a fresh profile itself).
+_LAUNCHER = shutil.which("soffice") or "soffice"
 # format -> (content type, parts written, the counts its preview must report)
 DOCUMENTS: dict[str, tuple[str, int, dict[str, int]]] = {
     "docx": (f"{OPENXML}.wordprocessingml.document", 10, {"page_count": 10}),
@@ -126,25 +129,50 @@ def linked_image_document(port: int) -> str:
     )
 
 
+def write_odt(path: Path, flat: str) -> None:
+    """A flat OpenDocument text as the packaged .odt uploads are (the writer8 filter's)."""
+    import zipfile  # noqa: PLC0415
+
+    content = flat.replace("<office:document ", "<office:document-content ", 1).replace(
+        "</office:document>", "</office:document-content>"
+    )
+    manifest = (
+        '<?xml version="1.0" encoding="UTF-8"?><manifest:manifest xmlns:manifest='
+        '"urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2">'
+        '<manifest:file-entry manifest:full-path="/" manifest:media-type='
+        '"application/vnd.oasis.opendocument.text"/><manifest:file-entry manifest:full-path='
+        '"content.xml" manifest:media-type="text/xml"/></manifest:manifest>'
+    )
+    with zipfile.ZipFile(path, "w") as package:
+        package.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        package.writestr("META-INF/manifest.xml", manifest)
+        package.writestr("content.xml", content, compress_type=zipfile.ZIP_DEFLATED)
+
+
 def test_a_linked_image_is_never_fetched_though_libreoffice_would_fetch_it(
     recorder: tuple[int, list[str]], tmp_path: Path
 ) -> None:
     port, requests = recorder
-    document = tmp_path / "tracked.fodt"
-    document.write_text(linked_image_document(port))
+    document = tmp_path / "tracked.odt"
+    write_odt(document, linked_image_document(port))
     # given LibreOffice with a profile of its defaults fetches the image while converting
     bare = tmp_path / "bare"
     import subprocess  # noqa: PLC0415
 
     subprocess.run(
-        [*soffice().argv, f"-env:UserInstallation={bare.as_uri()}", "--headless",
+        [_LAUNCHER, f"-env:UserInstallation={bare.as_uri()}", "--headless",
          "--convert-to", "pdf", "--outdir", str(tmp_path / "bare-out"), str(document)],
         check=True, capture_output=True, timeout=120,
     )  # fmt: skip
     assert requests == ["/tracker.png"]
     # when the converter's own profile converts it, then nothing is fetched, and it converts
     requests.clear()
-    pdf = office.convert_to_pdf(document, tmp_path / "out", soffice())
+    pdf = office.convert_to_pdf(
+        document,
+        tmp_path / "out",
+        soffice(),
+        content_type="application/vnd.oasis.opendocument.text",
+    )
     assert pdf.stat().st_size > 0
     assert requests == []
 
@@ -172,7 +200,12 @@ def test_a_conversion_past_the_time_limit_fails_permanently_naming_it(
     document = tmp_path / "a.odt"
     document.write_bytes(b"anything")
     with pytest.raises(PermanentError, match=r"longer than 1 s \(document_preview's limit"):
-        office.convert_to_pdf(document, tmp_path / "out", OfficeProgram((str(hanging),)))
+        office.convert_to_pdf(
+            document,
+            tmp_path / "out",
+            OfficeProgram((str(hanging),)),
+            content_type="application/vnd.oasis.opendocument.text",
+        )
 
 
 def test_the_layer_s_unpacked_libreoffice_converts_inside_the_sandbox_with_its_environment(
@@ -181,35 +214,65 @@ def test_the_layer_s_unpacked_libreoffice_converts_inside_the_sandbox_with_its_e
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The path a Lambda conversion takes: the layer's archive unpacked under /tmp, its launcher
-    run in the sandbox with the tree's libraries and fontconfig file. The tree's launcher here
-    hands over to this machine's LibreOffice (the layer's own is arm64: `make template` runs it
-    under qemu), noting the environment it was given."""
-    seen = tmp_path / "seen-environment"
-    installed = Path(shutil.which("soffice") or "").resolve()
+    """The path a Lambda conversion takes: the layer's archive unpacked under /tmp, soffice.bin
+    started through the tree's loader in the sandbox with the tree's fontconfig file. The tree's
+    loader here hands over to this machine's LibreOffice (the layer's own is arm64: `make
+    template` runs it under qemu), noting the arguments and environment it was given."""
+    # The sandbox lets soffice write only in its job's directory: the loader checks how it was
+    # started itself, and refuses to convert (exit 3, its reasons on stderr) when it is wrong.
+    checks = """home=$(cd "$(dirname "$0")/.." && pwd)
+problems=""
+[ "$1 $2 $3" = "--library-path $home/lib $home/program/soffice.bin" ] || problems="$problems argv;"
+[ -z "${LD_LIBRARY_PATH+set}" ] || problems="$problems LD_LIBRARY_PATH set;"
+[ "$FONTCONFIG_FILE" = "$home/fontconfig/fonts.conf" ] || problems="$problems fonts.conf;"
+[ "$http_proxy" = "http://127.0.0.1:9" ] || problems="$problems http_proxy;"
+env | grep -q "^AWS_" && problems="$problems AWS variables;"
+[ -z "$problems" ] || { echo "started wrong:$problems" >&2; exit 3; }"""
+    # soffice.bin, as on Lambda (the `soffice` script's oosplash restarts on the same profile)
+    installed = Path(shutil.which("soffice") or "").resolve().with_name("soffice.bin")
     dejavu = Path("/usr/share/fonts/truetype/dejavu").glob("DejaVuSans*.ttf")
     layer = office_layer(
         tmp_path,
-        f'#!/bin/sh\nenv > "{seen}"\nexec {installed} "$@"\n',
+        hand_over(installed, before=checks),
         [(font.name, font.read_bytes()) for font in dejavu],
     )
     monkeypatch.setenv("FILEJOBS_LIBREOFFICE_LAYER", str(layer))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "lambda-tmp"))
     (tmp_path / "lambda-tmp").mkdir()
-    office_runtime.unpacked_layer.cache_clear()
+    office_runtime.forget_verified()
     try:
         content_type, _, counts = DOCUMENTS["docx"]
         result = previewed(media, "document.docx", documents["docx"], content_type)
     finally:
-        office_runtime.unpacked_layer.cache_clear()
+        office_runtime.forget_verified()
     # then the unpacked tree's LibreOffice made the preview, and said which it is
     assert result["page_count"] == counts["page_count"]
-    assert result["converter"] == "LibreOffice 7.0.4"
+    assert result["converter"] == "LibreOffice 7.4.7"
     assert ImageStat.Stat(picture(media, result)).extrema[0][0] < 100
-    # with the tree's libraries and fonts in its environment, no credentials, the dead proxy
-    environment = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
-    (home,) = (tmp_path / "lambda-tmp").glob("filejobs-libreoffice-*")
-    assert environment["LD_LIBRARY_PATH"] == str(home / "lib")
-    assert environment["FONTCONFIG_FILE"] == str(home / "fontconfig/fonts.conf")
-    assert environment["http_proxy"] == "http://127.0.0.1:9"
-    assert not any(name.startswith("AWS_") for name in environment)
+    # started by the tree's loader (its checks passed: given the tree's libraries and its
+    # soffice.bin, the tree's fonts, no credentials, the dead proxy), from the tree unpacked
+    (_home,) = (tmp_path / "lambda-tmp").glob("filejobs-libreoffice-*")
+
+
+def test_a_file_that_is_not_what_its_content_type_says_is_not_read_by_another_filter(
+    documents: dict[str, bytes], tmp_path: Path
+) -> None:
+    """soffice is told the import filter of the content type: an RTF sent as an OpenDocument
+    text is refused, where LibreOffice's own type detection would have read it as RTF."""
+    document = tmp_path / "document.odt"
+    document.write_bytes(documents["rtf"])
+    # given LibreOffice left to detect the type converts it (as RTF)
+    import subprocess  # noqa: PLC0415
+
+    bare = tmp_path / "bare"
+    subprocess.run(
+        [_LAUNCHER, f"-env:UserInstallation={bare.as_uri()}", "--headless",
+         "--convert-to", "pdf", "--outdir", str(tmp_path / "detected"), str(document)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert (tmp_path / "detected/document.pdf").stat().st_size > 0
+    # when the converter reads it with the OpenDocument filter its type names, then it fails
+    with pytest.raises(PermanentError, match="LibreOffice could not"):
+        office.convert_to_pdf(
+            document, tmp_path / "out", soffice(), content_type=DOCUMENTS["odt"][0]
+        )

@@ -49,6 +49,11 @@ def versions_of(media: MediaBench, bucket: str, key: str) -> dict[str, list[Any]
     }
 
 
+def copy_tags(media: MediaBench, key: str) -> dict[str, str]:
+    found = media.s3.get_object_tagging(Bucket=media.quarantine, Key=key)["TagSet"]
+    return {t["Key"]: t["Value"] for t in found}
+
+
 def uploaded(media: MediaBench, key: str, body: bytes) -> tuple[ObjectLocation, str]:
     put = media.s3.put_object(Bucket=media.uploads, Key=key, Body=body)
     return ObjectLocation(media.uploads, key, put["VersionId"]), put["ETag"]
@@ -72,9 +77,12 @@ def test_an_infected_version_is_quarantined_whatever_its_key(media: MediaBench, 
     copy = media.s3.get_object(Bucket=media.quarantine, Key=moved.key)
     assert copy["Body"].read() == EICAR
     assert copy["ContentType"] == "application/octet-stream"
-    tags = media.s3.get_object_tagging(Bucket=media.quarantine, Key=moved.key)["TagSet"]
-    assert tags == [{"Key": "scan-status", "Value": "INFECTED"}]
-    # and its metadata ties it to the file in ASCII, the key by its digest
+    # and its tags (set afresh) and metadata tie it to the file in ASCII, the key by its digest
+    assert copy_tags(media, moved.key) == {
+        "scan-status": "INFECTED",
+        "file-id": FILE_ID,
+        "source-version": location.version_id,
+    }
     assert copy["Metadata"] == {
         "file-id": FILE_ID,
         "source-bucket": media.uploads,
@@ -127,8 +135,7 @@ def test_an_object_over_the_copy_limit_is_copied_in_parts(media: MediaBench) -> 
     assert copy["Body"].read() == body
     assert copy["ETag"].strip('"').endswith("-3")
     assert copy["Metadata"]["file-id"] == FILE_ID
-    tags = media.s3.get_object_tagging(Bucket=media.quarantine, Key=moved.key)["TagSet"]
-    assert tags == [{"Key": "scan-status", "Value": "INFECTED"}]
+    assert copy_tags(media, moved.key)["scan-status"] == "INFECTED"
     assert versions_of(media, media.uploads, location.key) == {"versions": [], "markers": []}
     assert media.s3.list_multipart_uploads(Bucket=media.quarantine).get("Uploads", []) == []
 
@@ -178,17 +185,78 @@ def test_a_version_recorded_without_an_id_is_found_by_its_etag(media: MediaBench
     assert copy["Body"].read() == EICAR
 
 
+def tags_of(media: MediaBench, location: ObjectLocation) -> dict[str, str]:
+    found = media.s3.get_object_tagging(**location.request())["TagSet"]
+    return {t["Key"]: t["Value"] for t in found}
+
+
+def uploaded_with_ten_tags(media: MediaBench, key: str, body: bytes) -> tuple[ObjectLocation, str]:
+    """An upload carrying S3's most tags (10), none of them the verdict's."""
+    tagging = "&".join(f"label-{n:02d}=v{n}" for n in range(10))
+    put = media.s3.put_object(Bucket=media.uploads, Key=key, Body=body, Tagging=tagging)
+    location = ObjectLocation(media.uploads, key, put["VersionId"])
+    assert len(tags_of(media, location)) == 10
+    return location, put["ETag"]
+
+
+def never_displaces(tags: dict[str, str]) -> None:
+    raise AssertionError(f"nothing should have been displaced, yet {tags} was")
+
+
 def test_tagging_keeps_other_tags_and_reports_a_version_gone(media: MediaBench) -> None:
     location, _ = uploaded(media, "uploads/acme/n.txt", b"plain")
     media.s3.put_object_tagging(
         **location.request(), Tagging={"TagSet": [{"Key": "team", "Value": "sales"}]}
     )
     marks = store(media)
-    assert marks.tag(location, "CLEAN")
-    found = media.s3.get_object_tagging(**location.request())["TagSet"]
-    assert {t["Key"]: t["Value"] for t in found} == {"team": "sales", "scan-status": "CLEAN"}
+    assert marks.tag(location, "CLEAN", keep_displaced=never_displaces)
+    assert tags_of(media, location) == {"team": "sales", "scan-status": "CLEAN"}
     media.s3.delete_object(**location.request())
-    assert marks.tag(location, "CLEAN") is False
+    assert marks.tag(location, "CLEAN", keep_displaced=never_displaces) is False
+
+
+def test_a_verdict_on_a_version_at_s3s_ten_tags_keeps_the_tag_it_displaces(
+    media: MediaBench,
+) -> None:
+    # Given an upload that came with 10 tags: S3 refuses an eleventh
+    location, _ = uploaded_with_ten_tags(media, "uploads/acme/tagged.txt", b"plain")
+    eleven = media.s3.get_object_tagging(**location.request())["TagSet"]
+    eleven.append({"Key": "x", "Value": "y"})
+    with pytest.raises(ClientError):
+        media.s3.put_object_tagging(**location.request(), Tagging={"TagSet": eleven})
+    kept: list[dict[str, str]] = []
+    # When the scan tags it CLEAN
+    assert store(media).tag(location, "CLEAN", keep_displaced=kept.append)
+    # Then the verdict is on the version, beside nine of the uploader's tags, and the tenth
+    # (the last by key) was handed over to be kept before it left the object
+    after = tags_of(media, location)
+    assert after["scan-status"] == "CLEAN" and len(after) == 10
+    assert kept == [{"label-09": "v9"}]
+    assert {k: v for k, v in after.items() if k != "scan-status"} | kept[0] == {
+        f"label-{n:02d}": f"v{n}" for n in range(10)
+    }
+    # And a later verdict (a rescan) replaces its own tag, displacing nothing more
+    assert store(media).tag(location, "UNSCANNABLE", keep_displaced=never_displaces)
+    assert tags_of(media, location)["scan-status"] == "UNSCANNABLE"
+
+
+def test_a_version_at_s3s_ten_tags_is_quarantined_its_copy_tagged_afresh(
+    media: MediaBench,
+) -> None:
+    # Given an infected upload that came with 10 tags (no eleventh, INFECTED, can be added)
+    location, etag = uploaded_with_ten_tags(media, "uploads/acme/tagged.exe", EICAR)
+    # When it is quarantined
+    moved = store(media).quarantine(
+        location, tenant="acme", file_id=FILE_ID, etag=etag, size=len(EICAR)
+    )
+    # Then it is moved: no version of it is left, and its copy carries none of the upload's tags
+    assert versions_of(media, media.uploads, location.key) == {"versions": [], "markers": []}
+    assert copy_tags(media, moved.key) == {
+        "scan-status": "INFECTED",
+        "file-id": FILE_ID,
+        "source-version": location.version_id,
+    }
+    assert media.s3.get_object(Bucket=media.quarantine, Key=moved.key)["Body"].read() == EICAR
 
 
 def test_withdrawing_outputs_deletes_the_files_derived_files_only(media: MediaBench) -> None:

@@ -178,12 +178,10 @@ def test_a_new_set_is_picked_up_at_the_next_refresh_and_loaded_into_clamd(
     first_pid = shared_daemon().pid  # type: ignore[union-attr]
     threat = b"new threat of december\n"
     md5 = hashlib.md5(threat, usedforsecurity=False).hexdigest()
-    publish(
-        store,
-        tmp_path,
-        "20261201T113000Z",
-        clamav={"local.hdb": f"{md5}:{len(threat)}:Test.December\n".encode()},
-    )
+    eicar = hashlib.md5(EICAR, usedforsecurity=False).hexdigest()
+    # (every set finds EICAR, as the updater proves: clamd's canary needs it)
+    signatures = f"{md5}:{len(threat)}:Test.December\n{eicar}:{len(EICAR)}:Test.EICAR\n"
+    publish(store, tmp_path, "20261201T113000Z", clamav={"local.hdb": signatures.encode()})
     # before the refresh interval the set in hand is kept (one manifest read per interval)
     assert current().definitions_version == "20261201T110000Z"
     # but a rescan looks for the newest at once (it is asked for because definitions changed)
@@ -215,3 +213,21 @@ def test_a_set_whose_bytes_do_not_match_its_manifest_is_refused(
     )
     with pytest.raises(DefinitionsUnavailableError, match="could not be fetched whole"):
         engines(store, tmp_path, Clock())()
+
+
+def test_an_allow_list_dropped_beside_the_set_is_never_loaded_and_the_set_fetched_again(
+    store: DefinitionsStore, tmp_path: Path
+) -> None:
+    # Given a worker scanning with the current set
+    publish(store, tmp_path, "20261201T110000Z")
+    current = engines(store, tmp_path, Clock())
+    assert scan(current, tmp_path, EICAR) == {"yara": True, "clamav": True}
+    clamav_dir = tmp_path / "cache" / "20261201T110000Z" / "clamav"
+    # When an implant drops an .ign2 naming EICAR's signature into the set's folder, and
+    # rewrites the set's own database so that it finds nothing
+    (clamav_dir / "implant.ign2").write_text("Test.EICAR\n")
+    (clamav_dir / "local.hdb").write_text(f"{'0' * 32}:{len(EICAR)}:Test.EICAR\n")
+    # Then EICAR is still INFECTED: the folder is not the set any more, so the set is
+    # fetched again from the bucket (checked against its manifest) before clamd loads it
+    assert scan(current, tmp_path, EICAR) == {"yara": True, "clamav": True}
+    assert sorted(p.name for p in clamav_dir.iterdir()) == ["local.hdb"]

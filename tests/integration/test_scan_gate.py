@@ -9,6 +9,7 @@ service and real conditional writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -83,7 +84,13 @@ class FakeMarks:
         self.withdrawn: list[str] = []
         self.fail_quarantine = False
 
-    def tag(self, location: ObjectLocation, verdict: str) -> bool:
+    def tag(
+        self,
+        location: ObjectLocation,
+        verdict: str,
+        *,
+        keep_displaced: Callable[[dict[str, str]], None],
+    ) -> bool:
         self.tags[location.key] = verdict
         return True
 
@@ -357,11 +364,13 @@ def test_the_infected_verdict_is_recorded_before_the_quarantine_and_a_retry_fini
     # given an attempt that found the infection and then lost S3 mid-quarantine
     marks.fail_quarantine = True
     assert scans.handle(JobMessage.for_job(scan)).disposition is Disposition.RETRYING
-    # then the verdict is on the file already: nothing will parse it, though it is not moved yet
+    # then the verdict is on the file and the file marked quarantined, its outputs withdrawn,
+    # though not a byte of it is moved yet: nothing will parse it, no link is given to them
     file = FileRepository().get(plan.file.id)
     assert file is not None and file.scan is not None
-    assert (file.status, file.scan_status) == (FileStatus.ACTIVE, ScanStatus.INFECTED)
+    assert (file.status, file.scan_status) == (FileStatus.QUARANTINED, ScanStatus.INFECTED)
     assert file.scan.signatures == ("Eicar-Test-Signature",)
+    assert marks.withdrawn == [plan.file.id] and marks.quarantined == []
     thumb = job_of(plan, JobType.THUMBNAIL_GENERATION)
     early = service(JobType.THUMBNAIL_GENERATION, thumbnail, gate, clock).handle(
         JobMessage.for_job(thumb)

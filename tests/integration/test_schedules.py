@@ -176,6 +176,8 @@ def test_a_run_is_an_operation_over_the_files_under_the_prefix_started_once(api:
         assert len(thumbnails) == 2  # ingest's and the run's
         run_job = next(j for j in thumbnails if j.triggered_by == f"schedule:{made['id']}")
         assert run_job.input_data is not None and run_job.input_data["sizes"] == [64]
+        # a backfill of the prefix: in the type's low lane, behind the tenant's new uploads
+        assert run_job.priority < 0
         # named among the file's jobs, and not counted among its API jobs
         stored = FileRepository().get(plan.file.id)
         assert stored is not None and run_job.id in stored.job_ids

@@ -1,4 +1,5 @@
-"""Job messages go to their type's queue, in the high lane when the job's priority asks for it."""
+"""Job messages go to their type's queue: in the high lane when the job's priority is above 0,
+in the low lane when it is below."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ def test_new_jobs_go_to_their_types_queue_in_batches(
             }
         ]
         assert drain(sqs, queues[(job.job_type, Lane.HIGH)]) == []
+        assert drain(sqs, queues[(job.job_type, Lane.LOW)]) == []
 
 
 def test_a_high_priority_job_takes_the_high_lane(
@@ -65,6 +67,20 @@ def test_a_high_priority_job_takes_the_high_lane(
     assert drain(sqs, queues[(job.job_type, Lane.HIGH)]) == [
         json.loads(JobMessage.for_job(job).to_json())
     ]
+
+
+def test_a_negative_priority_job_takes_the_low_lane(
+    sqs: SQSClient, queues: dict[tuple[JobType, Lane], str], clock: FakeClock
+) -> None:
+    job = ingest_plan(clock.now, "application/x-empty").jobs[0]
+    job.priority = -1
+
+    SqsDispatcher(sqs, queues).dispatch_all([job])
+
+    assert drain(sqs, queues[(job.job_type, Lane.LOW)]) == [
+        json.loads(JobMessage.for_job(job).to_json())
+    ]
+    assert drain(sqs, queues[(job.job_type, Lane.NORMAL)]) == []
 
 
 def test_a_retry_is_delayed_at_most_fifteen_minutes(

@@ -154,14 +154,30 @@ def test_iam_mode_makes_no_user_pool_and_no_second_api() -> None:
     assert "ConsoleUrl" in outputs(IAM)
 
 
+PRINCIPALS = {
+    "ApiOperatorPrincipals": "arn:aws:iam::123456789012:role/ops",
+    "ApiTenantBrokers": "arn:aws:iam::123456789012:role/backend",
+}
+
+
 @pytest.mark.parametrize("mode", [IAM, COGNITO, EXISTING_POOL], ids=["iam", "cognito", "existing"])
 def test_the_iam_api_its_roles_and_the_function_are_there_in_every_mode(
     mode: dict[str, str],
 ) -> None:
-    made = deployed(mode)
+    made = deployed({**mode, **PRINCIPALS})
     iam_callers = {"FileJobsApi", "ApiFunction", "ApiOperatorRole", "ApiTenantRole"}
-    assert iam_callers | {"ApiCallersPolicy"} <= set(made)
-    assert {"ApiUrl", "ApiOperatorRoleArn", "ApiTenantRoleArn", "ConsoleUrl"} <= outputs(mode)
+    assert iam_callers | {"ApiCallersPolicy", "ApiTenantCallersPolicy"} <= set(made)
+    named = outputs({**mode, **PRINCIPALS})
+    assert {"ApiUrl", "ApiOperatorRoleArn", "ApiTenantRoleArn", "ConsoleUrl"} <= named
+
+
+def test_with_no_principals_named_no_api_role_is_made_for_the_account_to_assume() -> None:
+    made = deployed(IAM)
+    roles = {"ApiOperatorRole", "ApiTenantRole"}
+    policies = {"ApiCallersPolicy", "ApiTenantCallersPolicy", "ApiOperatorCliPolicy"}
+    assert (roles | policies).isdisjoint(made)
+    assert {"ApiOperatorRoleArn", "ApiTenantRoleArn"}.isdisjoint(outputs(IAM))
+    assert {"FileJobsApi", "ApiFunction"} <= set(made)  # the API is there, no IAM caller opens it
 
 
 def test_cognito_mode_makes_a_pool_its_operators_group_domain_client_and_a_second_api() -> None:

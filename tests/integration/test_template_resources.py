@@ -49,6 +49,7 @@ DEAD_LETTER_QUEUE_OF = {
     "WebhooksQueue": "WebhooksDeadLetterQueue",
     **{f"{t}Queue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
     **{f"{t}HighQueue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
+    **{f"{t}LowQueue": f"{t}DeadLetterQueue" for t in JOB_TYPES},
 }
 # Stream records the events function gives up on (its on-failure destination, not a redrive).
 STREAM_FAILURE_QUEUE = "EventsDeadLetterQueue"
@@ -179,11 +180,11 @@ def test_the_template_defines_every_work_queue_and_its_dead_letter_queue(
     # when its queues are listed
     queues = set(resources_of_type(template, "AWS::SQS::Queue"))
     # then there is S3's ingest queue, the fair one the router fills and S3's removals queue
-    # (sharing a DLQ), two lanes per job type and one DLQ each, the events function's failure
+    # (sharing a DLQ), three lanes per job type and one DLQ each, the events function's failure
     # queue, the bulk operations' queue and its DLQ, the webhooks' queue and its DLQ, and
     # nothing else
     assert queues == set(DEAD_LETTER_QUEUE_OF) | DEAD_LETTER_QUEUES
-    assert len(queues) == 27
+    assert len(queues) == 33
 
 
 def test_every_work_queue_redrives_to_its_dead_letter_queue_after_5_receives(stack: Stack) -> None:
@@ -250,8 +251,10 @@ def test_only_the_uploads_bucket_in_this_account_may_send_to_its_notification_qu
         "Fn::Sub": f"arn:${{AWS::Partition}}:s3:::{bucket_name}"
     }
     assert allow["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
-    # and nobody may use the queue without TLS
-    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+    # and nobody may use the queue without TLS (the other deny locks out the account's other
+    # writers: tests/unit/test_queue_and_bus_locks.py)
+    (deny,) = [s for s in statements if s.get("Sid") == "DenyInsecureTransport"]
+    assert deny["Effect"] == "Deny"
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": False}}
 
 
@@ -366,20 +369,28 @@ def test_the_template_defines_every_function(functions: dict[str, FunctionSpec])
 
 
 @pytest.mark.parametrize(("job_type", "snake"), sorted(JOB_TYPES.items()))
-def test_each_worker_reads_both_lanes_of_its_own_job_type(
-    functions: dict[str, FunctionSpec], job_type: str, snake: str
+def test_each_worker_reads_the_three_lanes_of_its_own_job_type(
+    functions: dict[str, FunctionSpec], template: dict[str, Any], job_type: str, snake: str
 ) -> None:
     # given the worker of one job type
     spec = functions[f"{job_type}Worker"]
     # then it runs the shared worker code for that type
     assert spec.code_uri == "functions/worker"
     assert spec.environment["JOB_TYPE"] == snake
-    # and it reads both lanes one message at a time (a job never waits for others in its batch)
+    # and it reads every lane one message at a time (a job never waits for others in its batch),
+    # the low lane (rescans, backfills) at a concurrency of its own, never the normal lane's
     lanes = {
         _getatt_logical_id(e["Queue"]): (e["BatchSize"], e["ScalingConfig"]["MaximumConcurrency"])
         for e in _sqs_events(spec)
     }
-    assert lanes == {f"{job_type}Queue": (1, 20), f"{job_type}HighQueue": (1, 10)}
+    assert lanes == {
+        f"{job_type}Queue": (1, 20),
+        f"{job_type}HighQueue": (1, 10),
+        f"{job_type}LowQueue": (1, {"Ref": "LowLaneMaximumConcurrency"}),
+    }
+    # which is SQS's least (2) unless an operator raises it
+    low = template["Parameters"]["LowLaneMaximumConcurrency"]
+    assert (low["Default"], low["MinValue"]) == (2, 2)
 
 
 def test_every_function_knows_every_job_queue_and_table(
@@ -393,7 +404,7 @@ def test_every_function_knows_every_job_queue_and_table(
         expected = {
             f"QUEUE_URL_{snake.upper()}{lane_suffix}": {"Ref": f"{job_type}{lane}Queue"}
             for job_type, snake in JOB_TYPES.items()
-            for lane, lane_suffix in (("", ""), ("High", "_HIGH"))
+            for lane, lane_suffix in (("", ""), ("High", "_HIGH"), ("Low", "_LOW"))
         }
         assert queue_urls == expected, name
         assert all(v["Ref"] in resources for v in queue_urls.values())
@@ -469,18 +480,22 @@ def test_each_function_runs_as_a_role_of_its_own_that_may_consume_its_event_sour
 
 
 def test_every_sqs_event_reports_batch_item_failures_and_caps_concurrency(
-    functions: dict[str, FunctionSpec],
+    functions: dict[str, FunctionSpec], template: dict[str, Any]
 ) -> None:
     # given every SQS event source of every function
     events = [(name, e) for name, spec in functions.items() for e in _sqs_events(spec)]
     # the ingest router's, the ingest's, the file removals', the operations function's, the
-    # webhooks', the lanes
-    assert len(events) == 5 + 2 * len(JOB_TYPES)
+    # webhooks', the three lanes of each job type
+    assert len(events) == 5 + 3 * len(JOB_TYPES)
     for name, event in events:
         # then a failed record is retried alone, not its whole batch
         assert event["FunctionResponseTypes"] == ["ReportBatchItemFailures"], name
-        # and the poller cannot scale the function past a set concurrency
-        assert 2 <= event["ScalingConfig"]["MaximumConcurrency"] <= 20, name
+        # and the poller cannot scale the function past a set concurrency (a parameter's default
+        # where an operator sets it)
+        concurrency = event["ScalingConfig"]["MaximumConcurrency"]
+        if isinstance(concurrency, dict):
+            concurrency = template["Parameters"][concurrency["Ref"]]["Default"]
+        assert 2 <= concurrency <= 20, name
 
 
 def test_the_sweep_runs_alone_every_minute_without_retries(
@@ -723,19 +738,21 @@ def test_sts_refuses_a_tenant_role_session_that_names_no_tenant(
     assert allowed_by_sts == is_tenant(session)
 
 
-def test_the_api_roles_trust_the_principals_the_deployer_names(template: dict[str, Any]) -> None:
+def test_the_api_roles_trust_only_the_principals_the_deployer_names(
+    template: dict[str, Any],
+) -> None:
     resources = template["Resources"]
-    for role, parameter in (
-        ("ApiOperatorRole", "ApiOperatorPrincipals"),
-        ("ApiTenantRole", "ApiTenantBrokers"),
+    for role, parameter, condition in (
+        ("ApiOperatorRole", "ApiOperatorPrincipals", "NamesOperatorPrincipals"),
+        ("ApiTenantRole", "ApiTenantBrokers", "NamesTenantBrokers"),
     ):
-        trust = resources[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
-        condition, named, otherwise = trust["Principal"]["AWS"]["Fn::If"]
-        assert named == {"Ref": parameter}
+        # never the account root: with no principals named the role is not made at all
+        assert resources[role]["Condition"] == condition
+        for trust in resources[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+            assert trust["Principal"]["AWS"] == {"Ref": parameter}
         assert template["Parameters"][parameter]["Type"] == "CommaDelimitedList"
-        assert "Fn::Sub" in otherwise  # this account, as before: IAM policies decide
-        assert condition in template["Conditions"]
     operator = resources["ApiOperatorRole"]["Properties"]["AssumeRolePolicyDocument"]
     mfa = operator["Statement"][0]["Condition"]["Fn::If"]
     assert mfa[0] == "OperatorRequiresMfa"
     assert mfa[1] == {"Bool": {"aws:MultiFactorAuthPresent": "true"}}
+    assert template["Parameters"]["ApiOperatorRequiresMfa"]["Default"] == "true"

@@ -13,7 +13,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,15 @@ from filejobs.processors.scan.engines import (
     ClamAvScanner,
     Scanner,
     ScanResult,
+    Upload,
     Verdict,
     YaraScanner,
 )
+from filejobs.processors.scan.isolated import SandboxedYara
 from filejobs.processors.scan.processor import VirusScanProcessor
+from filejobs.processors.scan.sealed import SealedFile
 from filejobs.processors.source import ObjectLocation
+from tests.encrypted_media import encrypted_pdf, encrypted_zip
 from tests.processing import MediaBench
 
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
@@ -193,6 +199,83 @@ def test_a_file_over_the_scan_limit_is_unscannable_without_being_downloaded(
     assert read == []
 
 
+@needs_clamscan
+def test_password_protected_files_are_unscannable_with_their_reason_never_clean(
+    media: MediaBench, both: list[Scanner], tmp_path: Path
+) -> None:
+    # Given an encrypted PDF and a password-protected zip, harmless or not: nobody can tell
+    uploads = {
+        "statement.pdf": (encrypted_pdf(b"quarterly figures", b"secret"), "Encrypted.PDF"),
+        "payroll.zip": (encrypted_zip(tmp_path, "eicar.com", EICAR), "Encrypted.Zip"),
+    }
+    for name, (body, alert) in uploads.items():
+        if body is None:
+            continue  # zip is not installed
+        # When scanned, the verdict is UNSCANNABLE, saying why (GuardDuty's UNSUPPORTED)
+        _, result = scan(media, both, name, body)
+        assert result["verdict"] == "UNSCANNABLE", name
+        reason = result["unscannable_reason"]
+        assert f"clamav: encrypted, its content cannot be scanned: Heuristics.{alert}" in reason
+    # and the zip's encrypted member is named by the archive walk too
+    if uploads["payroll.zip"][0] is not None:
+        _, result = scan(media, both, "payroll.zip", uploads["payroll.zip"][0])
+        assert (
+            "yara: payroll.zip!eicar.com: encrypted, cannot be scanned"
+            in (result["unscannable_reason"])
+        )
+
+
+def test_every_engine_reads_the_sealed_upload_which_nothing_can_rewrite(
+    media: MediaBench, yara_engine: YaraScanner
+) -> None:
+    attempts: dict[str, str] = {}
+
+    class Implant:
+        """An engine run first that tries to change what the next engine scans."""
+
+        name = "implant"
+
+        def scan(self, upload: Upload) -> ScanResult:
+            assert isinstance(upload, SealedFile) and upload.sealed
+            # reopen the upload for writing, as any process of our user could through /proc
+            writer = os.open(upload.path, os.O_WRONLY)
+            try:
+                os.write(writer, b"harmless now\n")
+                attempts["reopen"] = "written"
+            except PermissionError:  # EPERM: the memfd is sealed against writing
+                attempts["reopen"] = "refused"
+            finally:
+                os.close(writer)
+            # or rewrite whatever the download left in the workspace
+            leftovers = [p for p in upload.scratch.rglob("*") if p.is_file()]
+            for leftover in leftovers:
+                leftover.write_bytes(b"harmless now\n")
+            attempts["files in the workspace"] = str(len(leftovers))
+            return ScanResult(engine=self.name, infected=False, scanned_files=1)
+
+    # Given EICAR uploaded, scanned by the implant then by YARA
+    _, result = scan(media, [Implant(), yara_engine], "eicar.com", EICAR)
+    # Then nothing could be changed: no path holds the upload, the descriptor refuses writes
+    assert attempts == {"reopen": "refused", "files in the workspace": "0"}
+    # and YARA still saw EICAR
+    assert result["verdict"] == "INFECTED"
+    assert result["engines"]["yara"]["signatures"] == ["EICAR_Test_File"]
+
+
+@pytest.mark.parametrize("in_memory_max_bytes", [16, 1024 * MiB])
+def test_sandboxed_yara_reads_the_sealed_upload_in_memory_or_from_its_nameless_file(
+    media: MediaBench, yara_engine: YaraScanner, in_memory_max_bytes: int
+) -> None:
+    # an upload too large to hold in memory is an O_TMPFILE in the worker's workspace, which
+    # the sandbox's jobs may not reopen (Landlock hides the workspace): read by its descriptor
+    work = media.work_for(JobType.VIRUS_SCAN, "eicar.zip", zipped("eicar.com", EICAR))
+    processor = VirusScanProcessor(
+        media.s3, [SandboxedYara(yara_engine)], in_memory_max_bytes=in_memory_max_bytes
+    )
+    result = processor(work)
+    assert result["verdict"] == "INFECTED" and result["engines"]["yara"]["scanned_files"] == 2
+
+
 def test_a_corrupt_zip_is_scanned_as_bytes(media: MediaBench, yara_engine: YaraScanner) -> None:
     junk = b"PK\x03\x04" + bytes(range(256)) * 64
     _, result = scan(media, [yara_engine], "broken.zip", junk)
@@ -233,9 +316,9 @@ def test_a_cancelled_job_stops_before_scanning(media: MediaBench, yara_engine: Y
 
         name = "tripwire"
 
-        def scan(self, path: Path) -> ScanResult:
+        def scan(self, upload: Upload) -> ScanResult:
             stopped[0] = True
-            return yara_engine.scan(path)
+            return yara_engine.scan(upload)
 
     work = media.work_for(JobType.VIRUS_SCAN, "n.txt", b"x", should_stop=lambda: stopped[0])
     processor = VirusScanProcessor(media.s3, [Tripwire(), yara_engine])
@@ -268,3 +351,26 @@ def test_clamscan_runs_without_the_workers_credentials_and_with_its_own_librarie
     assert not {"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} & set(environment)
     assert environment["LD_LIBRARY_PATH"] == str(home / "lib")
     assert result.verdict is Verdict.CLEAN
+
+
+def test_clamscan_runs_with_no_network_socket(tmp_path: Path) -> None:
+    # Given a clamscan that tries to reach the Runtime API before it scans (as one taken over
+    # by a hostile file might), recording what the kernel said
+    seen = tmp_path / "said"
+    program = tmp_path / "clamscan"
+    program.write_text(
+        f"#!{sys.executable}\n"
+        "import errno, socket\n"
+        "try:\n"
+        "    socket.create_connection(('127.0.0.1', 9001), timeout=1)\n"
+        "    said = 'connected'\n"
+        "except OSError as error:\n"
+        "    said = errno.errorcode.get(error.errno, str(error))\n"
+        f"open({str(seen)!r}, 'w').write(said)\n"
+    )
+    program.chmod(0o755)
+    target = tmp_path / "upload.bin"
+    target.write_bytes(b"anything")
+    # When it scans, the filter refuses the socket itself (not a refused connection)
+    assert ClamAvScanner(tmp_path, str(program)).scan(target).verdict is Verdict.CLEAN
+    assert seen.read_text() == "EACCES"

@@ -26,6 +26,7 @@ from filejobs.adapters.s3 import S3Outputs
 from filejobs.adapters.workspace import shared_scratch
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
+from filejobs.data.models import FileModel
 from filejobs.domain import keys, outcome_events
 from filejobs.domain.content import sniff_content_type
 from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
@@ -75,9 +76,12 @@ class Scanning:
     folder: Path
     clock: Clock
 
-    def upload(self, key: str, body: bytes) -> IngestPlan:
-        """An upload, recorded as the ingest records it (the file and its jobs)."""
-        put = self.media.s3.put_object(Bucket=self.media.uploads, Key=key, Body=body)
+    def upload(self, key: str, body: bytes, tagging: str = "") -> IngestPlan:
+        """An upload (with the uploader's `tagging`), recorded as the ingest records it (the
+        file and its jobs)."""
+        put = self.media.s3.put_object(
+            Bucket=self.media.uploads, Key=key, Body=body, Tagging=tagging
+        )
         record = ObjectCreated(
             self.media.uploads, key, len(body), put["ETag"].strip('"'), put["VersionId"]
         )
@@ -179,16 +183,21 @@ def test_an_attempt_that_died_after_moving_the_version_is_finished_by_the_next(
 ) -> None:
     scanning.publish("20261201T100000Z", {"Test.EICAR": EICAR})
     plan = scanning.upload("uploads/acme/virus.exe", EICAR)
-    # Given an attempt that recorded the infection, copied and deleted the version, then died
-    # before it marked the file quarantined
-    real = FileRepository.quarantine
-    monkeypatch.setattr(FileRepository, "quarantine", _dies)
+    # Given an attempt that recorded the infection, marked the file quarantined, copied and
+    # deleted the version, then died before it could say so
+    real = S3VerdictStore.quarantine
+
+    def moves_then_dies(self: S3VerdictStore, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        raise ConnectionResetError("the worker died right after the move")
+
+    monkeypatch.setattr(S3VerdictStore, "quarantine", moves_then_dies)
     assert scanning.run(scan_job(plan)) is Disposition.RETRYING
     assert versions_left(scanning.media, plan.file.key) == []
     stored = stored_file(plan)
-    assert (stored.status, stored.scan_status) == (FileStatus.ACTIVE, ScanStatus.INFECTED)
+    assert (stored.status, stored.scan_status) == (FileStatus.QUARANTINED, ScanStatus.INFECTED)
     # When the next attempt (once its retry is due) finds the version gone
-    monkeypatch.setattr(FileRepository, "quarantine", real)
+    monkeypatch.setattr(S3VerdictStore, "quarantine", real)
     scanning.clock.ahead = timedelta(hours=1)
     assert scanning.run(scan_job(plan)) is Disposition.COMPLETED
     # Then it finished the quarantine (no second copy), reporting the recorded verdict
@@ -202,10 +211,6 @@ def test_an_attempt_that_died_after_moving_the_version_is_finished_by_the_next(
         Bucket=scanning.media.quarantine, Prefix=target
     )
     assert len(listing.get("Versions", [])) == 1
-
-
-def _dies(*_: Any, **__: Any) -> None:
-    raise ConnectionResetError("the worker lost DynamoDB right after the move")
 
 
 def test_a_clean_upload_is_tagged_and_its_waiting_jobs_are_sent(scanning: Scanning) -> None:
@@ -268,3 +273,63 @@ def test_a_rescan_with_new_definitions_quarantines_a_file_the_first_scan_passed(
     # And the first scan's job still says what it saw then
     first = stored_job(scan_job(plan).id).result_data or {}
     assert first["verdict"] == "CLEAN" and first["definitions_version"] == "20261201T100000Z"
+
+
+TEN_TAGS = "&".join(f"label-{n:02d}=v{n}" for n in range(10))  # S3's most
+
+
+def test_a_clean_upload_at_s3s_ten_tags_is_tagged_and_keeps_the_tag_it_displaced(
+    scanning: Scanning,
+) -> None:
+    scanning.publish("20261201T100000Z", {"Test.EICAR": EICAR})
+    # Given an upload that came with 10 tags of its uploader's
+    plan = scanning.upload("uploads/acme/labelled.txt", b"labelled notes\n" * 40, TEN_TAGS)
+    # When it is scanned clean
+    assert scanning.run(scan_job(plan)) is Disposition.COMPLETED
+    # Then its version carries the verdict (its jobs can read it) and nine of the tags
+    tagging = scanning.media.s3.get_object_tagging(
+        Bucket=scanning.media.uploads, Key=plan.file.key, VersionId=plan.file.version_id or ""
+    )
+    on_object = {t["Key"]: t["Value"] for t in tagging["TagSet"]}
+    assert on_object.pop("scan-status") == "CLEAN" and len(on_object) == 9
+    # and the tenth is kept on the file's record: none of the uploader's tags is lost
+    displaced = FileModel.get(plan.file.id).displaced_tags
+    assert displaced is not None
+    kept = {key: displaced[key] for key in displaced}
+    assert on_object | kept == {f"label-{n:02d}": f"v{n}" for n in range(10)}
+    assert {j.id for j in plan.jobs if j.job_type in GATED_JOB_TYPES} <= set(scanning.sent.jobs)
+
+
+def test_an_infected_file_is_marked_and_its_outputs_withdrawn_before_a_byte_moves(
+    scanning: Scanning, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a file at S3's 10 tags, scanned clean, whose preview was made
+    scanning.publish("20261201T100000Z", {"Test.EICAR": EICAR})
+    threat = b"%PDF-1.4\n% an exploit Monday's definitions did not know\n" * 8
+    plan = scanning.upload("uploads/acme/offer.pdf", threat, TEN_TAGS)
+    assert scanning.run(scan_job(plan)) is Disposition.COMPLETED
+    derived = f"{keys.derived_prefix('acme', plan.file.id)}document_preview/page-1.webp"
+    scanning.media.s3.put_object(Bucket=scanning.media.outputs, Key=derived, Body=b"webp")
+    # When a rescan finds it infected, and S3 refuses every copy to the quarantine bucket
+    scanning.publish("20261202T100000Z", {"Test.EICAR": EICAR, "Test.Offer": threat})
+
+    def copy_refused(**_: Any) -> None:
+        raise ConnectionResetError("S3 refused the copy")
+
+    monkeypatch.setattr(scanning.media.s3, "copy_object", copy_refused)
+    rescan = Rescans(JobRepository(), FileRepository(), scanning.sent).rescan(
+        stored_file(plan), key=str(uuid.uuid4()), by="operator", reason="new sigs"
+    )
+    assert scanning.run(rescan.job) is Disposition.RETRYING
+    # Then, though not a byte moved, the file is marked quarantined and nothing made from it
+    # is left to serve
+    assert len(versions_left(scanning.media, plan.file.key)) == 1
+    after = stored_file(plan)
+    assert (after.status, after.scan_status) == (FileStatus.QUARANTINED, ScanStatus.INFECTED)
+    listing = scanning.media.s3.list_objects_v2(Bucket=scanning.media.outputs, Prefix="derived/")
+    assert listing.get("KeyCount", 0) == 0
+    # And the next attempt moves it, whatever tags it carried
+    monkeypatch.undo()
+    scanning.clock.ahead = timedelta(hours=1)
+    assert scanning.run(rescan.job) is Disposition.COMPLETED
+    assert versions_left(scanning.media, plan.file.key) == []

@@ -204,6 +204,8 @@ def hooks(stack: Api, monkeypatch: pytest.MonkeyPatch) -> Iterator[Hooks]:  # no
         "EVENT_BUS_NAME": bus,
         "WEBHOOKS_QUEUE_URL": queue,
         "FILEJOBS_WEBHOOKS_LOCAL_MODE": "1",
+        # the API and the webhooks function in one process: one seals, the other opens
+        "WEBHOOK_SECRETS_USE": "seal,open",
     }.items():
         monkeypatch.setenv(name, value)
     runtime.reset()

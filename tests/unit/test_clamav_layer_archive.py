@@ -195,7 +195,23 @@ class Package:
         )
 
 
-HELLO = Package("hello", "1.0-1", debian_package({"usr/bin/true": PROGRAM.read_bytes()}))
+# The glibc the layer bundles, here this machine's (its loader has its x86_64 name), carried by
+# the one package with its program.
+HOST_GLIBC = Path("/lib/x86_64-linux-gnu")
+HOST_LOADER = "ld-linux-x86-64.so.2"
+HELLO = Package(
+    "hello",
+    "1.0-1",
+    debian_package(
+        {
+            "usr/bin/true": PROGRAM.read_bytes(),
+            **{
+                f"usr/lib/aarch64-linux-gnu/{name}": (HOST_GLIBC / name).read_bytes()
+                for name in ("libc.so.6", HOST_LOADER)
+            },
+        }
+    ),
+)
 
 
 @dataclass
@@ -271,6 +287,9 @@ def archive(
     monkeypatch.setattr(debs, "PACKAGE_LIST", listing)
     monkeypatch.setattr(debs, "LOCK_FILE", tmp_path / "packages.lock")
     monkeypatch.setattr(debs, "PROGRAMS", (str(PROGRAM.relative_to("/")),))
+    monkeypatch.setattr(debs, "LOADER", HOST_LOADER)
+    monkeypatch.setattr(debs.debian, "GLIBC_LIBRARIES", debs.debian.GLIBC_LIBRARIES | {HOST_LOADER})
+    monkeypatch.setattr(debs, "bundled_glibc", lambda: (2, 36))  # this machine's, as bookworm's
     return fake
 
 
@@ -314,7 +333,8 @@ def test_a_signed_archive_is_locked_and_the_layer_built_over_https(
     dest = tmp_path / "dest"
     build = ["install", "--dest", str(dest), "--cache", str(tmp_path / "cache")]
     assert debs.main([*build, *_options(trusted)]) == 0
-    assert (dest / "clamav/bin/true").read_bytes() == PROGRAM.read_bytes()
+    assert (dest / "clamav/libexec/true").read_bytes() == PROGRAM.read_bytes()
+    assert (dest / "clamav/glibc/libc.so.6").is_file()
     assert not (dest / "clamav.partial").exists()
 
 
@@ -488,6 +508,22 @@ def test_a_lock_of_a_version_no_longer_in_the_signed_index_asks_for_a_new_lock(
     archive.publish(Package("hello", "1.0-2", HELLO.data + b"\n"))  # a new version replaces it
     with pytest.raises(debs.BuildError, match=r"hello 1.0-1 .* is in no signed index of bookworm"):
         debs.install(tmp_path / "dest", tmp_path / "cache", trusted)
+
+
+def test_a_lock_refuses_an_older_version_when_the_signed_index_lists_a_newer_it_cannot_fetch(
+    archive: FakeArchive, trusted: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a signed index listing hello 1.0-2 (a security fix) beside 1.0-1, and a pool that
+    # serves only 1.0-1 (as bullseye-security's listed +deb11u13 after its pool stopped)
+    fixed = Package("hello", "1.0-2", HELLO.data + b"\n")
+    archive.publish(HELLO, fixed)
+    (archive.root / fixed.filename).unlink()
+    # when the packages are locked, then the lock fails naming the version it cannot fetch
+    said = _fails(capsys, "lock", *_options(trusted))
+    assert "hello 1.0-2: the signed index of bookworm lists it but" in said
+    assert f"{archive.mirror}/{fixed.filename} cannot be downloaded" in said
+    # and no lock is written: the older version is never pinned instead
+    assert not debs.LOCK_FILE.exists()
 
 
 def test_a_cached_package_is_used_only_while_its_digest_matches(

@@ -118,7 +118,7 @@ def _sysroot_with_host_programs(tmp_path: Path) -> Path:
     libraries = root / debs.debian.LIBRARY_DIRS[0]
     libraries.mkdir(parents=True)
     for host_dir in (Path("/usr/lib/x86_64-linux-gnu"), Path("/lib/x86_64-linux-gnu")):
-        for library in host_dir.glob("lib*.so*"):
+        for library in [*host_dir.glob("lib*.so*"), *host_dir.glob("ld-linux*.so*")]:
             if not (libraries / library.name).exists():
                 (libraries / library.name).symlink_to(library)
     return root
@@ -154,52 +154,100 @@ def test_a_file_needing_a_newer_glibc_than_lambdas_fails_the_build(
     # and with Lambda's glibc it passes (Debian 12 builds ClamAV against glibc <= 2.34)
     monkeypatch.setattr(debs.debian, "RUNTIME_GLIBC", (2, 34))
     debs.check_glibc(HOST_CLAMSCAN)
+    # as it does against the bundled glibc, which the layer's check names when it is too old
+    debs.check_glibc(HOST_CLAMSCAN, (2, 36), whose="the layer's bundled glibc")
+    with pytest.raises(debs.BuildError, match=r"needs GLIBC_2\.\d+; the layer's bundled glibc"):
+        debs.check_glibc(HOST_CLAMSCAN, (2, 2), whose="the layer's bundled glibc")
 
 
 @needs_host_clamav
-def test_every_program_is_copied_to_bin_with_its_closure_each_file_checked_for_glibc(
+def test_every_program_is_copied_with_its_launcher_its_closure_and_glibc_each_file_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # given this machine's clamscan, clamd, freshclam and sigtool beside all its libraries
+    # given this machine's clamscan, clamd, freshclam and sigtool beside all its libraries (its
+    # loader under its x86_64 name)
     root = _sysroot_with_host_programs(tmp_path)
+    monkeypatch.setattr(debs, "LOADER", "ld-linux-x86-64.so.2")
     monkeypatch.setattr(
         debs.debian, "GLIBC_LIBRARIES", debs.debian.GLIBC_LIBRARIES | {"ld-linux-x86-64.so.2"}
     )
-    # (against this machine's glibc: its GCC 12 libgcc_s needs 2.35, why the layer's is bullseye's)
-    monkeypatch.setattr(debs.debian, "RUNTIME_GLIBC", (2, 36))
-    checked: list[str] = []
+    checked: list[tuple[str, tuple[int, ...]]] = []
     check_glibc = debs.check_glibc
 
-    def check_and_note(path: Path) -> None:
-        check_glibc(path)
-        checked.append(path.name)
+    def check_and_note(path: Path, glibc: tuple[int, ...], *, whose: str) -> None:
+        check_glibc(path, glibc, whose=whose)
+        checked.append((path.name, glibc))
 
     monkeypatch.setattr(debs, "check_glibc", check_and_note)
-    # when the layer is laid out
-    copied = debs.copy_programs(root, tmp_path / "layer/clamav")
-    # then every program is in clamav/bin under its own name
-    layer = tmp_path / "layer"
-    assert {path.name for path in (layer / "clamav/bin").iterdir()} == set(HOST_PROGRAMS)
-    assert (layer / "clamav/bin/clamd").read_bytes() == HOST_PROGRAMS["clamd"].read_bytes()
-    # and the libraries of each: clamd's libsystemd, freshclam's libfreshclam and libcurl
-    libraries = {path.name for path in (layer / "clamav/lib").iterdir()}
+    # when the layer is laid out against this machine's glibc (2.36, as the bundled one)
+    copied = debs.copy_programs(root, tmp_path / "layer/clamav", glibc=(2, 36))
+    layer = tmp_path / "layer/clamav"
+    # then every program is in libexec, with a launcher of its name in bin
+    assert {path.name for path in (layer / "libexec").iterdir()} == set(HOST_PROGRAMS)
+    assert (layer / "libexec/clamd").read_bytes() == HOST_PROGRAMS["clamd"].read_bytes()
+    assert (layer / "bin/clamd").read_text().startswith("#!/bin/sh\n")
+    # and glibc with its loader in glibc/, apart from the libraries of each in lib/: clamd's
+    # libsystemd, freshclam's libfreshclam and libcurl
+    glibc = {path.name for path in (layer / "glibc").iterdir()}
+    assert {"libc.so.6", "ld-linux-x86-64.so.2"} <= glibc <= debs.debian.GLIBC_LIBRARIES
+    libraries = {path.name for path in (layer / "lib").iterdir()}
     assert {"libclamav.so.12", "libsystemd.so.0", "libfreshclam.so.3", "libcurl.so.4"} <= libraries
-    # and every file copied, program or library, was checked against Lambda's glibc first
-    expected = {f"bin/{name}" for name in HOST_PROGRAMS} | {f"lib/{name}" for name in libraries}
+    assert not libraries & debs.debian.GLIBC_LIBRARIES
+    # and every file copied, program or library, was checked against the bundled glibc first
+    expected = {f"{kind}/{name}" for name in HOST_PROGRAMS for kind in ("bin", "libexec")}
+    expected |= {f"lib/{name}" for name in libraries} | {f"glibc/{name}" for name in glibc}
     assert set(copied) == expected
-    assert sorted(checked) == sorted(entry.split("/", 1)[1] for entry in copied)
+    assert sorted(checked) == sorted(
+        (entry.split("/", 1)[1], (2, 36)) for entry in copied if not entry.startswith("bin/")
+    )
 
 
-def test_the_layers_programs_run_under_qemu_with_the_layers_libraries_and_nothing_else(
+def test_a_launcher_starts_its_program_through_the_layers_loader_with_the_layers_libraries(
     tmp_path: Path,
 ) -> None:
-    runner = debs.layer_runner(tmp_path / "layer", tmp_path / "sysroot")
-    assert runner.env == {"LD_LIBRARY_PATH": str(tmp_path / "layer/clamav/lib")}
+    # given a layer whose loader is a script printing what it was given
+    layer = (tmp_path / "opt/clamav").resolve()
+    for folder in ("bin", "glibc", "lib", "libexec"):
+        (layer / folder).mkdir(parents=True)
+    loader = layer / "glibc" / debs.LOADER
+    loader.write_text('#!/bin/sh\nprintf "%s\\n" "$0" "$@"\n')
+    loader.chmod(0o755)
+    launcher = layer / "bin/clamd"
+    launcher.write_text(debs.LAUNCHER.format(program="clamd", loader=debs.LOADER))
+    launcher.chmod(0o755)
+    # when a worker runs bin/clamd by its path, with LD_LIBRARY_PATH as environment.py sets it
+    run = subprocess.run(
+        [str(launcher), "--config-file=/tmp/clamd.conf", "a b"],
+        env={"LD_LIBRARY_PATH": str(layer / "lib")},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    # then the layer's loader starts libexec/clamd with the layer's glibc and libraries alone,
+    # its arguments untouched
+    assert run.stdout.splitlines() == [
+        str(loader), "--library-path", f"{layer}/glibc:{layer}/lib", str(layer / "libexec/clamd"),
+        "--config-file=/tmp/clamd.conf", "a b",
+    ]  # fmt: skip
+
+
+def test_the_layers_programs_run_under_qemu_as_their_launchers_start_them(
+    tmp_path: Path,
+) -> None:
+    runner = debs.layer_runner(tmp_path / "layer")
+    clamav = tmp_path / "layer/clamav"
+    assert runner.env == {"LD_LIBRARY_PATH": str(clamav / "lib")}
     assert set(runner.programs) == {"clamscan", "clamd", "freshclam", "sigtool"}
     assert runner.argv("clamd", "--config-file=c") == [
-        debs.QEMU, "-L", str(tmp_path / "sysroot"), str(tmp_path / "layer/clamav/bin/clamd"),
-        "--config-file=c",
+        debs.QEMU, str(clamav / "glibc/ld-linux-aarch64.so.1"), "--library-path",
+        f"{clamav}/glibc:{clamav}/lib", str(clamav / "libexec/clamd"), "--config-file=c",
     ]  # fmt: skip
+
+
+def test_the_committed_lock_is_debian_12_alone_with_its_glibc_for_the_bundled_loader() -> None:
+    locked = {package.name: package for package in debs.locked_packages()}
+    assert not any("deb11" in package.version for package in locked.values())
+    assert locked["libxml2"].version.startswith("2.9.14+")
+    assert {"libicu72", "libc6"} <= set(locked) and "libicu67" not in locked
+    assert debs.bundled_glibc() == (2, 36)
 
 
 def test_the_version_clamd_must_report_is_clamavs_own_in_the_locked_debian_one() -> None:

@@ -33,6 +33,14 @@ REPORT: dict[str, Any] = {
     "overrides": {"files_per_day": 5, "max_file_bytes": 0},
     "usage": {"day": "2026-12-04", "files": 2, "bytes": 40},
 }
+# What a stack that counts rescans and operations adds.
+STARTED_REPORT = {
+    **REPORT,
+    "limits": {**REPORT["limits"], "rescans_per_file_per_day": 1, "max_running_operations": 3},
+    "defaults": {**REPORT["defaults"], "rescans_per_file_per_day": 3, "max_running_operations": 3},
+    "overrides": {"rescans_per_file_per_day": 1},
+    "usage": {**REPORT["usage"], "rescans": 7, "operations": 1},
+}
 
 
 def parsed(*argv: str) -> argparse.Namespace:
@@ -85,6 +93,22 @@ def test_show_prints_in_force_default_and_own_with_zero_as_unlimited() -> None:
         "max_file_bytes": ["unlimited", "50", "unlimited"],
         "max_in_flight_jobs": ["100", "100", "-"],
     }
+
+
+def test_show_prints_the_rescan_and_operation_quotas_and_todays_count_of_each() -> None:
+    lines = quotas.render(STARTED_REPORT).splitlines()
+
+    assert lines[0].endswith("2 files, 40 bytes accepted, 7 rescans, 1 operations")
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert rows["rescans_per_file_per_day"] == ["1", "3", "1"]
+    assert rows["max_running_operations"] == ["3", "3", "-"]
+
+
+def test_the_rescan_and_operation_quotas_are_set_like_the_others() -> None:
+    arguments = parsed("set", "acme", "--rescans-per-day", "500", "--default", "operations-per-day")
+
+    quotas.check_change(arguments)
+    assert quotas.change_of(arguments) == {"rescans_per_day": 500, "operations_per_day": None}
 
 
 class Refusing:

@@ -70,7 +70,7 @@ def test_a_private_mirror_with_some_official_databases_and_custom_urls() -> None
 def test_a_mirror_of_custom_databases_only() -> None:
     # what the local stack runs: its mirror on 127.0.0.1, OfficialDatabases empty
     settings = MirrorSettings.parse(
-        "http://127.0.0.1:8765", "", "http://127.0.0.1:8765/filejobs.hdb"
+        "http://127.0.0.1:8765", "", "http://127.0.0.1:8765/filejobs.hdb", loopback_http=True
     )
     config = directives(render_config(settings, DATADIR, "root"))
     assert [line for line in config if line.startswith("ExcludeDatabase")] == [
@@ -98,10 +98,22 @@ def test_where_each_database_came_from_follows_the_settings() -> None:
     [
         ("", "main,weekly", "", "unknown official databases: weekly"),
         ("mirror.example.com\nDatabaseOwner root", "", "", "must be a URL or host name"),
-        ("ftp://mirror.example.com", "", "", "must be http(s)://"),
+        ("ftp://mirror.example.com", "", "", "must be https://"),
+        ("http://mirror.example.com", "", "", "must be https://"),
+        ("mirror.example.com", "", "", "must be an https:// URL"),
         ("", "", "https://x.example/house.txt", "does not name a ClamAV database"),
         ("", "", "https://x.example/rules.yar", "does not name a ClamAV database"),
-        ("", "", "gopher://x.example/house.ndb", "must be http(s):// or file://"),
+        ("", "", "gopher://x.example/house.ndb", "must be https://"),
+        ("", "", "http://x.example/house.ndb", "must be https://"),
+        ("", "", "file:///tmp/house.ndb", "must be https://"),
+        # loopback http is the local stack's alone (MirrorSettings.loopback_http)
+        ("http://127.0.0.1:8765", "", "", "(http://127.0.0.1 only in the local stack)"),
+        ("", "", "http://localhost:8765/a.ndb", "(http://127.0.0.1 only in the local stack)"),
+        # a custom source adds detections, never takes one away nor reconfigures the engine
+        ("", "", "https://x.example/house.ign2", "house.ign2 is a .ign2 file, which turns"),
+        ("", "", "https://x.example/house.fp", "a custom source may add detections only"),
+        ("", "", "https://x.example/house.cfg", "a custom source may add detections only"),
+        ("", "", "https://x.example/house.cud", "house.cud is a database container"),
         ("", "", "https://x.example/daily.cvd", "is named as an official database"),
         ("", "", "https://a.example/x.ndb,https://b.example/x.ndb", "end in the same name: x.ndb"),
         ("", "", "https://x.example/a b.ndb", "spaces or control characters"),

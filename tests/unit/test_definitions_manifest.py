@@ -175,9 +175,26 @@ def test_the_age_of_a_custom_only_set_is_since_the_mirror_last_confirmed_it() ->
     # a set whose only ClamAV database came from a custom URL has no build time to go by
     custom = manifest(files=(clamav("filejobs.hdb", Source.CUSTOM_URL),))
     assert custom.age(NOW + timedelta(hours=5)) == timedelta(hours=3)  # checked at NOW + 2 h
-    # nor do header times of unofficial containers count as official builds
-    cud = clamav("local.cud", Source.CUSTOM_URL, version=3, build_time=NOW - timedelta(days=9))
-    assert manifest(files=(cud,)).age(NOW + timedelta(hours=2)) == timedelta(0)
+
+
+@pytest.mark.parametrize(
+    "name", ["house.ign2", "house.ign", "house.fp", "house.sfp", "house.cfg", "house.ftm",
+             "house.crb", "house.cat", "house.pwdb", "local.cud", "HOUSE.IGN2"],
+)  # fmt: skip
+@pytest.mark.parametrize("source", [Source.CUSTOM_URL, Source.CURATED, Source.OFFICIAL])
+def test_no_set_carries_an_allow_list_or_engine_settings_but_the_official_databases(
+    name: str, source: Source
+) -> None:
+    # an .ign2 naming EICAR's signature, a .fp listing its hash, a .cfg switching the PDF parser
+    # off, a .cud holding any of those: each would turn a detection off on every worker (and
+    # calling one official smuggles nothing in: official is a name, main/daily/bytecode)
+    with pytest.raises(ManifestError, match="only the official databases may carry it"):
+        clamav(name, source)
+
+
+def test_detection_signatures_of_any_source_and_the_official_containers_are_welcome() -> None:
+    assert clamav("house.ldb", Source.CURATED).name == "house.ldb"
+    assert clamav("daily.cld").name == "daily.cld"
 
 
 def test_an_age_is_never_negative() -> None:

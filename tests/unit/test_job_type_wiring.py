@@ -46,8 +46,12 @@ def pascal(job_type: JobType) -> str:
     return "".join(part.title() for part in job_type.value.split("_"))
 
 
+# The queue of each lane (domain/messages.py lane_of): its resource's suffix after the type's name.
+LANE_SUFFIXES = {Lane.NORMAL: "", Lane.HIGH: "High", Lane.LOW: "Low"}
+
+
 def lanes(job_type: JobType) -> set[str]:
-    return {f"{pascal(job_type)}Queue", f"{pascal(job_type)}HighQueue"}
+    return {f"{pascal(job_type)}{suffix}Queue" for suffix in LANE_SUFFIXES.values()}
 
 
 def targets(value: Any) -> set[str]:
@@ -106,7 +110,7 @@ def test_some_files_get_it(job_type: JobType) -> None:
 
 
 @EVERY_TYPE
-def test_it_has_two_lanes_a_dead_letter_queue_its_alarm_and_a_log_group(
+def test_it_has_three_lanes_a_dead_letter_queue_its_alarm_and_a_log_group(
     job_type: JobType,
 ) -> None:
     message, name = step(5, job_type), pascal(job_type)
@@ -134,7 +138,11 @@ def test_its_worker_runs_the_shared_code_for_its_type_on_its_own_lanes(
     assert targets(worker["Role"]) == {f"{name}WorkerRole"}, message
     assert targets(worker["LoggingConfig"]["LogGroup"]) == {f"{name}WorkerLogGroup"}, message
     events = {key: targets(event["Properties"]["Queue"]) for key, event in worker["Events"].items()}
-    assert events == {"NormalLane": {f"{name}Queue"}, "HighLane": {f"{name}HighQueue"}}, message
+    assert events == {
+        "NormalLane": {f"{name}Queue"},
+        "HighLane": {f"{name}HighQueue"},
+        "LowLane": {f"{name}LowQueue"},
+    }, message
     # AWS's advice for an SQS event source: a visibility of 6x the function's timeout
     for lane in sorted(lanes(job_type)):
         visibility = RESOURCES[lane]["Properties"]["VisibilityTimeout"]
@@ -162,7 +170,7 @@ def test_its_workers_role_may_consume_and_requeue_its_lanes_and_write_its_logs(
 def test_every_function_knows_its_queue_urls(job_type: JobType) -> None:
     message = f"{step(8, job_type)}: Globals.Function.Environment"
     variables = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
-    for lane, suffix in ((Lane.NORMAL, ""), (Lane.HIGH, "High")):
+    for lane, suffix in LANE_SUFFIXES.items():
         name = queue_url_variable(job_type, lane)
         assert name in variables, f"{message} has no {name}"
         assert variables[name] == {"Ref": f"{pascal(job_type)}{suffix}Queue"}, message

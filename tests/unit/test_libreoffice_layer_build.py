@@ -96,18 +96,48 @@ def test_a_dependency_nothing_provides_fails_the_lock_naming_it() -> None:
         debian.dependency_closure(["writer"], frozenset({"writer"}), frozenset(), versions)
 
 
-def test_the_committed_lock_is_debian_11s_libreoffice_with_its_fonts_and_no_system_tools() -> None:
+def test_the_committed_lock_is_debian_12s_libreoffice_with_its_glibc_and_fonts() -> None:
     locked = {package.name: package for package in office.PACKAGES.locked()}
-    # then LibreOffice's headless packages are in, from bullseye (its glibc fits Lambda's)
+    # then LibreOffice's headless packages are in, from bookworm (security-supported), with
+    # bookworm's own glibc for the bundled loader, and nothing of bullseye's
     for name in ("libreoffice-core-nogui", "libreoffice-writer-nogui", "libreoffice-calc-nogui"):
-        assert "1:7.0." in locked[name].version, name
-    assert all("bullseye" in p.version or "/pool/" in p.url for p in locked.values())
+        assert ":7.4." in locked[name].version and "deb12" in locked[name].version, name
+    assert locked["libc6"].version.startswith("2.36-")
+    assert office.bundled_glibc() == (2, 36)
+    assert not any("deb11" in p.version for p in locked.values())
     assert all(p.url.startswith("https://deb.debian.org/") for p in locked.values())
     assert {"fonts-liberation2", "fonts-crosextra-carlito", "fonts-dejavu-core"} <= set(locked)
     # and what the list excludes is not
     _, _, excluded = office.PACKAGES.entries()
     assert not excluded & set(locked)
     assert office.office_version() == locked["libreoffice-core-nogui"].version[2:7]
+
+
+def test_a_file_needing_a_newer_glibc_than_lambdas_passes_within_the_bundled_one(
+    tmp_path: Path,
+) -> None:
+    # given this machine's `true`, whose symbol versions name its glibc (2.34 or later here)
+    program = Path("/usr/bin/true")
+    needs = max(debian.glibc_versions(program))
+    # then the bundled glibc admits what it covers, and refuses a newer one naming itself
+    debian.check_glibc(program, needs, whose=office.BUNDLED_GLIBC)
+    older = (needs[0], needs[1] - 1)
+    with pytest.raises(debian.BuildError, match=r"needs GLIBC_.*; the layer's bundled glibc has"):
+        debian.check_glibc(program, older, whose=office.BUNDLED_GLIBC)
+
+
+def test_the_network_clients_and_the_helper_programs_are_left_out_of_the_tree(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "tree"
+    (tree / "program").mkdir(parents=True)
+    kept = ("libmergedlo.so", "libswlo.so", "soffice.bin", "libucppkg1.so")
+    dropped = ("libucpdav1.so", "libucpftp1.so", "libLanguageToollo.so", "libldapbe2lo.so",
+               "oosplash", "xpdfimport", "javaldx")  # fmt: skip
+    for name in (*kept, *dropped):
+        (tree / "program" / name).write_bytes(b"\x7fELF")
+    office.drop_modules(tree)
+    assert sorted(path.name for path in (tree / "program").iterdir()) == sorted(kept)
 
 
 # --- unpacking: Debian's absolute links stay inside the tree -------------------------------------
@@ -182,15 +212,26 @@ def test_the_archive_holds_the_tree_with_no_owner_and_its_manifest_says_what_it_
 ) -> None:
     tree = tmp_path / "tree"
     (tree / "program").mkdir(parents=True)
-    (tree / "program/oosplash").write_text("#!/bin/sh\n")
-    (tree / "program/oosplash").chmod(0o4755)  # setuid: not kept
+    (tree / "program/soffice.bin").write_text("#!/bin/sh\n")
+    (tree / "program/soffice.bin").chmod(0o4755)  # setuid: not kept
     (tree / "fonts").mkdir()
     (tree / "fonts/a.ttf").write_bytes(b"\0" * 100)
     target = tmp_path / "layer"
     target.mkdir()
-    line = office.write_archive(tree, target, version="7.0.4")
+    line = office.write_archive(tree, target, version="7.4.7")
     manifest = json.loads((target / "layer.json").read_text())
-    assert manifest["libreoffice"] == "7.0.4"
+    assert manifest["libreoffice"] == "7.4.7"
+    # and says how the worker starts it: soffice.bin through the layer's own loader
+    assert (manifest["loader"], manifest["program"]) == (
+        "lib/ld-linux-aarch64.so.1",
+        "program/soffice.bin",
+    )
+    # and lists every file with its size and SHA-256, for the worker to check what it unpacks
+    listed = json.loads((target / manifest["tree"]).read_text())["files"]
+    assert listed == {
+        "program/soffice.bin": [10, debian.sha256_of(tree / "program/soffice.bin")],
+        "fonts/a.ttf": [100, debian.sha256_of(tree / "fonts/a.ttf")],
+    }
     assert manifest["unpacked_bytes"] == len("#!/bin/sh\n") + 100
     assert manifest["files"] == 2
     assert manifest["sha256"] == debian.sha256_of(target / "libreoffice.tar.zst")
@@ -201,7 +242,7 @@ def test_the_archive_holds_the_tree_with_no_owner_and_its_manifest_says_what_it_
         tarfile.open(fileobj=stream, mode="r|") as tar,
     ):
         members = {member.name: member for member in tar}
-    assert members["program/oosplash"].mode == 0o755
+    assert members["program/soffice.bin"].mode == 0o755
     assert {member.uid for member in members.values()} == {0}
     assert {member.mtime for member in members.values()} == {0}
 

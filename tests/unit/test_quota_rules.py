@@ -3,21 +3,28 @@ day, and the reasons a rejected upload is recorded with."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
 from filejobs.domain.file import FileStatus
 from filejobs.domain.quotas import (
+    NAMED_JOBS_PER_FILE,
     UNLIMITED,
     DayUsage,
     QuotaChange,
     QuotaOverrides,
+    SpentQuota,
     TenantQuotas,
     UsageCharge,
     charge_for,
+    names_another_job,
+    operation_charge,
     over_quota,
     rejected,
+    rescan_charge,
+    retry_after,
     too_large,
     usage_day,
 )
@@ -119,3 +126,49 @@ def test_a_quota_change_that_means_nothing_or_too_much_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match=error):
         QuotaChange(**change)  # type: ignore[arg-type]
+
+
+# --- rescans and bulk operations -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("now", "seconds"),
+    [
+        (datetime(2026, 12, 5, 23, 59, 30, tzinfo=UTC), 30),
+        (datetime(2026, 12, 5, 0, 0, tzinfo=UTC), 86_400),
+        (datetime(2026, 12, 5, 23, 59, 59, 900_000, tzinfo=UTC), 1),  # never 0: "now"
+        # the UTC day, whatever the caller's zone
+        (datetime(2026, 12, 5, 18, 0, tzinfo=timezone(timedelta(hours=-5))), 3_600),
+    ],
+)
+def test_a_daily_quota_is_retried_when_the_utc_day_ends(now: datetime, seconds: int) -> None:
+    assert retry_after(SpentQuota.RESCANS, now) == seconds
+    assert retry_after(SpentQuota.OPERATIONS, now) == seconds
+
+
+def test_running_operations_are_retried_a_minute_later_whatever_the_hour() -> None:
+    assert retry_after(SpentQuota.RUNNING_OPERATIONS, T0) == 60
+
+
+def test_a_rescan_charges_the_tenants_day_and_the_files_with_zero_as_unlimited() -> None:
+    quotas = replace(DEFAULTS, rescans_per_day=0, rescans_per_file_per_day=2)
+
+    charge = rescan_charge("acme", "f-1", quotas, now=T0)
+
+    assert (charge.day, charge.max_per_day, charge.max_per_file) == (T0.date(), None, 2)
+
+
+def test_the_defaults_of_what_a_tenant_starts_are_set_and_overridable() -> None:
+    assert DEFAULTS.rescans_per_day == 10_000
+    assert DEFAULTS.rescans_per_file_per_day == 3
+    own = DEFAULTS.overridden(QuotaOverrides(operations_per_day=5, max_running_operations=0))
+    assert (own.operations_per_day, own.max_running_operations) == (5, UNLIMITED)
+    assert operation_charge("acme", own, now=T0).max_per_day == 5
+
+
+def test_a_file_names_jobs_on_its_item_up_to_its_bound() -> None:
+    stored = ingest_plan(T0).file
+    stored.job_ids = frozenset(str(n) for n in range(NAMED_JOBS_PER_FILE - 1))
+    assert names_another_job(stored)
+    stored.job_ids |= {"one more"}
+    assert not names_another_job(stored)

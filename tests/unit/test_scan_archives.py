@@ -212,7 +212,7 @@ def test_a_member_with_a_bad_crc_is_still_scanned(
     assert yara_scanner.scan(path).signatures == ["EICAR_Test_File"]
 
 
-def test_a_member_whose_stream_breaks_is_scanned_as_far_as_it_reads(
+def test_a_member_whose_stream_breaks_is_scanned_as_far_as_it_reads_and_refused_past(
     yara_scanner: YaraScanner, tmp_path: Path
 ) -> None:
     # Given a long text with EICAR near its start, deflated, the stream damaged far after it
@@ -224,14 +224,36 @@ def test_a_member_whose_stream_breaks_is_scanned_as_far_as_it_reads(
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     walker = ArchiveWalker(ArchiveLimits(), scratch)
-    # When walked, nothing crashes: the break is noted and what was read is still a member
+    # When walked, nothing crashes: what was read is still a member, the rest is refused
     names = [m.name for m in walker.walk(path, "damaged.zip")]
     assert names == ["damaged.zip", "damaged.zip!report.txt"]
-    assert len(walker.notes) == 1
-    assert walker.notes[0].startswith("damaged.zip!report.txt: unreadable after ")
-    assert walker.notes[0].endswith("scanned so far")
-    # And the part read before the break is scanned
+    assert len(walker.refusals) == 1
+    assert walker.refusals[0].startswith("damaged.zip!report.txt: unreadable after ")
+    assert walker.refusals[0].endswith("the rest is not scanned")
+    # And the part read before the break is scanned: a detection in it still counts
     assert yara_scanner.scan(path).signatures == ["EICAR_Test_File"]
+    # while the same break in a harmless report is never CLEAN: nobody saw the rest
+    harmless = bytearray(zipped("report.txt", text.replace(EICAR, b"x" * len(EICAR))))
+    harmless[start + 30_000 : start + 30_030] = b"\xff" * 30
+    assert yara_scanner.scan(write(tmp_path, "h.zip", bytes(harmless))).verdict is Verdict.ERROR
+
+
+def test_an_archive_no_engine_here_opens_is_refused_never_clean(
+    yara_scanner: YaraScanner, tmp_path: Path
+) -> None:
+    # Given a zip whose member is compressed with a method Python's zipfile lacks (PPMd, 98)
+    data = bytearray(zipped("notes.txt", b"quarterly notes\n" * 100, zipfile.ZIP_STORED))
+    for header in (b"PK\x03\x04", b"PK\x01\x02"):
+        at = data.index(header) + (8 if header == b"PK\x03\x04" else 10)
+        data[at : at + 2] = (98).to_bytes(2, "little")
+    path = write(tmp_path, "ppmd.zip", bytes(data))
+    # Then its member is not seen, and the scan says so instead of passing it
+    result = yara_scanner.scan(path)
+    assert result.verdict is Verdict.ERROR and not result.infected
+    assert result.refusals == [
+        "ppmd.zip: a zip archive that cannot be opened (That compression method is not "
+        "supported); what it holds is not scanned"
+    ]
 
 
 def test_rules_that_do_not_compile_are_refused_with_the_reason(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from filejobs.domain import keys
 from filejobs.domain.file import StoredFile
 from filejobs.domain.file_lifecycle import Erasure, KeyVersions, ObjectRemoved, OutputsPurge
 from filejobs.domain.operations import Action, Operation, OperationStatus
+from filejobs.domain.quotas import OperationCharge
 from filejobs.domain.schedules import Schedule, ScheduleAction
 from filejobs.domain.tenant_erasure import REMAINS_BATCH, ErasureStep, Stage
 from filejobs.services.api import StatusApi
@@ -165,10 +166,20 @@ class Operations:
     keys: dict[str, str] = field(default_factory=dict)
     crash_next: bool = False
 
-    def create(self, operation: Operation, *, caller: str, key: str) -> Operation:
+    def create(
+        self,
+        operation: Operation,
+        *,
+        caller: str,
+        key: str,
+        charge: OperationCharge | None = None,
+    ) -> Operation:
         found = self.keys.setdefault(f"{caller}#{key}", operation.id)
         self.stored.setdefault(found, operation)
         return self.stored[found]
+
+    def running(self, tenant: str, *, now: datetime) -> int:
+        return sum(o.tenant == tenant and not o.finished for o in self.stored.values())
 
     def get(self, operation_id: str) -> Operation | None:
         return self.stored.get(operation_id)
@@ -193,8 +204,8 @@ class Operations:
 class Queue:
     sent: list[str] = field(default_factory=list)
 
-    def send(self, operation_id: str, delay: timedelta) -> None:
-        self.sent.append(operation_id)
+    def send(self, operation: Operation, delay: timedelta) -> None:
+        self.sent.append(operation.id)
 
 
 @dataclass

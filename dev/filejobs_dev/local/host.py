@@ -10,7 +10,8 @@ one of the function's event sources:
   handler with the batch (one invocation at a time: the process is one execution environment),
   deletes the records it did not report in `batchItemFailures`; the others become visible again
   after the queue's visibility timeout and reach the dead-letter queue after its
-  maxReceiveCount, exactly as with Lambda's event source mapping;
+  maxReceiveCount, exactly as with Lambda's event source mapping. Of a function's N hosts
+  (`--slot` 0 to N-1), a queue is polled by the first MaximumConcurrency only (`polled_by`);
 - `schedule`: calls the handler with a Scheduler event at the schedule's rate;
 - `stream`: reads the table's stream, drops the records the event's FilterCriteria reject, calls
   the handler in batches, retries failures up to MaximumRetryAttempts, then sends them to the
@@ -37,7 +38,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -195,12 +196,11 @@ class Host:
 
     # --- sqs ---------------------------------------------------------------------------------
 
-    def run_sqs(self) -> None:
+    def run_sqs(self, slot: int = 0) -> None:
         sqs = self._platform_client("sqs")
         sources = [
             (self.resources.resolve(properties["Queue"]), int(properties.get("BatchSize", 10)))
-            for kind, properties in self.spec.events
-            if kind == "SQS"
+            for properties in polled_by(slot, self.spec.events, self.resources.resolve)
         ]
         environment = threading.Lock()  # one invocation at a time, whichever queue it is from
         pollers = [
@@ -562,6 +562,21 @@ def schedule_interval(
     return rate
 
 
+def polled_by(
+    slot: int, events: Iterable[tuple[str, dict[str, Any]]], resolve: Callable[[Any], Any]
+) -> list[dict[str, Any]]:
+    """The SQS event sources a function's host number `slot` (from 0) polls: each source is
+    polled by at most its ScalingConfig.MaximumConcurrency of the function's hosts, as Lambda
+    gives it at most that many of the function's environments. A job type's low lane (2) thus
+    leaves its third host and up to the normal and high lanes alone."""
+    return [
+        properties
+        for kind, properties in events
+        if kind == "SQS"
+        and slot < int(resolve(properties.get("ScalingConfig", {}).get("MaximumConcurrency", 1000)))
+    ]
+
+
 def rate_seconds(expression: str) -> float:
     """Seconds between runs of `rate(N unit)`; cron schedules are not emulated."""
     if not expression.startswith("rate(") or not expression.endswith(")"):
@@ -584,6 +599,9 @@ def main() -> int:
     parser.add_argument("--function", required=True)
     parser.add_argument("--source", choices=["sqs", "schedule", "stream", "api", "invoke"])
     parser.add_argument("--port", type=int, help="api: the loopback port to serve on")
+    parser.add_argument(
+        "--slot", type=int, default=0, help="sqs: this host's number among its function's pollers"
+    )
     parser.add_argument("--every", type=float, help="schedule: seconds between runs")
     parser.add_argument("--event", type=Path, help="invoke: the event file")
     parser.add_argument("--result", type=Path, help="invoke: write the function's answer here")
@@ -617,7 +635,7 @@ def main() -> int:
     marker.parent.mkdir(exist_ok=True)
     marker.touch()
     runners: dict[str, Callable[[], None]] = {
-        "sqs": host.run_sqs,
+        "sqs": lambda: host.run_sqs(arguments.slot),
         "schedule": lambda: host.run_schedule(arguments.every),
         "stream": host.run_stream,
         "api": lambda: host.serve_api(arguments.port),

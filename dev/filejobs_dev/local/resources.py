@@ -42,9 +42,15 @@ class Resources:
     refs: dict[str, str] = field(default_factory=dict)
     attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     parameters: dict[str, str] = field(default_factory=dict)
+    # The template's Conditions as this stack's parameters decide them (`!If` in a function's
+    # environment: a role that exists only when its principals are named).
+    conditions: dict[str, bool] = field(default_factory=dict)
 
     def resolve(self, value: Any) -> Any:
         """A template value with its intrinsics replaced by what they name here."""
+        while isinstance(value, dict) and set(value) == {"Fn::If"}:
+            condition, then, otherwise = value["Fn::If"]
+            value = then if self.conditions[condition] else otherwise
         if isinstance(value, dict) and len(value) == 1:
             ((function, argument),) = value.items()
             if function == "Ref":
@@ -134,12 +140,18 @@ class Resources:
             "refs": self.refs,
             "attributes": self.attributes,
             "parameters": self.parameters,
+            "conditions": self.conditions,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Resources:
         return cls(
-            data["stack_name"], data["region"], data["refs"], data["attributes"], data["parameters"]
+            data["stack_name"],
+            data["region"],
+            data["refs"],
+            data["attributes"],
+            data["parameters"],
+            data.get("conditions", {}),
         )
 
 
@@ -162,6 +174,9 @@ def provision(
     resources = Resources(
         stack_name, region, parameters={**_parameter_defaults(template), **(parameters or {})}
     )
+    resources.conditions = {
+        name: resources.holds(template, name) for name in template.get("Conditions", {})
+    }
 
     def client(service: str) -> Any:
         url = (endpoints or {}).get(service, endpoint_url)
@@ -214,6 +229,13 @@ def provision(
             # IAM's form (AROA and 17 more): stable for the name, as a deployed role's is.
             "RoleId": "AROA" + hashlib.sha256(role.encode()).hexdigest()[:17].upper(),
         }
+    # KMS keys on the emulator (moto's KMS: encryption contexts are checked, key policies are
+    # not): the webhook secrets' key seals and opens there as in AWS.
+    kms = client("kms")
+    for logical_id in resources_of_type(template, "AWS::KMS::Key"):
+        key = kms.create_key(Description=f"{stack_name}-{logical_id}")["KeyMetadata"]
+        resources.refs[logical_id] = key["KeyId"]  # a key's Ref is its id
+        resources.attributes[logical_id] = {"Arn": key["Arn"], "KeyId": key["KeyId"]}
     bus_names = {
         lid: f"{stack_name}-{lid}" for lid in resources_of_type(template, "AWS::Events::EventBus")
     }

@@ -536,8 +536,8 @@ class LocalStack:
         kinds = {kind for kind, _ in spec.events}
         if "SQS" in kinds:
             count = self.options.workers_per_function.get(name, self.options.workers)
-            for _ in range(count):
-                self._spawn(name, "sqs")
+            for slot in range(count):  # each source polled by at most its MaximumConcurrency
+                self._spawn(name, "sqs", "--slot", str(slot))
         if kinds & {"Schedule", "ScheduleV2"}:
             extra = (
                 []
@@ -633,8 +633,9 @@ class LocalStack:
     ) -> tuple[int, dict[str, str], bytes]:
         """One HTTP request through auth and the template's routes to a function. The
         console's shell (/console, /console/...) holds no data: it is served without a token,
-        as its routes have no authorizer in the template; so is a CORS preflight (OPTIONS
-        /uploads), for the same reason."""
+        as ConsoleApi (ApiAuth=COGNITO) serves it, the page loading before anyone signs in
+        (FileJobsApi takes a signed caller for it: `filejobs console` signs); so is a CORS
+        preflight (OPTIONS /uploads), which has no authorizer in the template."""
         authorizer: dict[str, Any] = {}
         unsigned = any(r.unsigned and r.method == method and r.pattern.match(path) for r in routes)
         if path != "/console" and not path.startswith("/console/") and not unsigned:

@@ -16,7 +16,11 @@ Three sources, the first present wins:
   operator, `.../assumed-role/<API_TENANT_ROLE>/<tenant>` is that tenant (the session name),
   when the ARN's account is this stack's (API_ACCOUNT_ID) and `identity.user` names the role's
   unique id (API_*_ROLE_ID). Any other IAM principal is refused: being allowed to sign a
-  request is not a tenancy.
+  request is not a tenancy. The tenant's session tag (`tenant`) is not read here: API Gateway
+  puts no session tag in the request. IAM checks it instead, before the function runs: the
+  tenant role may call the API only when its session name is its tag (template.yaml
+  ApiTenantCallersPolicy), so the name read here is the tag. Where no principals are named the
+  stack makes no such role, API_*_ROLE are empty, and no IAM caller is recognised.
 
 And one that is never present in AWS: under `sam local` (start-api or invoke), which checks no IAM
 signature and gives the function no caller, a request with no identity of its own may name one

@@ -81,6 +81,11 @@ class Settings:
     # stack and the tests alone, never by the template) lets them reach http://127.0.0.1.
     webhooks_queue_url: str | None = None
     webhooks_local_mode: bool = False
+    # The KMS key webhook signing secrets are sealed with (adapters/kms_secrets.py), and what this
+    # function does with them: "seal" (the API: new and rotated secrets) or "open" (the webhooks
+    # function: to sign). Neither: it reads endpoints with their secrets left sealed.
+    webhook_secrets_key_arn: str | None = None
+    webhook_secrets_use: str | None = None
     # Where schedules are armed (EventBridge Scheduler): their group, the queue their runs go
     # to (its ARN), the role the scheduler sends with, and where a run it cannot send goes.
     schedule_group: str | None = None
@@ -139,6 +144,8 @@ class Settings:
             operation_rate=_count(env, "OPERATION_RATE", 50) or 50,
             webhooks_queue_url=env.get("WEBHOOKS_QUEUE_URL") or None,
             webhooks_local_mode=env.get(WEBHOOKS_LOCAL_MODE_VARIABLE) == "1",
+            webhook_secrets_key_arn=env.get("WEBHOOK_SECRETS_KEY_ARN") or None,
+            webhook_secrets_use=env.get("WEBHOOK_SECRETS_USE") or None,
             schedule_group=env.get("SCHEDULE_GROUP_NAME") or None,
             operations_queue_arn=env.get("OPERATIONS_QUEUE_ARN") or None,
             scheduler_role_arn=env.get("SCHEDULER_ROLE_ARN") or None,
@@ -231,7 +238,8 @@ def dead_letter_url_variable(job_type: JobType) -> str:
 
 
 def queue_url_variable(job_type: JobType, lane: Lane) -> str:
-    suffix = "_HIGH" if lane is Lane.HIGH else ""
+    """QUEUE_URL_{TYPE} for the normal lane, QUEUE_URL_{TYPE}_HIGH and QUEUE_URL_{TYPE}_LOW."""
+    suffix = "" if lane is Lane.NORMAL else f"_{lane.value.upper()}"
     return f"QUEUE_URL_{job_type.value.upper()}{suffix}"
 
 

@@ -9,7 +9,7 @@ ingest results, dead letters) are defined here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -27,7 +27,14 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.operations import Operation
 from filejobs.domain.outcome_events import OutcomeEvent
 from filejobs.domain.presets import Preset, PresetSet
-from filejobs.domain.quotas import DayUsage, QuotaChange, QuotaOverrides, UsageCharge
+from filejobs.domain.quotas import (
+    DayUsage,
+    OperationCharge,
+    QuotaChange,
+    QuotaOverrides,
+    RescanCharge,
+    UsageCharge,
+)
 from filejobs.domain.schedules import Schedule
 from filejobs.domain.stats import FailureGroupSummary, Overview
 from filejobs.domain.transition_result import TransitionResult
@@ -200,14 +207,20 @@ class FileStore(Protocol):
         """
         ...
 
-    def add_api_job(self, job: ProcessingJob, *, per_file: int) -> ApiJobAdded:
+    def add_api_job(
+        self, job: ProcessingJob, *, per_file: int, charge: RescanCharge | None = None
+    ) -> ApiJobAdded:
         """A job requested through the API, stored and counted on its file in one atomic write,
-        while the file has had fewer than `per_file` of them."""
+        while the file has had fewer than `per_file` of them. With a rescan's `charge`, counted
+        against its tenant's and its file's day in the same write (QuotaSpentError if not)."""
         ...
 
-    def add_job(self, job: ProcessingJob) -> bool:
+    def add_job(
+        self, job: ProcessingJob, *, charge: RescanCharge | None = None, named: bool = True
+    ) -> bool:
         """A new job on an existing file, its id added to the file's `job_ids` in the same atomic
-        write; False (nothing written) when the job exists already."""
+        write (not `named`: left out, only counted on the file); False (nothing written) when the
+        job exists already. With a rescan's `charge`, counted as add_api_job does."""
         ...
 
     def record_completion(
@@ -219,6 +232,13 @@ class FileStore(Protocol):
 
     def record_scan(self, file_id: str, record: ScanRecord, *, by: str) -> StoredFile | None:
         """The scan's verdict, unless a later one is recorded; None when it was not written."""
+        ...
+
+    def keep_displaced_tags(
+        self, file_id: str, tags: dict[str, str], *, at: datetime, by: str
+    ) -> None:
+        """Keeps on the file's record the uploader's tags the verdict tag displaced from its
+        version (S3 holds at most 10): nothing the uploader set is lost."""
         ...
 
     def quarantine(self, file_id: str, *, reason: str, at: datetime, by: str) -> StoredFile | None:
@@ -434,6 +454,8 @@ class UploadHead:
     data: bytes
     # The preset the upload names (x-amz-meta-filejobs-preset), None when it names none.
     preset: str | None = None
+    # A copy `filejobs backfill` made (x-amz-meta-backfill-source): its jobs take the low lane.
+    backfill: bool = False
 
 
 class OutputLinks(Protocol):
@@ -470,7 +492,13 @@ class Quarantined:
 class VerdictMarks(Protocol):
     """What a verdict does to the object (adapters/quarantine.py S3VerdictStore)."""
 
-    def tag(self, location: ObjectLocation, verdict: str) -> bool: ...
+    def tag(
+        self,
+        location: ObjectLocation,
+        verdict: str,
+        *,
+        keep_displaced: Callable[[dict[str, str]], None],
+    ) -> bool: ...
 
     def quarantine(
         self, location: ObjectLocation, *, tenant: str, file_id: str, etag: str, size: int
@@ -528,8 +556,21 @@ class CuratedFile:
 class OperationStore(Protocol):
     """Bulk operations and their progress (data/operation_repository.py)."""
 
-    def create(self, operation: Operation, *, caller: str, key: str) -> Operation:
-        """Records the operation under the caller's key; the key's earlier one when it has one."""
+    def create(
+        self,
+        operation: Operation,
+        *,
+        caller: str,
+        key: str,
+        charge: OperationCharge | None = None,
+    ) -> Operation:
+        """Records the operation under the caller's key; the key's earlier one when it has one.
+        With `charge`, counted against its tenant's day in the same write (QuotaSpentError when
+        the day has none left: nothing recorded)."""
+        ...
+
+    def running(self, tenant: str, *, now: datetime) -> int:
+        """How many of the tenant's recent operations are running."""
         ...
 
     def get(self, operation_id: str) -> Operation | None: ...
@@ -544,7 +585,9 @@ class OperationStore(Protocol):
 
 
 class OperationQueue(Protocol):
-    def send(self, operation_id: str, delay: timedelta) -> None: ...
+    def send(self, operation: Operation, delay: timedelta) -> None:
+        """The operation's next page, visible after `delay` (the message names its id only)."""
+        ...
 
 
 # --- the console's aggregates -------------------------------------------------------------------

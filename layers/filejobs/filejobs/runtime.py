@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from filejobs.data.preset_repository import PresetRepository
     from filejobs.data.stats_repository import StatsRepository
     from filejobs.data.tenant_slots import DynamoTenantSlots
+    from filejobs.data.webhook_repository import WebhookRepository
     from filejobs.domain.definitions import DefinitionsManifest
     from filejobs.domain.job import JobType
     from filejobs.ports import OutputLinks, WebhookSender
@@ -231,6 +232,7 @@ def status_api(*, tokens: PageTokens | None = None, links: OutputLinks | None = 
         tokens=tokens or PageTokens(None),
         links=links,
         scan_ended=lambda scan: scan_gate().scan_ended(scan),
+        limits=lambda tenant: tenant_limits().limits(tenant),
     )
 
 
@@ -280,6 +282,27 @@ def bulk_operations(api: StatusApi | None = None) -> BulkOperations:
         failed_in_group=failed_in_group,
         tenant_erasure=tenant_erasure,
         rate=loaded.operation_rate,
+        limits=lambda tenant: tenant_limits().limits(tenant),
+    )
+
+
+def webhook_repository() -> WebhookRepository:
+    """OpsTable's webhook endpoints, their secrets sealed with the stack's key, or opened with it,
+    as this function's environment says (config.py webhook_secrets_use)."""
+    from filejobs.adapters.kms_secrets import KmsSecretCipher  # noqa: PLC0415
+    from filejobs.data.webhook_repository import WebhookRepository  # noqa: PLC0415
+
+    loaded = settings()
+    key = loaded.webhook_secrets_key_arn
+    # "seal" or "open" in a deployed function; both only where the API and the webhooks function
+    # share one process (the tests).
+    uses = set((loaded.webhook_secrets_use or "").split(","))
+    cipher = None if key is None else KmsSecretCipher(_client("kms"), key)
+    return WebhookRepository(
+        dynamodb(),
+        loaded.require_ops_table(),
+        sealer=cipher if "seal" in uses else None,
+        opener=cipher if "open" in uses else None,
     )
 
 
@@ -294,7 +317,6 @@ def webhooks(
         PinnedSender,
         SqsWebhookQueue,
     )
-    from filejobs.data.webhook_repository import WebhookRepository  # noqa: PLC0415
     from filejobs.services.webhooks import Webhooks  # noqa: PLC0415
 
     loaded = settings()
@@ -309,7 +331,7 @@ def webhooks(
         return EventBridgeWebhookNotices(events(), loaded.require_event_bus())
 
     return Webhooks(
-        WebhookRepository(dynamodb(), loaded.require_ops_table()),
+        webhook_repository(),
         queue=queue,
         sender=pinned,
         notices=notices if loaded.event_bus else None,

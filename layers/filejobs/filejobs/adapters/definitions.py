@@ -91,7 +91,8 @@ class DefinitionsStore:
     def fetch(self, manifest: DefinitionsManifest, cache_root: Path) -> LocalDefinitions:
         """The set `manifest` names, under `cache_root/{set_id}/{clamav,yara}/`.
 
-        A complete local copy is reused. Otherwise each file is streamed into a staging folder,
+        A local copy that is exactly the set (its files' SHA-256 checked, nothing more in its
+        folders) is reused. Otherwise each file is streamed into a staging folder,
         its SHA-256 and size checked as it arrives (a mismatch raises TransientError: the file
         changed or broke on the way, and is never used), and the whole folder renamed into place,
         so a set folder is always complete. Then the folders of other sets are removed, except
@@ -312,17 +313,37 @@ def _code(error: ClientError) -> str:
 
 
 def _is_copy_of(folder: Path, manifest: DefinitionsManifest) -> bool:
-    """Whether `folder` is a complete local copy of the set (its files, by name and digest)."""
+    """Whether `folder` is exactly a local copy of the set: its engines' folders hold the
+    manifest's files, each with its SHA-256, and nothing else (clamd loads every database file
+    in its folder: one dropped there, an `.ign2` say, would be loaded with the set)."""
     try:
         local = DefinitionsManifest.from_json((folder / MANIFEST).read_bytes())
     except (OSError, ValueError):
         return False
     if local.set_id != manifest.set_id or not local.same_files(manifest.files):
         return False
-    return all(
-        (folder / f.path).is_file() and (folder / f.path).stat().st_size == f.size
-        for f in manifest.files
-    )
+    for engine in Engine:
+        expected = {f.name: f for f in manifest.files if f.engine is engine}
+        try:
+            names = {entry.name for entry in os.scandir(folder / engine.value)}
+        except OSError:
+            return False
+        if names != set(expected):
+            return False
+        if not all(_holds(folder / f.path, f) for f in expected.values()):
+            return False
+    return True
+
+
+def _holds(path: Path, entry: DatabaseFile) -> bool:
+    """Whether `path` is a plain file with exactly the bytes the manifest lists."""
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size != entry.size:
+            return False
+        with path.open("rb") as file:
+            return hashlib.file_digest(file, "sha256").hexdigest() == entry.sha256
+    except OSError:
+        return False
 
 
 def _remove_other_sets(cache_root: Path, keep: Path) -> None:

@@ -4,6 +4,10 @@ schedule's run, as EventBridge Scheduler sends it.
 The message says only which operation to advance; where it stands is in OpsTable. So a message
 delivered twice, or late, advances the operation from wherever it is (services/operations.py).
 A run names its schedule and scheduled time: the run's operation is started once per time.
+
+Each page's message carries the operation's tenant as its `MessageGroupId` (an operator's
+operation over every tenant: OPERATORS_GROUP), which makes the standard queue an SQS fair queue:
+one tenant's bulk operations do not hold up another's (adapters/sqs.py does the same for jobs).
 """
 
 from __future__ import annotations
@@ -14,23 +18,34 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from filejobs.domain.operations import is_operation_id
+from filejobs.domain.operations import Operation, is_operation_id
 from filejobs.domain.schedules import SCHEDULE_ID_PATTERN
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 
+# Not a tenant name (domain/keys.py takes no `#`): never one tenant's group.
+OPERATORS_GROUP = "#operators"
+
+
 class SqsOperationQueue:
     def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client, self._url = client, queue_url
 
-    def send(self, operation_id: str, delay: timedelta) -> None:
+    def send(self, operation: Operation, delay: timedelta) -> None:
         self._client.send_message(
             QueueUrl=self._url,
-            MessageBody=json.dumps({"operation_id": operation_id}),
+            MessageBody=json.dumps({"operation_id": operation.id}),
             DelaySeconds=max(0, int(delay.total_seconds())),
+            MessageGroupId=operation_group(operation),
         )
+
+
+def operation_group(operation: Operation) -> str:
+    """The fair queue's group of an operation's messages: its tenant, or the operators' group
+    for one over every tenant."""
+    return operation.tenant or OPERATORS_GROUP
 
 
 def operation_of(body: str) -> str | None:

@@ -1,16 +1,25 @@
 """The virus scan's S3 side: the verdict as a tag on the version, the quarantine of an infected
 version, and the withdrawal of a quarantined file's derived outputs.
 
-A quarantine is a resumable sequence of idempotent steps, so an attempt that dies anywhere is
-finished by the next one without a second copy:
+The file is marked quarantined and its outputs withdrawn (services/virus_scan.py) before this
+moves a byte. A quarantine is then a resumable sequence of idempotent steps, so an attempt that
+dies anywhere is finished by the next one without a second copy:
 
-1. tag the infected version `scan-status=INFECTED` (a reader that honours tags stops at once);
-2. copy it to the quarantine bucket (one CopyObject up to 5 GiB, a multipart copy above),
-   unless a copy of this very version is there already (its metadata names the file and the
-   source version);
+1. tag the infected version `scan-status=INFECTED`, replacing its whole tag set (a reader that
+   honours tags stops at once; one tag always fits, whatever tags the upload came with, where
+   adding one to an object at S3's limit of 10 fails);
+2. copy it to the quarantine bucket (one CopyObject up to 5 GiB, a multipart copy above), its
+   tags set afresh (TaggingDirective REPLACE: none of the upload's own), unless a copy of this
+   very version is there already. The copy's tags name the file and the source version, so
+   that is found from its tags (s3:GetObjectTagging): reading a quarantined copy is for the
+   incident-response role alone (the bucket's policy), not the scan;
 3. delete the infected version from the uploads bucket by its version id, so no version of it,
    current or noncurrent, is left. A version recorded without an id (an object written before
    the bucket was versioned, S3's "null" version) is found by its ETag.
+
+A verdict tag on a version that already carries 10 tags of its uploader's displaces one of them
+(S3 allows no eleventh): the displaced tags are handed to the caller to keep (on the file's
+record) before they leave the object, so nothing the uploader set is lost.
 
 Nothing taken from the upload's key goes into object metadata: S3 metadata is ASCII and at most
 2 KB, and a key is any UTF-8 up to 1,024 bytes (a name in Cyrillic, a space, a '+'). The copy's
@@ -20,8 +29,9 @@ metadata holds ids and a digest of the source key; the key itself is on the file
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from botocore.exceptions import ClientError
 
@@ -33,9 +43,11 @@ from filejobs.processors.source import ObjectLocation
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef, TagTypeDef
 
 SCAN_STATUS_TAG = "scan-status"
+# S3's most tags on one object version.
+MAX_TAGS = 10
 GiB = 1024**3
 # CopyObject copies at most 5 GiB; a larger object is copied in parts (UploadPartCopy).
 COPY_OBJECT_LIMIT = 5 * GiB
@@ -64,19 +76,38 @@ class S3VerdictStore:
 
     # --- tags ---------------------------------------------------------------------------------
 
-    def tag(self, location: ObjectLocation, verdict: str) -> bool:
-        """Sets scan-status on exactly this version, keeping its other tags. False when the
-        version is gone (quarantined or deleted meanwhile)."""
+    def tag(
+        self,
+        location: ObjectLocation,
+        verdict: str,
+        *,
+        keep_displaced: Callable[[dict[str, str]], None],
+    ) -> bool:
+        """Sets scan-status on exactly this version, keeping its other tags; should they leave
+        no room (S3's 10), the last of them by key are handed to `keep_displaced` first, then
+        make room. False when the version is gone (quarantined or deleted meanwhile)."""
         try:
             current = self._s3.get_object_tagging(**location.request())["TagSet"]
-            tags = [t for t in current if t["Key"] != SCAN_STATUS_TAG]
-            tags.append({"Key": SCAN_STATUS_TAG, "Value": verdict})
+            kept, displaced = _room_for_verdict([t for t in current if t["Key"] != SCAN_STATUS_TAG])
+            if displaced:
+                keep_displaced(displaced)
+            tags: list[TagTypeDef] = [*kept, {"Key": SCAN_STATUS_TAG, "Value": verdict}]
             self._s3.put_object_tagging(**location.request(), Tagging={"TagSet": tags})
         except ClientError as error:
             if is_missing_object(error):
                 return False
             raise
         return True
+
+    def _mark_infected(self, location: ObjectLocation) -> None:
+        """The version's tags replaced by scan-status=INFECTED alone: it fits whatever the
+        upload carried, and the version is about to leave the bucket."""
+        infected: list[TagTypeDef] = [{"Key": SCAN_STATUS_TAG, "Value": "INFECTED"}]
+        try:
+            self._s3.put_object_tagging(**location.request(), Tagging={"TagSet": infected})
+        except ClientError as error:
+            if not is_missing_object(error):
+                raise
 
     # --- quarantine ---------------------------------------------------------------------------
 
@@ -89,7 +120,7 @@ class S3VerdictStore:
         copied = False
         for number, version in enumerate(versions):
             exact = ObjectLocation(location.bucket, location.key, version)
-            self.tag(exact, "INFECTED")
+            self._mark_infected(exact)
             if number == 0 and not self._has_copy(target, file_id, location):
                 # The copy names the version as the file's record has it (None: none recorded).
                 copied = self._copy(exact, target, file_id=file_id, size=size, recorded=location)
@@ -108,15 +139,12 @@ class S3VerdictStore:
 
     def _has_copy(self, target: str, file_id: str, location: ObjectLocation) -> bool:
         try:
-            head = self._s3.head_object(Bucket=self._quarantine, Key=target)
+            found = self._s3.get_object_tagging(Bucket=self._quarantine, Key=target)["TagSet"]
         except ClientError as error:
             if is_missing_object(error):
                 return False
             raise
-        metadata = head.get("Metadata", {})
-        return metadata.get("file-id") == file_id and metadata.get("source-version", "") == (
-            location.version_id or ""
-        )
+        return {t["Key"]: t["Value"] for t in found} == _copy_tags(file_id, location)
 
     def _copy(
         self,
@@ -134,7 +162,7 @@ class S3VerdictStore:
             "Key": target,
             "Metadata": self._metadata(recorded, file_id),
             "ContentType": "application/octet-stream",  # never served as what it claims to be
-            "Tagging": f"{SCAN_STATUS_TAG}=INFECTED",
+            "Tagging": urlencode(_copy_tags(file_id, recorded)),
         }
         # botocore URL-encodes a dict CopySource itself: any key S3 accepts is copied as it is.
         source = location.request()
@@ -205,6 +233,26 @@ class S3VerdictStore:
         """Deletes every derived file of the file (thumbnails, previews, compressed copies):
         nothing made from infected bytes stays downloadable. Returns how many were deleted."""
         return S3DerivedOutputs(self._s3, self._outputs).delete_all(tenant, file_id)
+
+
+def _copy_tags(file_id: str, recorded: ObjectLocation) -> dict[str, str]:
+    """A quarantined copy's tags: the verdict, and which file's which version it is (ids only:
+    tag values are short and of a few characters, a version id and a UUID fit)."""
+    return {
+        SCAN_STATUS_TAG: "INFECTED",
+        "file-id": file_id,
+        "source-version": recorded.version_id or "",
+    }
+
+
+def _room_for_verdict(others: list[TagTypeDef]) -> tuple[list[TagTypeDef], dict[str, str]]:
+    """The uploader's tags split into those that stay beside the verdict tag and those it
+    displaces (the last by key, as many as S3's limit requires: at most one)."""
+    if len(others) < MAX_TAGS:
+        return others, {}
+    ordered = sorted(others, key=lambda t: t["Key"])
+    stay = MAX_TAGS - 1
+    return ordered[:stay], {t["Key"]: t["Value"] for t in ordered[stay:]}
 
 
 def _part_ranges(size: int, part_size: int) -> Iterator[tuple[int, int, int]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filejobs.adapters.aws_errors import error_code, is_missing_object
+from filejobs.domain.ingest import BACKFILL_METADATA_KEY
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.keys import derived_key
 from filejobs.domain.presets import METADATA_KEY as PRESET_METADATA_KEY
@@ -40,8 +41,9 @@ class S3HeadReader:
         if response is None:
             return UploadHead(b"")
         body: bytes = response["Body"].read(length)
-        preset = (response.get("Metadata") or {}).get(PRESET_METADATA_KEY)
-        return UploadHead(body, preset or None)
+        metadata = response.get("Metadata") or {}
+        preset = metadata.get(PRESET_METADATA_KEY)
+        return UploadHead(body, preset or None, backfill=BACKFILL_METADATA_KEY in metadata)
 
     def byte_ranges(
         self, bucket: str, key: str, version_id: str | None, size: int

@@ -9,7 +9,7 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools.utilities.data_classes import S3Event
 
 from filejobs.domain.file_lifecycle import ObjectRemoved, RemovalKind
-from filejobs.domain.ingest import ObjectCreated, tenant_of_notification
+from filejobs.domain.ingest import BACKFILL_EVENT_SOURCE, ObjectCreated, tenant_of_notification
 from filejobs.domain.messages import MalformedMessageError, json_object
 
 
@@ -71,6 +71,7 @@ def _object_created(record: Any) -> ObjectCreated:
         etag=s3_object.etag,
         version_id=s3_object.version_id,
         sequencer=s3_object.get("sequencer"),
+        backfill=record.get("eventSource") == BACKFILL_EVENT_SOURCE,
     )
 
 

@@ -35,6 +35,7 @@ from filejobs.domain.webhooks import (
     check_url,
     first_allowed,
     short_error,
+    tenant_of_endpoint,
 )
 from filejobs.ports import DeliveryTask, WebhookAnswer
 
@@ -46,6 +47,8 @@ type Resolver = Callable[[str, int], list[IPAddress]]
 
 MAX_SQS_DELAY = timedelta(seconds=900)
 USER_AGENT = "filejobs-webhooks/1"
+# Not a tenant name (domain/keys.py takes no `#`): never one tenant's group.
+UNKNOWN_TENANT_GROUP = "#unknown"
 
 
 def resolve(host: str, port: int) -> list[IPAddress]:
@@ -162,7 +165,11 @@ def _shut(sock: socket.socket) -> None:
 class SqsWebhookQueue:
     """The webhooks queue: a delivery to attempt, as `{"webhook_delivery": {...}}`. A wait longer
     than SQS's 15-minute delay is made of several: the function finds the delivery not yet due
-    and sends the message again for what is left (at most 15 minutes each time)."""
+    and sends the message again for what is left (at most 15 minutes each time).
+
+    Each message carries its endpoint's tenant as its `MessageGroupId`, which makes the standard
+    queue an SQS fair queue: one tenant's burst of deliveries (or of retries to an endpoint that
+    is down) does not hold up the others' (adapters/sqs.py does the same for jobs)."""
 
     def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._client, self._url = client, queue_url
@@ -180,7 +187,14 @@ class SqsWebhookQueue:
                 }
             ),
             DelaySeconds=seconds,
+            MessageGroupId=delivery_group(task),
         )
+
+
+def delivery_group(task: DeliveryTask) -> str:
+    """The fair queue's group of a delivery's message: the tenant its endpoint's id names (every
+    endpoint id does, domain/webhooks.py); an id that names none shares one group."""
+    return tenant_of_endpoint(task.endpoint_id) or UNKNOWN_TENANT_GROUP
 
 
 def delivery_task_of(body: str) -> DeliveryTask | None:

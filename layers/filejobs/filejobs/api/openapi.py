@@ -37,6 +37,14 @@ _ERRORS = {
     # Answered by the function (this API's error shape) or by API Gateway (its own).
     403: "Not the caller's to do (an operator's power), or API Gateway refused the signature",
     422: "The body is well-formed JSON but not a valid request",
+    429: "A quota of the tenant (or of the file) is spent for now: ask again after Retry-After",
+}
+_RETRY_AFTER: dict[str, Any] = {
+    "Retry-After": {
+        "description": "Seconds until the quota allows it again (the end of the UTC day, or a "
+        "minute for running operations)",
+        "schema": {"type": "integer", "minimum": 1},
+    }
 }
 
 
@@ -93,6 +101,8 @@ def _doc(
             "description": _ERRORS.get(code, "Internal error (the details are in the log)"),
             "content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA_REF}}},
         }
+        if code == 429:
+            responses[code]["headers"] = _RETRY_AFTER
     # Before the function runs: API Gateway's IAM auth refuses an unsigned or foreign request
     # with its own body; the local stack's router never answers so.
     responses[403] = {
@@ -228,11 +238,13 @@ RESCAN_FILE = _doc(
     "file is quarantined (its version moved out of the uploads bucket), its derived outputs "
     "are withdrawn and `File Quarantined` is published. A quarantined, deleted or rejected "
     "file answers 409; so does a file that has had its jobs through the API (a rescan counts "
-    f"among the {API_JOBS_PER_FILE} of `POST /files/{{file_id}}/jobs`).",
+    f"among the {API_JOBS_PER_FILE} of `POST /files/{{file_id}}/jobs`). A rescan counts "
+    "against the tenant's `rescans_per_day` and the file's `rescans_per_file_per_day` "
+    "(GET /tenants/{tenant}/quotas): over either, 429 with Retry-After, and nothing is made.",
     ok=(201, "The rescan job", "Job"),
     extra_ok=(200, "A repeated request: the job the same Idempotency-Key made"),
     ok_headers=_REPLAY_HEADERS,
-    errors=(400, 401, 404, 409, 422),
+    errors=(400, 401, 404, 409, 422, 429),
     parameters=[_IDEMPOTENCY_HEADER],
     body={
         "required": False,
@@ -245,7 +257,11 @@ RESCAN_FILES = _doc(
     "Rescan a tenant's files under a key prefix, a page at a time",
     "Up to 100 files per request, in key order; send the answer's next_token (with the "
     "same Idempotency-Key) for the next page. Repeating a page makes no second job for a "
-    "file. With dry_run nothing is written: the page says what would be rescanned.",
+    "file. With dry_run nothing is written: the page says what would be rescanned. Each "
+    "rescan counts as one of `POST /files/{file_id}/rescan`: a file rescanned all it may be "
+    "today is skipped (with the reason); the tenant's rescans of the day spent answers 429 "
+    "with Retry-After (the page's earlier files rescanned: the same page again makes only the "
+    "rest).",
     ok=(200, "One page of rescans", "RescanPage"),
     ok_headers={
         "Idempotency-Key": {
@@ -253,7 +269,7 @@ RESCAN_FILES = _doc(
             "schema": {"type": "string"},
         },
     },
-    errors=(400, 401, 404, 422),
+    errors=(400, 401, 404, 422, 429),
     parameters=[_IDEMPOTENCY_HEADER],
     body={
         "required": False,
@@ -361,10 +377,13 @@ START_OPERATION = _doc(
     "nothing changes. Otherwise the operation is recorded (who, when, why, what filter) and runs "
     "in the background, paced, a page at a time: follow it with GET /operations/{id}. Each job "
     "is changed by one conditional write, so running it again changes nothing twice; the same "
-    "Idempotency-Key answers the same operation. A tenant's filter is its own tenant's.",
+    "Idempotency-Key answers the same operation. A tenant's filter is its own tenant's. A "
+    "tenant's operation counts against its `operations_per_day` and is refused while it has "
+    "`max_running_operations` running: 429 with Retry-After. A rescan operation stops (failed, "
+    "saying why) when the tenant's rescans of the day are spent.",
     ok=(202, "The operation, started", "OperationAnswer"),
     extra_ok=(200, "A dry run's count, or the operation an earlier request of the key started"),
-    errors=(400, 401, 404, 409, 422),
+    errors=(400, 401, 404, 409, 422, 429),
     parameters=[{**_IDEMPOTENCY_HEADER, "description": "Starts at most one operation"}],
     body={
         "required": True,
@@ -551,12 +570,14 @@ FAILURES = _doc(
 
 # GET /tenants/<tenant>/quotas
 GET_QUOTAS = _doc(
-    "A tenant's upload quotas and today's usage",
+    "A tenant's quotas and today's usage",
     "The limits in force (the tenant's own where an operator set them, else the stack's "
-    "defaults), both sets, and what the tenant's accepted uploads of today (UTC) add up to. "
-    "0 is unlimited. `max_in_flight_jobs` is the tenant's jobs running at once per job type "
-    "(the others wait, pending, their attempts unspent). A tenant reads its own; another "
-    "tenant's answers 404.",
+    "defaults), both sets, and what the tenant's accepted uploads, rescans and bulk operations "
+    "of today (UTC) add up to. 0 is unlimited. `max_in_flight_jobs` is the tenant's jobs "
+    "running at once per job type (the others wait, pending, their attempts unspent). "
+    "`rescans_per_day`, `rescans_per_file_per_day`, `operations_per_day` and "
+    "`max_running_operations` hold what the tenant starts on the files it has (429 with "
+    "Retry-After over them). A tenant reads its own; another tenant's answers 404.",
     ok=(200, "The tenant's quotas", "TenantQuotas"),
 )
 

@@ -32,6 +32,7 @@ from filejobs.services.errors import (
     InvalidRequestError,
     MalformedRequestError,
     NotFoundError,
+    QuotaExceededError,
     RequestRefusedError,
     UnidentifiedCallerError,
 )
@@ -48,6 +49,7 @@ _STATUSES: dict[type[RequestRefusedError], tuple[int, str]] = {
     NotFoundError: (404, "not_found"),
     ConflictError: (409, "conflict"),
     InvalidRequestError: (422, "unprocessable"),
+    QuotaExceededError: (429, "too_many_requests"),
 }
 
 
@@ -196,6 +198,8 @@ def quota_report(report: QuotaReport) -> dict[str, Any]:
             "day": report.usage.day.isoformat(),
             "files": report.usage.files,
             "bytes": report.usage.bytes,
+            "rescans": report.usage.rescans,
+            "operations": report.usage.operations,
         },
         "unlimited": UNLIMITED,
     }

@@ -27,13 +27,19 @@ from filejobs.data.mapping import (
     scan_to_map,
 )
 from filejobs.data.models import FileModel, JobModel, UsageModel
-from filejobs.data.quota_repository import usage_from, usage_id, usage_update
+from filejobs.data.quota_repository import rescan_updates, usage_from, usage_id, usage_update
 from filejobs.domain import keys
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import ProcessingJob
-from filejobs.domain.quotas import DayUsage, UsageCharge
+from filejobs.domain.quotas import (
+    DayUsage,
+    QuotaSpentError,
+    RescanCharge,
+    SpentQuota,
+    UsageCharge,
+)
 from filejobs.ports import (
     AlreadyIngested,
     ApiJobAdded,
@@ -110,6 +116,17 @@ class FileRepository:
         else:
             actions.append(FileModel.scan_shard.remove())
         return self._update_if(file_id, actions, allowed, at=record.scanned_at, by=by)
+
+    def keep_displaced_tags(
+        self, file_id: str, tags: dict[str, str], *, at: datetime, by: str
+    ) -> None:
+        """The uploader's tags the verdict tag displaced, on the file's record. Set, not merged:
+        only the first verdict tag of a version can displace any (once it carries scan-status,
+        which only the scan may retag, a verdict replaces its own tag), and a retried attempt
+        displaces the same ones again."""
+        self._update_if(
+            file_id, [FileModel.displaced_tags.set(tags)], FileModel.id.exists(), at=at, by=by
+        )
 
     def record_content(
         self, file_id: str, *, sha256: str, duplicate_of: str | None, at: datetime, by: str
@@ -300,22 +317,28 @@ class FileRepository:
             return refused
         return Ingested(plan)
 
-    def add_api_job(self, job: ProcessingJob, *, per_file: int) -> ApiJobAdded:
+    def add_api_job(
+        self, job: ProcessingJob, *, per_file: int, charge: RescanCharge | None = None
+    ) -> ApiJobAdded:
         """The job's put and its file's `api_jobs` ADD in one TransactWriteItems: the job is
         stored only while the file has had fewer than `per_file`, and a job that exists already
-        (a replayed request) counts nothing."""
+        (a replayed request) counts nothing. A rescan's `charge` is counted in the same
+        transaction (QuotaSpentError when a limit refuses it)."""
 
         def refusal(_error: TransactWriteError, codes: list[str]) -> ApiJobAdded | None:
             if _refused(codes, 0):
                 return ApiJobAdded.EXISTS
             if _refused(codes, 1):
                 return ApiJobAdded.FILE_SPENT
+            _raise_if_spent(codes)
             return None
 
-        refused = _transact(lambda: self._write_api_job(job, per_file), refusal)
+        refused = _transact(lambda: self._write_api_job(job, per_file, charge), refusal)
         return ApiJobAdded.CREATED if refused is None else refused
 
-    def _write_api_job(self, job: ProcessingJob, per_file: int) -> None:
+    def _write_api_job(
+        self, job: ProcessingJob, per_file: int, charge: RescanCharge | None
+    ) -> None:
         counted = FileModel.api_jobs.does_not_exist() | (FileModel.api_jobs < per_file)
         with TransactWrite(connection=_connection()) as transaction:
             transaction.save(job_to_model(job), condition=JobModel.id.does_not_exist())
@@ -324,28 +347,40 @@ class FileRepository:
                 actions=[FileModel.api_jobs.add(1), FileModel.job_ids.add({job.id})],
                 condition=FileModel.id.exists() & counted,
             )
+            _count_rescan(transaction, charge)
 
-    def add_job(self, job: ProcessingJob) -> bool:
+    def add_job(
+        self, job: ProcessingJob, *, charge: RescanCharge | None = None, named: bool = True
+    ) -> bool:
         """The job's put and its id's ADD to its file's `job_ids`, in one TransactWriteItems:
-        False (nothing written) when the job exists already."""
+        False (nothing written) when the job exists already. A rescan's `charge` is counted in
+        the same transaction (QuotaSpentError when a limit refuses it). Not `named` (the file
+        names all it may: domain/quotas.NAMED_JOBS_PER_FILE), the file only counts it in
+        `unnamed_jobs`: the job is found through the by_file index."""
 
         def refusal(_error: TransactWriteError, codes: list[str]) -> bool | None:
             if _refused(codes, 0):
                 return False
             if _refused(codes, 1):
                 raise LookupError(f"no file {job.file_id} to add job {job.id} to")
+            _raise_if_spent(codes)
             return None
 
-        return _transact(lambda: self._write_job(job), refusal) is None
+        return _transact(lambda: self._write_job(job, charge, named), refusal) is None
 
-    def _write_job(self, job: ProcessingJob) -> None:
+    def _write_job(self, job: ProcessingJob, charge: RescanCharge | None, named: bool) -> None:
         with TransactWrite(connection=_connection()) as transaction:
             transaction.save(job_to_model(job), condition=JobModel.id.does_not_exist())
+            # Not named: counted, a number that stays a number (and the same permission).
+            named_or_counted = (
+                FileModel.job_ids.add({job.id}) if named else FileModel.unnamed_jobs.add(1)
+            )
             transaction.update(
                 FileModel(id=job.file_id),
-                actions=[FileModel.job_ids.add({job.id})],
+                actions=[named_or_counted],
                 condition=FileModel.id.exists(),
             )
+            _count_rescan(transaction, charge)
 
     def record_completion(
         self, file_id: str, completion: FileCompletion, *, gone: frozenset[str] = frozenset()
@@ -400,6 +435,26 @@ class FileRepository:
                 transaction.update(
                     item, actions=actions, condition=condition, return_values=ALL_OLD
                 )
+
+
+# Where a rescan's counts sit in the transaction that adds its job (after the job, the file).
+_TENANT_RESCANS, _FILE_RESCANS = 2, 3
+
+
+def _count_rescan(transaction: TransactWrite, charge: RescanCharge | None) -> None:
+    """The rescan's two counts, its tenant's day then its file's, in the job's transaction."""
+    if charge is None:
+        return
+    for item, actions, condition in rescan_updates(charge):
+        transaction.update(item, actions=actions, condition=condition)
+
+
+def _raise_if_spent(codes: list[str]) -> None:
+    """A rescan's count refused: which limit (the job and the file passed their conditions)."""
+    if _refused(codes, _TENANT_RESCANS):
+        raise QuotaSpentError(SpentQuota.RESCANS)
+    if _refused(codes, _FILE_RESCANS):
+        raise QuotaSpentError(SpentQuota.FILE_RESCANS)
 
 
 def _connection() -> Connection:

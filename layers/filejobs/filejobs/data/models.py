@@ -192,12 +192,17 @@ class FileModel(_Audited):
     scan_record: MapAttribute[Any, Any] = MapAttribute(null=True, attr_name="scan")
     scanned_at = UTCDateTimeAttribute(null=True)
     definitions_version = UnicodeAttribute(null=True)
+    # The uploader's tags the verdict tag displaced from the version (S3 keeps at most 10).
+    displaced_tags: MapAttribute[Any, Any] = MapAttribute(null=True)
     duplicate_of = UnicodeAttribute(null=True)
     # Jobs requested through the API (POST /files/{id}/jobs), counted by a conditional ADD in the
     # same transaction as each job's put: at most domain/quotas.API_JOBS_PER_FILE.
     api_jobs = NumberAttribute(null=True)
-    # Every job made on the file, ADDed in the same write as each job (domain/file.py).
+    # The file's jobs, ADDed in the same write as each job (domain/file.py), up to
+    # domain/quotas.NAMED_JOBS_PER_FILE; the jobs added past them are only counted here (found
+    # through the jobs' by_file index), so the item does not grow with every rescan.
     job_ids = UnicodeSetAttribute(null=True)
+    unnamed_jobs = NumberAttribute(null=True)
     # The file's last completion (domain/file_completion.py): its fingerprint and version are
     # top-level so the write that records a newer one can be conditioned on them.
     processed_fingerprint = UnicodeAttribute(null=True)
@@ -249,6 +254,10 @@ class QuotaModel(Model):
     bytes_per_day = NumberAttribute(null=True)
     max_file_bytes = NumberAttribute(null=True)
     max_in_flight_jobs = NumberAttribute(null=True)
+    rescans_per_day = NumberAttribute(null=True)
+    rescans_per_file_per_day = NumberAttribute(null=True)
+    operations_per_day = NumberAttribute(null=True)
+    max_running_operations = NumberAttribute(null=True)
     updated_at = UTCDateTimeAttribute()
     updated_by = UnicodeAttribute()
 
@@ -266,6 +275,9 @@ class UsageModel(Model):
     day = UnicodeAttribute()
     files = NumberAttribute(null=True)
     bytes = NumberAttribute(null=True)
+    # Rescans and bulk operations started that day (a file's own day item counts only rescans).
+    rescans = NumberAttribute(null=True)
+    operations = NumberAttribute(null=True)
     expires_at = NumberAttribute(null=True)  # DynamoDB TTL, epoch seconds
 
 

@@ -8,6 +8,11 @@ Items:
   Put with the operation in one transaction, both conditional on not existing, so the same key
   can never start two operations.
 
+A tenant's operation is counted against its day's `operations_per_day` in the same transaction
+that records it: a third item, the tenant's usage item of the day in FilesTable (a conditional
+ADD, data/quota_repository.operation_update). Its running operations are counted by one Query
+of the operations of the last `RUNNING_WINDOW` (`running`).
+
 Recording a page's progress is one UpdateItem conditioned on the cursor it started from: two
 runs of the same page cannot both record it. An erasure's `removed` (what it removed, by kind) is
 written whole with each page's progress.
@@ -16,11 +21,13 @@ written whole with each page's progress.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from filejobs.data.models import UsageModel
+from filejobs.data.quota_repository import operation_update
 from filejobs.domain.job import JobStatus, JobType
 from filejobs.domain.operations import (
     Action,
@@ -30,6 +37,7 @@ from filejobs.domain.operations import (
     OperationStatus,
     Progress,
 )
+from filejobs.domain.quotas import OperationCharge, QuotaSpentError, SpentQuota
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -37,42 +45,85 @@ if TYPE_CHECKING:
 _OPERATIONS = "operations"
 _KEYS = "operation-key"
 _REFUSED = "ConditionalCheckFailedException"
+# The running operations a tenant is held to are the ones it started within this window, so the
+# count is one bounded Query. At the default 50 jobs a second an operation over 4 million jobs
+# ends within it; a longer one stops counting after a day (the daily quota still holds).
+RUNNING_WINDOW = timedelta(days=1)
 
 
 class OperationRepository:
     def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client, self._table = client, table
 
-    def create(self, operation: Operation, *, caller: str, key: str) -> Operation:
+    def create(
+        self,
+        operation: Operation,
+        *,
+        caller: str,
+        key: str,
+        charge: OperationCharge | None = None,
+    ) -> Operation:
         """Records `operation` under the caller's key; when the key was used already, the
-        operation it made (whatever its request: the caller compares)."""
+        operation it made (whatever its request: the caller compares). With `charge`, counted
+        against its tenant's day in the same transaction: QuotaSpentError when the day has no
+        operation left (and nothing is recorded)."""
+        items: list[dict[str, Any]] = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": _key_item(caller, key, operation.id),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": _to_item(operation),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        ]
+        if charge is not None:
+            items.append({"Update": operation_update(charge, UsageModel.Meta.table_name)})
         try:
-            self._client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self._table,
-                            "Item": _key_item(caller, key, operation.id),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self._table,
-                            "Item": _to_item(operation),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
-            )
+            self._client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
         except ClientError as error:
             if error.response["Error"]["Code"] != "TransactionCanceledException":
                 raise
             existing = self._by_key(caller, key)
-            if existing is None:
-                raise
-            return existing
+            if existing is not None:
+                return existing
+            if charge is not None and _cancelled_at(error, len(items) - 1):
+                raise QuotaSpentError(SpentQuota.OPERATIONS) from None
+            raise
         return operation
+
+    def running(self, tenant: str, *, now: datetime) -> int:
+        """How many of the tenant's operations started in the last RUNNING_WINDOW are running
+        (one Query of that window's operations: people start few). One running longer is not
+        counted: the daily quota still bounds how many a tenant starts."""
+        since = f"op-{now - RUNNING_WINDOW:%Y%m%dT%H%M%SZ}"
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk >= :since",
+            "FilterExpression": "tenant = :tenant AND #status = :running",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {
+                ":pk": {"S": _OPERATIONS},
+                ":since": {"S": since},
+                ":tenant": {"S": tenant},
+                ":running": {"S": OperationStatus.RUNNING.value},
+            },
+            "Select": "COUNT",
+        }
+        counted = 0
+        while True:
+            answer = self._client.query(**request)
+            counted += answer.get("Count", 0)
+            last = answer.get("LastEvaluatedKey")
+            if last is None:
+                return counted
+            request["ExclusiveStartKey"] = last
 
     def get(self, operation_id: str) -> Operation | None:
         found = self._client.get_item(
@@ -169,6 +220,12 @@ class OperationRepository:
         )
         item = found.get("Item")
         return None if item is None else self.get(item["operation_id"]["S"])
+
+
+def _cancelled_at(error: ClientError, position: int) -> bool:
+    """Whether the transaction's item at `position` failed its condition."""
+    reasons = error.response.get("CancellationReasons", [])
+    return position < len(reasons) and reasons[position].get("Code") == "ConditionalCheckFailed"
 
 
 def _key_item(caller: str, key: str, operation_id: str) -> dict[str, Any]:

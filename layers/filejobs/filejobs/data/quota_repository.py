@@ -6,7 +6,11 @@
   add up to (UsageModel). Only the ingest's transaction writes it (FileRepository.record_ingest,
   `usage_update`): one ADD conditional on the new totals staying within the limits, so two
   uploads racing for the last unit of a quota cannot both pass. Kept `USAGE_RETENTION` after its
-  day, then expired by TTL.
+  day, then expired by TTL. Its `rescans` are counted the same way by the transaction that adds a
+  rescan job (FileRepository.add_job, `rescan_updates`), its `operations` by the one that records
+  a bulk operation (OperationRepository.create, `operation_update`).
+- `usage#{tenant}#{YYYY-MM-DD}#file#{file id}`: one file's rescans of that day, counted in the
+  same transaction, kept `FILE_USAGE_RETENTION` (its limit is per day: nothing reads it after).
 
 Neither id can collide with a file's (a UUID) or a content index item's (`sha256#...`), and
 neither carries an index key, so no index of the table holds them.
@@ -15,6 +19,7 @@ neither carries an index key, so no index of the table holds them.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute
 from pynamodb.exceptions import DeleteError
@@ -22,10 +27,19 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 
 from filejobs.data.models import QuotaModel, UsageModel
-from filejobs.domain.quotas import QUOTA_FIELDS, DayUsage, QuotaChange, QuotaOverrides, UsageCharge
+from filejobs.domain.quotas import (
+    QUOTA_FIELDS,
+    DayUsage,
+    OperationCharge,
+    QuotaChange,
+    QuotaOverrides,
+    RescanCharge,
+    UsageCharge,
+)
 from filejobs.domain.time import epoch_seconds
 
 USAGE_RETENTION = timedelta(days=35)
+FILE_USAGE_RETENTION = timedelta(days=2)
 
 
 def quota_id(tenant: str) -> str:
@@ -34,6 +48,10 @@ def quota_id(tenant: str) -> str:
 
 def usage_id(tenant: str, day: date) -> str:
     return f"usage#{tenant}#{day.isoformat()}"
+
+
+def file_usage_id(tenant: str, day: date, file_id: str) -> str:
+    return f"{usage_id(tenant, day)}#file#{file_id}"
 
 
 class QuotaRepository:
@@ -108,6 +126,68 @@ def usage_update(charge: UsageCharge) -> tuple[UsageModel, list[Action], Conditi
     return item, actions, condition
 
 
+type CountedUpdate = tuple[UsageModel, list[Action], Condition | None]
+
+
+def rescan_updates(charge: RescanCharge) -> tuple[CountedUpdate, CountedUpdate]:
+    """The two conditional ADDs that count one rescan, for the transaction that adds its job:
+    the tenant's day (its `rescans` within `max_per_day`), then the file's day (within
+    `max_per_file`); a condition is None where the limit is unlimited."""
+    tenant_day = _counted(
+        UsageModel(usage_id(charge.tenant, charge.day)),
+        charge,
+        charge.max_per_day,
+        USAGE_RETENTION,
+    )
+    file_day = _counted(
+        UsageModel(file_usage_id(charge.tenant, charge.day, charge.file_id)),
+        charge,
+        charge.max_per_file,
+        FILE_USAGE_RETENTION,
+    )
+    return tenant_day, file_day
+
+
+def _counted(
+    item: UsageModel, charge: RescanCharge, limit: int | None, kept: timedelta
+) -> CountedUpdate:
+    actions: list[Action] = [
+        UsageModel.tenant.set(charge.tenant),
+        UsageModel.day.set(charge.day.isoformat()),
+        UsageModel.rescans.add(1),
+        UsageModel.expires_at.set(_expiry(charge.day, kept)),
+    ]
+    condition = None if limit is None else _within(UsageModel.rescans, limit - 1)
+    return item, actions, condition
+
+
+def operation_update(charge: OperationCharge, table: str) -> dict[str, Any]:
+    """The conditional ADD that counts one bulk operation, as a TransactWriteItems `Update` for
+    the plain client (OperationRepository writes OpsTable so): 1 more of the tenant's day's
+    `operations`, only while they stay within `max_per_day`."""
+    update: dict[str, Any] = {
+        "TableName": table,
+        "Key": {"id": {"S": usage_id(charge.tenant, charge.day)}},
+        "UpdateExpression": "SET tenant = :tenant, #day = :day, expires_at = :expires "
+        "ADD operations :one",
+        "ExpressionAttributeNames": {"#day": "day"},
+        "ExpressionAttributeValues": {
+            ":tenant": {"S": charge.tenant},
+            ":day": {"S": charge.day.isoformat()},
+            ":expires": {"N": str(_expiry(charge.day, USAGE_RETENTION))},
+            ":one": {"N": "1"},
+        },
+    }
+    if charge.max_per_day is not None:
+        update["ConditionExpression"] = "attribute_not_exists(operations) OR operations < :most"
+        update["ExpressionAttributeValues"][":most"] = {"N": str(charge.max_per_day)}
+    return update
+
+
+def _expiry(day: date, kept: timedelta) -> int:
+    return epoch_seconds(datetime.combine(day, time(), tzinfo=UTC) + kept)
+
+
 def _within(counter: NumberAttribute, most_before: int) -> Condition:
     """The counter is at most `most_before` before the ADD (or not there yet: 0)."""
     within: Condition = counter.does_not_exist() | (counter <= most_before)
@@ -115,7 +195,14 @@ def _within(counter: NumberAttribute, most_before: int) -> Condition:
 
 
 def usage_from(model: UsageModel, tenant: str, day: date) -> DayUsage:
-    return DayUsage(tenant, day, files=int(model.files or 0), bytes=int(model.bytes or 0))
+    return DayUsage(
+        tenant,
+        day,
+        files=int(model.files or 0),
+        bytes=int(model.bytes or 0),
+        rescans=int(model.rescans or 0),
+        operations=int(model.operations or 0),
+    )
 
 
 def _quota_attribute(name: str) -> NumberAttribute:

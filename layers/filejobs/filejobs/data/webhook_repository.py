@@ -2,23 +2,35 @@
 
 Items:
 - endpoint: `pk="webhooks#{tenant}"`, `sk="endpoint#{endpoint id}"`: url, event types, status,
-  the signing secrets (JSON; OpsTable is encrypted at rest under its KMS key, and no API answer
-  shows a secret but the one creating or rotating it), `failing_since`, `version`. One Query
-  reads a tenant's endpoints (the fan-out of each event). The id names the tenant
-  (`wh-<hex>-<tenant>`), so a route finds the item by the id alone. No TTL.
+  the signing secrets (JSON), `failing_since`, `version`. One Query reads a tenant's endpoints
+  (the fan-out of each event). The id names the tenant (`wh-<hex>-<tenant>`), so a route finds
+  the item by the id alone. No TTL.
 - delivery: `pk="webhook-deliveries#{endpoint id}"`, `sk=<delivery id>` (`dl-<time>-<hex>`, so a
   Query reads the log newest first): the body sent, status, attempts (JSON: number, time, status
   code, latency, short error), next attempt, `expires_at` 30 days after its creation (TTL).
 
 Every change is one conditional write: an endpoint's on its `version`, a delivery's on its status
 and number of attempts, so two runs of one attempt cannot both record it.
+
+Signing secrets are stored sealed (`{"sealed": <ciphertext>, ...}`; adapters/kms_secrets.py), each
+bound to its tenant and endpoint by the encryption context, so the table holds no usable secret.
+Who may do what with them is the repository's `sealer` and `opener`:
+- the API's repository seals each new secret (registration, rotation) and never opens one: the
+  secrets it reads stay sealed (`SEALED_MARK` + ciphertext, which signs nothing) and are written
+  back as they were read;
+- the webhooks function's repository opens the secrets it reads (to sign) and writes back, with
+  an endpoint's failing streak, the ciphertexts it opened: it never seals.
+A secret stored in plain text by an earlier version (`{"value": ...}`) is read as it is and
+written back so by the webhooks function; the API's next write of its endpoint (a rotation, an
+enable) seals it (docs/UPGRADING.md).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -37,18 +49,50 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _REFUSED = "ConditionalCheckFailedException"
+# A secret read sealed by a repository that does not open secrets: the mark and its ciphertext.
+# No secret is made with it (domain/webhooks.py new_secret: "whsec_..."), so it is never taken
+# for a plaintext and is written back as the ciphertext it holds.
+SEALED_MARK = "sealed:"
+
+
+class SecretSealer(Protocol):
+    def seal(self, plaintext: str, context: Mapping[str, str]) -> str: ...
+
+
+class SecretOpener(Protocol):
+    def open(self, sealed: str, context: Mapping[str, str]) -> str: ...
+
+
+class UnsealedSecretError(RuntimeError):
+    """A new secret to store and no key to seal it with: refused, never stored in plain text."""
+
+
+def secret_context(tenant: str, endpoint_id: str) -> dict[str, str]:
+    """The encryption context of an endpoint's secrets (and the key policy's required keys)."""
+    return {"tenant": tenant, "webhook": endpoint_id}
 
 
 class WebhookRepository:
-    def __init__(self, client: DynamoDBClient, table: str) -> None:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table: str,
+        *,
+        sealer: SecretSealer | None = None,
+        opener: SecretOpener | None = None,
+    ) -> None:
         self._client, self._table = client, table
+        self._sealer, self._opener = sealer, opener
+        # The ciphertext each secret this repository opened came from, by (endpoint, plaintext):
+        # written back as it was, with no seal. None: stored in plain text by an earlier version.
+        self._stored: dict[tuple[str, str], str | None] = {}
 
     # --- endpoints ----------------------------------------------------------------------------
 
     def create_endpoint(self, endpoint: Endpoint) -> None:
         self._client.put_item(
             TableName=self._table,
-            Item=_endpoint_item(endpoint),
+            Item=self._endpoint_item(endpoint),
             ConditionExpression="attribute_not_exists(pk)",
         )
 
@@ -60,7 +104,7 @@ class WebhookRepository:
             TableName=self._table, Key=_endpoint_key(tenant, endpoint_id), ConsistentRead=True
         )
         item = found.get("Item")
-        return None if item is None else _endpoint_from(item)
+        return None if item is None else self._endpoint_from(item)
 
     def endpoints(self, tenant: str) -> list[Endpoint]:
         request: dict[str, Any] = {
@@ -74,7 +118,7 @@ class WebhookRepository:
         found: list[Endpoint] = []
         while True:
             answer = self._client.query(**request)
-            found += [_endpoint_from(item) for item in answer.get("Items", [])]
+            found += [self._endpoint_from(item) for item in answer.get("Items", [])]
             last = answer.get("LastEvaluatedKey")
             if last is None:
                 return found
@@ -82,7 +126,9 @@ class WebhookRepository:
 
     def replace_endpoint(self, before: Endpoint, after: Endpoint) -> bool:
         return self._put_if(
-            _endpoint_item(after), "version = :version", {":version": {"N": str(before.version)}}
+            self._endpoint_item(after),
+            "version = :version",
+            {":version": {"N": str(before.version)}},
         )
 
     def delete_endpoint(self, endpoint: Endpoint) -> bool:
@@ -169,6 +215,65 @@ class WebhookRepository:
             names={"#status": "status"},
         )
 
+    # --- secrets, sealed at rest ---------------------------------------------------------------
+
+    def _endpoint_item(self, endpoint: Endpoint) -> dict[str, Any]:
+        context = secret_context(endpoint.tenant, endpoint.id)
+        stored = [
+            {
+                **self._stored_secret(endpoint.id, s.value, context),
+                "created_at": _iso(s.created_at),
+                "expires_at": None if s.expires_at is None else _iso(s.expires_at),
+            }
+            for s in endpoint.secrets
+        ]
+        return _endpoint_item(endpoint, stored)
+
+    def _stored_secret(
+        self, endpoint_id: str, value: str, context: Mapping[str, str]
+    ) -> dict[str, str]:
+        """How one secret is stored: the ciphertext it was read as, else sealed now."""
+        if value.startswith(SEALED_MARK):
+            return {"sealed": value.removeprefix(SEALED_MARK)}
+        if (endpoint_id, value) in self._stored:
+            sealed = self._stored[(endpoint_id, value)]
+            if sealed is not None:
+                return {"sealed": sealed}
+            if self._sealer is None:
+                return {"value": value}  # as an earlier version stored it: left for the API
+        if self._sealer is None:
+            raise UnsealedSecretError("no key to seal a new webhook secret with")
+        sealed = self._sealer.seal(value, context)
+        self._stored[(endpoint_id, value)] = sealed
+        return {"sealed": sealed}
+
+    def _endpoint_from(self, item: dict[str, Any]) -> Endpoint:
+        endpoint_id = item["endpoint_id"]["S"]
+        context = secret_context(item["tenant"]["S"], endpoint_id)
+        secrets = tuple(
+            Secret(
+                self._secret_value(endpoint_id, stored, context),
+                _parse(stored["created_at"]),
+                None if stored["expires_at"] is None else _parse(stored["expires_at"]),
+            )
+            for stored in json.loads(item["secrets"]["S"])
+        )
+        return _endpoint_from(item, secrets)
+
+    def _secret_value(
+        self, endpoint_id: str, stored: dict[str, Any], context: Mapping[str, str]
+    ) -> str:
+        """A stored secret's plaintext where this repository opens secrets, else its mark."""
+        if "sealed" not in stored:
+            self._stored[(endpoint_id, stored["value"])] = None
+            return str(stored["value"])
+        sealed = str(stored["sealed"])
+        if self._opener is None:
+            return SEALED_MARK + sealed
+        value = self._opener.open(sealed, context)
+        self._stored[(endpoint_id, value)] = sealed
+        return value
+
     def _put_if(
         self,
         item: dict[str, Any],
@@ -202,25 +307,14 @@ def _deliveries_pk(endpoint_id: str) -> str:
     return f"webhook-deliveries#{endpoint_id}"
 
 
-def _endpoint_item(endpoint: Endpoint) -> dict[str, Any]:
+def _endpoint_item(endpoint: Endpoint, secrets: list[dict[str, Any]]) -> dict[str, Any]:
     item: dict[str, Any] = {
         **_endpoint_key(endpoint.tenant, endpoint.id),
         "endpoint_id": {"S": endpoint.id},
         "tenant": {"S": endpoint.tenant},
         "url": {"S": endpoint.url},
         "event_types": {"S": json.dumps(sorted(endpoint.event_types))},
-        "secrets": {
-            "S": json.dumps(
-                [
-                    {
-                        "value": s.value,
-                        "created_at": _iso(s.created_at),
-                        "expires_at": None if s.expires_at is None else _iso(s.expires_at),
-                    }
-                    for s in endpoint.secrets
-                ]
-            )
-        },
+        "secrets": {"S": json.dumps(secrets)},
         "status": {"S": endpoint.status.value},
         "created_at": {"S": _iso(endpoint.created_at)},
         "updated_at": {"S": _iso(endpoint.updated_at)},
@@ -239,7 +333,7 @@ def _endpoint_item(endpoint: Endpoint) -> dict[str, Any]:
     return item
 
 
-def _endpoint_from(item: dict[str, Any]) -> Endpoint:
+def _endpoint_from(item: dict[str, Any], secrets: tuple[Secret, ...]) -> Endpoint:
     def moment(name: str) -> datetime | None:
         value = item.get(name)
         return None if value is None else _parse(value["S"])
@@ -249,14 +343,7 @@ def _endpoint_from(item: dict[str, Any]) -> Endpoint:
         tenant=item["tenant"]["S"],
         url=item["url"]["S"],
         event_types=frozenset(json.loads(item["event_types"]["S"])),
-        secrets=tuple(
-            Secret(
-                s["value"],
-                _parse(s["created_at"]),
-                None if s["expires_at"] is None else _parse(s["expires_at"]),
-            )
-            for s in json.loads(item["secrets"]["S"])
-        ),
+        secrets=secrets,
         created_at=_parse(item["created_at"]["S"]),
         updated_at=_parse(item["updated_at"]["S"]),
         created_by=item["created_by"]["S"],

@@ -56,6 +56,16 @@ CLAMAV_SUFFIXES = frozenset((
 YARA_SUFFIXES = frozenset({".yar", ".yara"})
 # Files with a CVD header (version, signature count, build time).
 CONTAINER_SUFFIXES = frozenset({".cvd", ".cld", ".cud"})
+# What only ClamAV's official databases may carry (inside their signed containers): files that
+# turn a detection off or change what the engine does, per ClamAV's signature documentation.
+# .fp/.sfp allow-list files by hash, .ign/.ign2 ignore signatures by name, .cfg switches engine
+# features and parsers off, .ftm retypes files (so the parsers that would find something never
+# see them), .crb/.cat trust signers (a file they sign is clean), .pwdb gives the passwords an
+# encrypted archive is opened with. A container (.cud: unsigned) may hold any of them.
+NOT_CUSTOM_SUFFIXES = frozenset(
+    {".fp", ".sfp", ".ign", ".ign2", ".cfg", ".ftm", ".crb", ".cat", ".pwdb", ".info"}
+    | CONTAINER_SUFFIXES
+)
 
 
 class ManifestError(ValueError):
@@ -80,6 +90,17 @@ def engine_of(name: str) -> Engine | None:
         return Engine.CLAMAV
     if suffix in YARA_SUFFIXES:
         return Engine.YARA
+    return None
+
+
+def custom_refusal(name: str) -> str | None:
+    """Why a database of this name may not come from anywhere but ClamAV's official mirror
+    (a custom URL, a curated file); None when it may (a detection signature: .hdb, .ndb...)."""
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffix in CONTAINER_SUFFIXES:
+        return f"{name} is a database container, which may hold allow-lists and engine settings"
+    if suffix in NOT_CUSTOM_SUFFIXES:
+        return f"{name} is a {suffix} file, which turns detections off or reconfigures ClamAV"
     return None
 
 
@@ -155,6 +176,11 @@ class DatabaseFile:
             raise ManifestError(f"{self.name}: sha256 must be 64 lowercase hex digits")
         if self.size < 0:
             raise ManifestError(f"{self.name}: size must not be negative")
+        # By its name, not its claimed source: calling an .ign2 official smuggles nothing in.
+        refusal = None if is_official(self.name) else custom_refusal(self.name)
+        if refusal is not None and self.engine is Engine.CLAMAV:
+            # A worker never loads what the updater should never have published.
+            raise ManifestError(f"{refusal}: only the official databases may carry it")
 
     @property
     def path(self) -> str:

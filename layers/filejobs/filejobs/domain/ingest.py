@@ -15,6 +15,15 @@ from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.tenant_prefixes import UPLOAD_PREFIX
 
 DEFAULT_DISPATCH = DispatchPolicy()
+# A backfill's jobs (objects there before the stack, or whose notifications never came:
+# `filejobs backfill`) run at most at this priority, in their types' low lanes as rescans do
+# (domain/messages.py lane_of): a backfill of a whole bucket never delays a new upload's jobs.
+BACKFILL_PRIORITY = -10
+# How an upload says it is a backfill's: the notification `filejobs backfill` announces an
+# object in place with, or the metadata of the copy it makes from another bucket. An uploader who
+# sets either only lowers its own upload's priority.
+BACKFILL_EVENT_SOURCE = "filejobs:backfill"
+BACKFILL_METADATA_KEY = "backfill-source"
 
 
 class InvalidUploadError(ValueError):
@@ -31,6 +40,8 @@ class ObjectCreated:
     etag: str
     version_id: str | None = None
     sequencer: str | None = None
+    # Announced by `filejobs backfill`, or a copy it made: its jobs take the low lane.
+    backfill: bool = False
 
     @property
     def version_marker(self) -> str:
@@ -114,7 +125,7 @@ def plan_ingest(
             now=now,
             created_by=created_by,
             dispatch=dispatch,
-            priority=job.priority,
+            priority=min(job.priority, BACKFILL_PRIORITY) if record.backfill else job.priority,
             input_data=dict(job.options) or None,
         )
         for job in planned.jobs

@@ -23,6 +23,10 @@ from filejobs.domain.keys import is_tenant
 # Jobs at or above this priority travel in their type's high-priority lane: they start before
 # a backlog of normal jobs queued earlier.
 HIGH_PRIORITY = 1
+# Jobs below this priority (rescans, backfills) travel in their type's low lane, which its worker
+# polls at a small concurrency of its own (the template's LowLaneMaximumConcurrency): a backlog
+# there, however long, never holds up a new upload's jobs, which the normal lane takes.
+LOW_PRIORITY_BELOW = 0
 # SQS holds a message back for at most 15 minutes; a later retry waits for the sweep.
 MAX_MESSAGE_DELAY = timedelta(minutes=15)
 
@@ -30,6 +34,7 @@ MAX_MESSAGE_DELAY = timedelta(minutes=15)
 class Lane(StrEnum):
     NORMAL = "normal"
     HIGH = "high"
+    LOW = "low"
 
 
 class MalformedMessageError(ValueError):
@@ -90,7 +95,19 @@ def json_object(body: str, what: str) -> dict[str, Any]:
 
 
 def lane_of(job: ProcessingJob) -> Lane:
-    return Lane.HIGH if job.priority >= HIGH_PRIORITY else Lane.NORMAL
+    """The queue lane a job's messages travel in, from its priority alone: every send of the
+    job (its first, a retry's, a deferral's, the sweep's) goes to the same lane."""
+    return lane_for_priority(job.priority)
+
+
+def lane_for_priority(priority: int) -> Lane:
+    """Higher priority is more important (the spec): operators' raised jobs go first, new work
+    next, and negative priorities (rescans, backfills) wait in a lane of their own."""
+    if priority >= HIGH_PRIORITY:
+        return Lane.HIGH
+    if priority < LOW_PRIORITY_BELOW:
+        return Lane.LOW
+    return Lane.NORMAL
 
 
 # The hyphenated 8-4-4-4-12 form only, in either case: `uuid.UUID` also takes braces, a urn:

@@ -1,11 +1,20 @@
-"""Per-tenant quotas on uploads, the pure part: what a tenant may upload in a UTC day, how large
-one file may be, and why an upload over them is rejected.
+"""Per-tenant quotas, the pure part: what a tenant may upload in a UTC day, how large one file may
+be, and why an upload over them is rejected; and how much work a tenant may start on the files it
+has already (rescans, bulk operations), which its uploads do not bound: each rescan is a scan of
+up to the largest file again.
 
 The defaults come from the template's parameters (`TenantMaxFilesPerDay`,
 `TenantMaxBytesPerDay`, `TenantMaxFileBytes`, `TenantMaxRunningJobs`); an operator may
 override any of them for one tenant (`PUT /tenants/{tenant}/quotas`). 0 means unlimited.
 `max_in_flight_jobs` is the workers' to enforce: the tenant's running cap per job type
 (domain/fairness.py), read through services/quotas.InFlightCaps.
+
+Rescans and operations have defaults of their own (below), the same for every deployment, set
+per tenant like the others. A rescan (one file's, or each file of a bulk rescan) counts against
+the tenant's `rescans_per_day` and the file's `rescans_per_file_per_day`; starting a bulk
+operation against `operations_per_day`, and is refused while the tenant has
+`max_running_operations` running. A request over one is answered 429 with Retry-After: the
+seconds until the UTC day ends (`retry_after`), or, for running operations, a minute.
 
 Counting is the repository's: an accepted upload adds 1 file and its bytes to the tenant's day in
 the same transaction that records the file, on the condition that the totals stay within the
@@ -14,8 +23,10 @@ limits the `UsageCharge` carries, so no read-then-write race and no second count
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time, timedelta
+from enum import StrEnum
 
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import IngestPlan
@@ -26,6 +37,17 @@ UNLIMITED = 0
 API_JOBS_PER_FILE = 20
 # The largest value a quota may take: 2**53 - 1, what every JSON client reads exactly.
 MAX_QUOTA_VALUE = 2**53 - 1
+# Rescans a tenant may ask for in a UTC day, by default: a whole day's uploads (the default
+# files_per_day) scanned once more, so a tenant rescanning everything it sent today is not held.
+DEFAULT_RESCANS_PER_DAY = 10_000
+# Rescans of one file in a UTC day: a retry or two after new definitions, not a loop.
+DEFAULT_RESCANS_PER_FILE_PER_DAY = 3
+# Bulk operations (POST /operations) a tenant may start in a UTC day, and have running at once:
+# a person's actions, each over up to every job of the tenant.
+DEFAULT_OPERATIONS_PER_DAY = 50
+DEFAULT_MAX_RUNNING_OPERATIONS = 3
+# What a refusal for running operations asks the caller to wait: pages run at most a minute apart.
+RUNNING_OPERATIONS_RETRY_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -36,6 +58,10 @@ class TenantQuotas:
     bytes_per_day: int
     max_file_bytes: int
     max_in_flight_jobs: int
+    rescans_per_day: int = DEFAULT_RESCANS_PER_DAY
+    rescans_per_file_per_day: int = DEFAULT_RESCANS_PER_FILE_PER_DAY
+    operations_per_day: int = DEFAULT_OPERATIONS_PER_DAY
+    max_running_operations: int = DEFAULT_MAX_RUNNING_OPERATIONS
 
     def overridden(self, overrides: QuotaOverrides) -> TenantQuotas:
         """These limits, with the tenant's overrides in place of the defaults they name."""
@@ -56,6 +82,10 @@ class QuotaOverrides:
     bytes_per_day: int | None = None
     max_file_bytes: int | None = None
     max_in_flight_jobs: int | None = None
+    rescans_per_day: int | None = None
+    rescans_per_file_per_day: int | None = None
+    operations_per_day: int | None = None
+    max_running_operations: int | None = None
     updated_at: datetime | None = None
     updated_by: str | None = None
 
@@ -87,12 +117,15 @@ class QuotaChange:
 
 @dataclass(frozen=True)
 class DayUsage:
-    """What a tenant uploaded (and was accepted) in one UTC day."""
+    """What a tenant uploaded (and was accepted) in one UTC day, and the rescans and bulk
+    operations it started."""
 
     tenant: str
     day: date
     files: int = 0
     bytes: int = 0
+    rescans: int = 0
+    operations: int = 0
 
 
 @dataclass(frozen=True)
@@ -169,3 +202,103 @@ def rejected(plan: IngestPlan, reason: str) -> IngestPlan:
     """The upload recorded as rejected, with the reason, and given no jobs."""
     file = replace(plan.file, status=FileStatus.REJECTED, status_reason=reason)
     return IngestPlan(file, ())
+
+
+# --- the file item's bound ----------------------------------------------------------------------
+
+# The jobs a file's item names in its `job_ids`, at most (a few more when adds race): the ingest's
+# (one per type) and the API's (API_JOBS_PER_FILE) fit with room. A job added to a file that
+# names this many already (rescans, schedule runs, restores, over months) is not named: it is
+# found through the jobs table's by_file index, and the item stays a few KB instead of growing
+# with every rescan toward DynamoDB's 400 KB.
+NAMED_JOBS_PER_FILE = 32
+
+
+def names_another_job(stored: StoredFile) -> bool:
+    """Whether a job added to the file now is named in its item's `job_ids`."""
+    return len(stored.job_ids) < NAMED_JOBS_PER_FILE
+
+
+# --- rescans and bulk operations -----------------------------------------------------------------
+
+
+class SpentQuota(StrEnum):
+    """Which limit refused a rescan or an operation."""
+
+    RESCANS = "rescans_per_day"
+    FILE_RESCANS = "rescans_per_file_per_day"
+    OPERATIONS = "operations_per_day"
+    RUNNING_OPERATIONS = "max_running_operations"
+
+
+@dataclass(frozen=True)
+class RescanCharge:
+    """What one rescan adds: 1 to its tenant's day, 1 to its file's day; each only while it
+    stays within its limit (None: unlimited)."""
+
+    tenant: str
+    file_id: str
+    day: date
+    max_per_day: int | None
+    max_per_file: int | None
+
+
+@dataclass(frozen=True)
+class OperationCharge:
+    """What starting one bulk operation adds to its tenant's day, within `max_per_day`."""
+
+    tenant: str
+    day: date
+    max_per_day: int | None
+
+
+class QuotaSpentError(Exception):
+    """A store refused a count: the limit it would have passed."""
+
+    def __init__(self, spent: SpentQuota) -> None:
+        super().__init__(spent.value)
+        self.spent = spent
+
+
+def rescan_charge(
+    tenant: str, file_id: str, quotas: TenantQuotas, *, now: datetime
+) -> RescanCharge:
+    return RescanCharge(
+        tenant=tenant,
+        file_id=file_id,
+        day=usage_day(now),
+        max_per_day=_limit(quotas.rescans_per_day),
+        max_per_file=_limit(quotas.rescans_per_file_per_day),
+    )
+
+
+def operation_charge(tenant: str, quotas: TenantQuotas, *, now: datetime) -> OperationCharge:
+    return OperationCharge(tenant, usage_day(now), _limit(quotas.operations_per_day))
+
+
+def retry_after(spent: SpentQuota, now: datetime) -> int:
+    """Seconds a refused caller should wait: to the end of the UTC day for a daily limit (at
+    least 1), a minute for running operations (one may end any time)."""
+    if spent is SpentQuota.RUNNING_OPERATIONS:
+        return RUNNING_OPERATIONS_RETRY_SECONDS
+    moment = now.astimezone(UTC)
+    next_day = datetime.combine(moment.date() + timedelta(days=1), time(), tzinfo=UTC)
+    return max(1, math.ceil((next_day - moment).total_seconds()))
+
+
+def spent_message(spent: SpentQuota, tenant: str, quotas: TenantQuotas, file_id: str = "") -> str:
+    """Why the request was refused, in the caller's terms."""
+    limit = getattr(quotas, spent.value)
+    return {
+        SpentQuota.RESCANS: f"tenant {tenant} has used its {limit} rescans of today (UTC)",
+        SpentQuota.FILE_RESCANS: (
+            f"file {file_id} has been rescanned {limit} times today (UTC), the most a file may be"
+        ),
+        SpentQuota.OPERATIONS: (
+            f"tenant {tenant} has started its {limit} bulk operations of today (UTC)"
+        ),
+        SpentQuota.RUNNING_OPERATIONS: (
+            f"tenant {tenant} has {limit} bulk operations running, the most it may have at once: "
+            "wait for one to finish"
+        ),
+    }[spent]

@@ -11,10 +11,10 @@ infected verdict, or when the scan fails for good (the file is unscannable), the
 cancelled, saying why. So are they when the scan job ends with no verdict at all (it failed, or
 someone cancelled it): no verdict will come, and a job must not wait for one.
 
-A file the scan cannot vouch for (UNSCANNABLE: larger than the scan reads, or an archive past
-the engines' limits) is held by default, its parsing jobs cancelled with the reason; a stack may
-choose to process such files anyway (`UnscannablePolicy.PROCESS`, the UnscannableFiles
-parameter).
+A file the scan cannot vouch for (UNSCANNABLE: larger than the scan reads, an archive past the
+engines' limits or one that cannot be opened, or encrypted content) is held by default, its
+parsing jobs cancelled with the reason; a stack may choose to process such files anyway
+(`UnscannablePolicy.PROCESS`, the UnscannableFiles parameter).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from typing import Any
 
 from filejobs.domain.failures import group_of
 from filejobs.domain.job import ACTIVE_STATUSES, JobStatus, JobType, ProcessingJob
-from filejobs.domain.messages import HIGH_PRIORITY, Lane
+from filejobs.domain.messages import Lane, lane_of
 
 # The scope of every tenant's aggregates. Tenant ids match ^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$.
 ALL_TENANTS = "*"
@@ -162,7 +162,7 @@ class JobFacts:
             id=job.id,
             tenant=job.tenant,
             job_type=job.job_type,
-            lane=Lane.HIGH if job.priority >= HIGH_PRIORITY else Lane.NORMAL,
+            lane=lane_of(job),  # the lane its messages travel in
             status=job.status,
             created_at=job.metadata.created_at,
             completed_at=job.completed_at,

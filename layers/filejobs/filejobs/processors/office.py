@@ -11,15 +11,25 @@ profile does:
 - **macros off**: the profile sets the macro security level to "very high" and turns macro
   execution off, so neither a document's Basic nor its event handlers run (a test opens a
   document whose on-load macro would write a file);
-- **no network**: every HTTP(S) and FTP fetch LibreOffice makes goes to a proxy at
-  127.0.0.1:9 (discard: nothing listens), as do curl's through `*_proxy`; links to untrusted
-  places are blocked (`BlockUntrustedRefererLinks`). A document's external image is drawn as
-  its placeholder, never fetched (a test serves one on 127.0.0.1 and sees no request). Lambda
-  gives no network namespace to a function, so this is LibreOffice's own setting, not the
-  kernel's;
-- **a fresh profile per execution environment**: made on the first conversion under the
-  sandbox's /tmp and reused warm by the next (first start costs seconds), never shared
-  between environments and never seeded from a document;
+- **the filter its content type names, and no other**: soffice is told which import filter
+  reads the file (`--infilter`, IMPORT_FILTERS: one for every office type the product
+  accepts), so a file is parsed as what the sniffer accepted it as, never by whichever of
+  LibreOffice's ~150 filters its bytes look like (a file that is not what its type says fails);
+- **no fetching**: links are never updated (Writer's and Calc's `Update/Link` set to never);
+  links to untrusted places are blocked (`BlockUntrustedRefererLinks`); every HTTP(S) and FTP
+  fetch LibreOffice makes goes to a proxy at 127.0.0.1:9 (discard: nothing listens), as do
+  curl's through `*_proxy`; and the layer's LibreOffice has no WebDAV/HTTP or FTP content
+  provider at all (layers/libreoffice/debs.py DROPPED). A document's external image is drawn
+  as its placeholder, never fetched (a test serves one on 127.0.0.1 and sees no request).
+  These are LibreOffice's own settings: what keeps a compromised soffice off the network is
+  the decoder sandbox's business (processors/sandbox);
+- **a fresh profile per job**: made for each conversion in a private directory under the
+  decoding process's own temporary directory (`tempfile.gettempdir()`), which is also soffice's
+  HOME and TMPDIR, and removed with it; no job sees a profile another job's document could
+  have changed. soffice writes nowhere else but one place it chooses itself: its
+  single-instance pipe, a Unix socket LibreOffice makes in /tmp whenever /tmp is writable
+  (`/tmp/OSL_PIPE_<uid>_SingleOfficeIPC_<hash of the profile's URL>`, sal's PIPEDEFAULTPATH;
+  removed at exit), which it cannot start without;
 - **a time limit per file**: soffice runs in a session of its own; past `OFFICE_SECONDS` the
   whole group is killed and the job fails, permanently, naming the limit.
 
@@ -41,7 +51,7 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Final
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 from filejobs.domain.content import EPUB, OOXML_DOCUMENTS, RTF
 from filejobs.domain.retry import PermanentError
@@ -51,6 +61,7 @@ from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
 
 OFFICE_SECONDS: Final = 60
+_OPENXML = "application/vnd.openxmlformats-officedocument"
 # soffice under the job's rlimits: it maps a few hundred MB of libraries (address space, not
 # memory), opens many files (fonts, its registry), and writes the PDF and its profile.
 LIMITS: Final = DecoderLimits(
@@ -82,8 +93,41 @@ _EXTENSIONS = {
     RTF: ".rtf",
 }
 EXTENSIONS: Final = {mime.lower(): extension for mime, extension in _EXTENSIONS.items()}
+# The import filter for each office type the product accepts (domain/content.py's
+# OFFICE_DOCUMENTS), by LibreOffice's filter names (its share/registry/*.xcd): soffice skips its
+# type detection and reads the file with this filter only. EPUB is read as its first chapter's
+# XHTML by Writer (first_chapter).
+_IMPORT_FILTERS = {
+    f"{_OPENXML}.wordprocessingml.document": "MS Word 2007 XML",
+    f"{_OPENXML}.wordprocessingml.template": "MS Word 2007 XML Template",
+    "application/vnd.ms-word.document.macroEnabled.12": "MS Word 2007 XML VBA",
+    f"{_OPENXML}.spreadsheetml.sheet": "Calc MS Excel 2007 XML",
+    f"{_OPENXML}.spreadsheetml.template": "Calc MS Excel 2007 XML Template",
+    "application/vnd.ms-excel.sheet.macroEnabled.12": "Calc MS Excel 2007 VBA XML",
+    f"{_OPENXML}.presentationml.presentation": "Impress MS PowerPoint 2007 XML",
+    # A slideshow is a presentation that opens playing: the presentation filter reads it, so
+    # nothing is asked to start a show.
+    f"{_OPENXML}.presentationml.slideshow": "Impress MS PowerPoint 2007 XML",
+    f"{_OPENXML}.presentationml.template": "Impress MS PowerPoint 2007 XML Template",
+    "application/vnd.ms-powerpoint.presentation.macroEnabled.12": (
+        "Impress MS PowerPoint 2007 XML VBA"
+    ),
+    "application/vnd.oasis.opendocument.text": "writer8",
+    "application/vnd.oasis.opendocument.spreadsheet": "calc8",
+    "application/vnd.oasis.opendocument.presentation": "impress8",
+    "application/vnd.oasis.opendocument.graphics": "draw8",
+    EPUB: "HTML (StarWriter)",
+    "application/msword": "MS Word 97",
+    "application/vnd.ms-excel": "MS Excel 97",
+    "application/vnd.ms-powerpoint": "MS PowerPoint 97",
+    RTF: "Rich Text Format",
+}
+IMPORT_FILTERS: Final = {mime.lower(): name for mime, name in _IMPORT_FILTERS.items()}
 _DEAD_PROXY = "127.0.0.1:9"
-_PROFILE_ROOT = "filejobs-office-profile"
+# soffice.bin's exit status asking to be started again (a fresh profile): oosplash restarts it
+# on a desktop; the layer starts soffice.bin itself, so the worker does.
+_RESTART = 81
+_PROFILE_OPTION = "-env:UserInstallation="
 _SHEET_PART = re.compile(r"^xl/worksheets/sheet\d+\.xml$")
 _ODF_TABLE = re.compile(rb"<table:table[\s>]")
 _MAX_CONTENT_XML = 64 * MiB
@@ -104,7 +148,7 @@ def office_preview(source: Path, content_type: str, program: OfficeProgram) -> P
             # LibreOffice reads no EPUB: its first chapter is XHTML, which Writer/Web reads.
             document, chapters = first_chapter(document, work / "book")
             counts["chapter_count"] = chapters
-        pdf = convert_to_pdf(document, work / "out", program, html=content_type == EPUB)
+        pdf = convert_to_pdf(document, work / "out", program, content_type=content_type)
         preview = render_pdf_first_page(pdf)
         if content_type != EPUB:
             counts = _parts(document, content_type, preview.facts["page_count"])
@@ -184,44 +228,84 @@ def _unpack_safely(archive: zipfile.ZipFile, into: Path) -> None:
 
 
 def convert_to_pdf(
-    document: Path, out_dir: Path, program: OfficeProgram, *, html: bool = False
+    document: Path, out_dir: Path, program: OfficeProgram, *, content_type: str
 ) -> Path:
-    """`document` converted by soffice into `out_dir`; PermanentError when it cannot be.
-    `html`: read it as a Writer document (Writer/Web's own export leaves page 1 blank)."""
+    """`document` converted by soffice into `out_dir`, read by the import filter of its content
+    type (IMPORT_FILTERS), with a profile of its own; PermanentError when it cannot be."""
+    import_filter = IMPORT_FILTERS.get(content_type.lower())
+    if import_filter is None:
+        raise PermanentError(f"no LibreOffice import filter is allowed for {content_type}")
     out_dir.mkdir()
-    profile = _profile()
-    read_as = ["--infilter=HTML (StarWriter)"] if html else []
-    argv = [
-        *program.argv,
-        f"-env:UserInstallation={profile.as_uri()}",
-        "--headless",
-        "--invisible",
-        "--nologo",
-        "--nodefault",
-        "--nolockcheck",
-        "--norestore",
-        *read_as,
-        "--convert-to",
-        "pdf:writer_pdf_Export" if html else "pdf",
-        "--outdir",
-        str(out_dir),
-        str(document),
-    ]
-    _run(argv, program)
+    # Writer/Web's own PDF export leaves page 1 blank: an EPUB's XHTML is exported by Writer's.
+    export = "pdf:writer_pdf_Export" if content_type == EPUB else "pdf"
+    with tempfile.TemporaryDirectory(prefix="soffice-") as private:
+        home = Path(private)
+        profile = _profile(home / "profile")
+        argv = [
+            *program.argv,
+            f"{_PROFILE_OPTION}{profile.as_uri()}",
+            "--headless",
+            "--invisible",
+            "--nologo",
+            "--nodefault",
+            "--nolockcheck",
+            "--norestore",
+            f"--infilter={import_filter}",
+            "--convert-to",
+            export,
+            "--outdir",
+            str(out_dir),
+            str(document),
+        ]
+        _run(argv, program, home)
     found = sorted(out_dir.glob("*.pdf"))
     if not found or found[0].stat().st_size == 0:
         raise PermanentError(
             "LibreOffice could not open the document (corrupt, password-protected, or not "
-            "the kind of document its bytes begin as): no preview"
+            "the kind of document its content type says): no preview"
         )
     return found[0]
 
 
-def _run(argv: list[str], program: OfficeProgram) -> None:
-    home = Path(tempfile.gettempdir())
+def _run(argv: list[str], program: OfficeProgram, home: Path) -> None:
+    """soffice run to its end, restarted once if it asks (exit 81), with home as its HOME,
+    TMPDIR and working directory."""
+    for _attempt in range(2):
+        returncode, errors = _run_once(argv, program, home)
+        if returncode != _RESTART:
+            break
+        argv = _with_profile_moved(argv)
+    if returncode != 0:
+        said = errors.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+        raise PermanentError(
+            f"LibreOffice could not convert the document (exit {returncode}: {said[0][:200]})"
+        )
+
+
+def _with_profile_moved(argv: list[str]) -> list[str]:
+    """`argv` with its profile moved to a new path, for the restart soffice asks for on a fresh
+    profile. The single-instance pipe's name is a hash of the profile's URL, and in the sandbox
+    soffice may make its pipe in /tmp but not remove it: restarted on the same URL it would find
+    its own dead pipe in the way and exit 1."""
+    return [
+        _moved_profile(argument) if argument.startswith(_PROFILE_OPTION) else argument
+        for argument in argv
+    ]
+
+
+def _moved_profile(option: str) -> str:
+    profile = Path(unquote(urlparse(option[len(_PROFILE_OPTION) :]).path))
+    restarted = profile.rename(profile.with_name(f"{profile.name}-restarted"))
+    return f"{_PROFILE_OPTION}{restarted.as_uri()}"
+
+
+def _run_once(argv: list[str], program: OfficeProgram, home: Path) -> tuple[int, bytes]:
     environment = {
         "PATH": "/usr/bin:/bin",
+        # Where soffice (and fontconfig's cache, under $HOME/.cache) may write: the job's own
+        # directory under the decoding process's temporary one.
         "HOME": str(home),
+        "TMPDIR": str(home),
         "LANG": "C.UTF-8",
         "SAL_USE_VCLPLUGIN": "svp",  # headless rendering: no X, no desktop integration
         **{name: f"http://{_DEAD_PROXY}" for name in ("http_proxy", "https_proxy", "ftp_proxy")},
@@ -248,12 +332,7 @@ def _run(argv: list[str], program: OfficeProgram) -> None:
         ) from None
     finally:
         _kill_group(process)  # a helper process soffice left behind goes with it
-    if process.returncode != 0:
-        said = errors.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
-        raise PermanentError(
-            f"LibreOffice could not convert the document (exit {process.returncode}: "
-            f"{said[0][:200]})"
-        )
+    return process.returncode, errors
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -263,16 +342,12 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=5)
 
 
-def _profile() -> Path:
-    """This execution environment's LibreOffice profile: made once, with the settings that
-    keep macros off and the network away, then reused by every conversion after it."""
-    profile = Path(tempfile.gettempdir()) / f"{_PROFILE_ROOT}-{os.getuid()}"
+def _profile(profile: Path) -> Path:
+    """A LibreOffice profile at `profile` (the job's own), with the settings that keep macros
+    off, links unfollowed and the network away."""
     settings = profile / "user" / "registrymodifications.xcu"
-    if not settings.exists():
-        settings.parent.mkdir(parents=True, exist_ok=True)
-        staged = settings.with_suffix(".tmp")
-        staged.write_text(_registry())
-        staged.replace(settings)
+    settings.parent.mkdir(parents=True)
+    settings.write_text(_registry())
     return profile
 
 
@@ -283,6 +358,10 @@ def _registry() -> str:
          "true"),
         ("/org.openoffice.Office.Common/Security/Scripting", "BlockUntrustedRefererLinks",
          "boolean", "true"),
+        # Links (to other files, DDE, OLE links, linked sections and images) never updated:
+        # Writer's 0 is never (1 asks, 2 always), Calc's 1 is never (0 always, 2 asks).
+        ("/org.openoffice.Office.Writer/Content/Update", "Link", "int", "0"),
+        ("/org.openoffice.Office.Calc/Content/Update", "Link", "int", "1"),
         ("/org.openoffice.Office.Common/Misc", "FirstRun", "boolean", "false"),
         ("/org.openoffice.Office.Common/Misc", "UseSystemFileDialog", "boolean", "false"),
         ("/org.openoffice.Office.Common/Save/Document", "CreateBackup", "boolean", "false"),

@@ -21,12 +21,17 @@ from typing import Any
 
 from filejobs.access import Caller
 from filejobs.domain import content, delays, scanning, transitions
-from filejobs.domain.file import FileStatus, StoredFile
+from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType, ProcessingJob
 from filejobs.domain.job_options import OptionError, options_of
 from filejobs.domain.operations import JobFilter
-from filejobs.domain.quotas import API_JOBS_PER_FILE
+from filejobs.domain.quotas import (
+    API_JOBS_PER_FILE,
+    RescanCharge,
+    TenantQuotas,
+    names_another_job,
+)
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied, Lost, TransitionResult
@@ -216,6 +221,9 @@ class StatusApi:
     scan_ended: Callable[[ProcessingJob], None] | None = None
     # Jobs one file may be given through request_job, over its life (a replay counts none).
     jobs_per_file: int = API_JOBS_PER_FILE
+    # Each tenant's quotas in force (services/quotas.TenantLimits.limits): rescans count against
+    # them. None: not counted (a StatusApi built without quotas: tests of other things).
+    limits: Callable[[str], TenantQuotas] | None = None
 
     # --- files --------------------------------------------------------------------------------
 
@@ -285,8 +293,8 @@ class StatusApi:
             input_data=command.input_data,
             run_at=run_at,
         )
-        store = self._counted_on_file if counted else self.files.add_job
-        if store(job):
+        store = self._counted_on_file if counted else self._added_to(stored)
+        if store(job, None):
             if job.scheduled_at is None:
                 self._send(job, "requested job")
             elif (wait := delays.message_delay(now, job.scheduled_at)) is not None:
@@ -333,16 +341,26 @@ class StatusApi:
             key=f"api:{key}",
             by=caller.name,
             reason=command.reason,
-            store=self._counted_on_file if counted else self.files.add_job,
+            store=self._counted_on_file if counted else self._added_to(stored),
         )
         job = JobWithOutputs(done.job, []) if done.created else self._with_outputs(done.job)
         return Requested(job, replayed=not done.created, idempotency_key=key)
 
-    def _counted_on_file(self, job: ProcessingJob) -> bool:
+    def _added_to(self, stored: StoredFile) -> Callable[[ProcessingJob, RescanCharge | None], bool]:
+        """How a job not counted among the file's API jobs is stored: named on the file while
+        it names fewer than it may (domain/quotas.NAMED_JOBS_PER_FILE)."""
+
+        def add(job: ProcessingJob, charge: RescanCharge | None = None) -> bool:
+            return self.files.add_job(job, charge=charge, named=names_another_job(stored))
+
+        return add
+
+    def _counted_on_file(self, job: ProcessingJob, charge: RescanCharge | None = None) -> bool:
         """Stores a job asked for one file, counted among its API jobs: True when stored now,
         False when it exists (a replay). Without an Idempotency-Key every request (a job or a
-        rescan) is a new job: this cap is what bounds them."""
-        added = self.files.add_api_job(job, per_file=self.jobs_per_file)
+        rescan) is a new job: this cap is what bounds them. A rescan's `charge` is counted
+        against the day's rescans in the same write."""
+        added = self.files.add_api_job(job, per_file=self.jobs_per_file, charge=charge)
         if added is ApiJobAdded.FILE_SPENT:
             raise ConflictError(
                 f"file {job.file_id} has had the {self.jobs_per_file} jobs a file may be given "
@@ -507,6 +525,7 @@ class StatusApi:
             _LazyDispatcher(self.dispatcher),
             clock=self.clock,
             dispatch=self.dispatch_policy,
+            limits=self.limits,
         )
 
     def _with_outputs(self, job: ProcessingJob, stored: StoredFile | None = None) -> JobWithOutputs:
@@ -519,6 +538,8 @@ class StatusApi:
         stored = stored or self.files.get(job.file_id, consistent=False)
         if stored is None or stored.status is not FileStatus.ACTIVE:
             return []  # a quarantined file's outputs were withdrawn: no URL to a deleted object
+        if stored.scan_status is ScanStatus.INFECTED:
+            return []  # recorded infected, about to be quarantined: nothing made from it served
         expires_at = self.clock() + OUTPUT_URL_LIFETIME
         return [
             Output(key=key, url=self.links.link(key, OUTPUT_URL_LIFETIME), expires_at=expires_at)

@@ -6,6 +6,8 @@ rendering.py), so no service knows HTTP.
 
 from __future__ import annotations
 
+from filejobs.domain.quotas import SpentQuota
+
 
 class RequestRefusedError(Exception):
     def __init__(self, message: str, *, log: str | None = None) -> None:
@@ -38,3 +40,13 @@ class NotFoundError(RequestRefusedError):
 
 class ConflictError(RequestRefusedError):
     """The thing is not in a state that allows the request."""
+
+
+class QuotaExceededError(RequestRefusedError):
+    """The tenant (or the file) has used what a quota allows for now: the request may be made
+    again after `retry_after` seconds (the API's 429 with Retry-After)."""
+
+    def __init__(self, message: str, *, spent: SpentQuota, retry_after: int) -> None:
+        super().__init__(message, log=f"quota spent: {spent.value}")
+        self.spent = spent
+        self.retry_after = retry_after

@@ -37,6 +37,7 @@ from filejobs.domain.file_lifecycle import (
 )
 from filejobs.domain.ingest import DEFAULT_DISPATCH, new_job
 from filejobs.domain.job import ProcessingJob
+from filejobs.domain.quotas import names_another_job
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
@@ -151,11 +152,26 @@ class FileLifecycle:
             now=self._clock(), by=by, reason=reason, retention=self._retention
         )
         cancelled = 0
-        for job in self._jobs.get_many(stored.job_ids):
+        for job in self._jobs_of(stored):
             if not job.status.is_terminal:
                 written = self._jobs.apply(job.id, job.job_type, cancel)
                 cancelled += isinstance(written, Applied)
         return cancelled
+
+    def _jobs_of(self, stored: StoredFile) -> list[ProcessingJob]:
+        """The file's jobs: the ones its item names, and, once it names all it may
+        (domain/quotas.NAMED_JOBS_PER_FILE), the others through the by_file index."""
+        named = self._jobs.get_many(stored.job_ids)
+        if names_another_job(stored):
+            return named
+        return list({job.id: job for job in [*named, *self._jobs.jobs_of_file(stored.id)]}.values())
+
+    def _unnamed_job_ids(self, stored: StoredFile) -> set[str]:
+        """The ids of the file's jobs its item may not name (none while it names fewer than it
+        may: no read). The index leaves soft-deleted jobs out: those expire by their TTL."""
+        if names_another_job(stored):
+            return set()
+        return {job.id for job in self._jobs.jobs_of_file(stored.id)}
 
     def _restore(self, change: Restore) -> None:
         """The jobs first (pending, not sent: a worker would find the file deleted still), then
@@ -213,7 +229,8 @@ class FileLifecycle:
         versions_deleted = self._versions.delete_all(stored.bucket, stored.key)
         jobs = 0
         for each in files:
-            jobs += sum(self._jobs.erase(job_id) for job_id in sorted(each.job_ids))
+            every = each.job_ids | self._unnamed_job_ids(each)
+            jobs += sum(self._jobs.erase(job_id) for job_id in sorted(every))
             self._files.erase(each)
             self._purge_later(each)
         erasure = Erasure(

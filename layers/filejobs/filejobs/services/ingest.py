@@ -4,7 +4,7 @@ messages that start them, however often the record is delivered."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from filejobs.domain import keys
@@ -80,7 +80,9 @@ class IngestService:
             return self._gone(record)
         now = self._clock()
         upload_plan = self._upload_plan(tenant, record.key, sniffed, head.preset)
-        plan = plan_ingest(record, sniffed.content_type, now=now, upload_plan=upload_plan)
+        # A backfill's copy is announced by S3 like any upload: its metadata says what it is.
+        announced = replace(record, backfill=True) if head.backfill else record
+        plan = plan_ingest(announced, sniffed.content_type, now=now, upload_plan=upload_plan)
         if self._limits is None:
             return self._recorded(self._files.record_ingest(plan))
         return self._within_quotas(plan, self._limits(plan.file.tenant), now)

@@ -11,6 +11,11 @@ caller's visibility checked again), as the operation's creator: a job whose stat
 allows the action is skipped, so running an operation again, or a page twice, changes nothing
 more.
 
+A tenant's own operation counts against its `operations_per_day` (in the write that records it)
+and is refused while it has `max_running_operations` running (domain/quotas.py): the API's 429
+with Retry-After. An operator's, and a schedule's run, are not counted (a tenant's schedules run
+at most as often as their cron allows).
+
 A tenant's erasure (`erase_tenant`, an operator's only) is an operation over the tenant's files
 in three stages (domain/tenant_erasure.py), each stage's work done by services/tenant_erasure.py.
 """
@@ -27,6 +32,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from filejobs.access import Caller
+from filejobs.domain.ingest import BACKFILL_PRIORITY
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.operations import (
     PAGE_SIZE,
@@ -36,6 +42,16 @@ from filejobs.domain.operations import (
     Operation,
     OperationStatus,
     Progress,
+)
+from filejobs.domain.quotas import (
+    UNLIMITED,
+    OperationCharge,
+    QuotaSpentError,
+    SpentQuota,
+    TenantQuotas,
+    operation_charge,
+    retry_after,
+    spent_message,
 )
 from filejobs.domain.schedules import Schedule, ScheduleAction, run_key
 from filejobs.domain.tenant_erasure import (
@@ -53,6 +69,7 @@ from filejobs.services.errors import (
     ForbiddenError,
     MalformedRequestError,
     NotFoundError,
+    QuotaExceededError,
     RequestRefusedError,
 )
 from filejobs.services.job_search import FilterTooWideError, JobSearch, SearchPage
@@ -122,9 +139,11 @@ class BulkOperations:
         tenant_erasure: Callable[[], TenantErasure] | None = None,
         rate: int = 50,
         clock: Callable[[], datetime] = utcnow,
+        limits: Callable[[str], TenantQuotas] | None = None,
     ) -> None:
         self._store, self._queue, self._api = store, queue, status_api
         self._failed_in_group, self._rate, self._clock = failed_in_group, max(rate, 1), clock
+        self._limits = limits  # the tenants' quotas in force; None: operations are not counted
         self._tenant_erasure = tenant_erasure  # built on an erasure's first page only
         self._search = JobSearch(status_api.jobs)
 
@@ -151,7 +170,19 @@ class BulkOperations:
             matched=preview.matched,
             request_hash=request_hash,
         )
-        return self._record_and_send(caller, operation, command.idempotency_key)
+        charge = None
+        if not caller.operator and wanted.tenant is not None and self._limits is not None:
+            charge = self._charge_for(wanted.tenant, self._limits(wanted.tenant))
+        return self._record_and_send(caller, operation, command.idempotency_key, charge)
+
+    def _charge_for(self, tenant: str, quotas: TenantQuotas) -> OperationCharge:
+        """What starting one more of the tenant's operations counts; refused while it has
+        its most running (a Query, before the write: two starts racing may pass it by one)."""
+        now = self._clock()
+        most = quotas.max_running_operations
+        if most != UNLIMITED and self._store.running(tenant, now=now) >= most:
+            raise _exceeded(SpentQuota.RUNNING_OPERATIONS, tenant, quotas, now)
+        return operation_charge(tenant, quotas, now=now)
 
     def preview_erasure(self, caller: Caller, tenant: str) -> ErasurePreview:
         """A tenant erasure's dry run (an operator's only): how many files it would erase."""
@@ -204,12 +235,22 @@ class BulkOperations:
         )
 
     def _record_and_send(
-        self, caller: Caller, operation: Operation, idempotency_key: str | None
+        self,
+        caller: Caller,
+        operation: Operation,
+        idempotency_key: str | None,
+        charge: OperationCharge | None = None,
     ) -> Started:
         """The operation recorded under the caller's key (its own id without one) and its first
         page sent; with a key used before for the same request, the operation it started."""
         key = idempotency_key or operation.id
-        stored = self._store.create(operation, caller=caller.name, key=key)
+        try:
+            stored = self._store.create(operation, caller=caller.name, key=key, charge=charge)
+        except QuotaSpentError as error:
+            if charge is None or self._limits is None:
+                raise
+            quotas = self._limits(charge.tenant)
+            raise _exceeded(error.spent, charge.tenant, quotas, self._clock()) from None
         if stored.id != operation.id:
             if stored.request_hash != operation.request_hash:
                 raise ConflictError(
@@ -220,9 +261,9 @@ class BulkOperations:
                 # Its first message may never have been sent (the request failed after the
                 # record). A second chain of pages dies at its first page: a page is recorded by
                 # one run only, and only that run sends the next.
-                self._queue().send(stored.id, timedelta(0))
+                self._queue().send(stored, timedelta(0))
             return Started(stored, replayed=True)
-        self._queue().send(stored.id, timedelta(0))
+        self._queue().send(stored, timedelta(0))
         return Started(stored, replayed=False)
 
     def start_run(self, schedule: Schedule, scheduled_time: datetime) -> Started:
@@ -250,7 +291,7 @@ class BulkOperations:
         if not stored.finished:
             # A replayed run still going is sent again, as `start` does: its first message may
             # never have gone; a second chain of pages dies at its first page.
-            self._queue().send(stored.id, timedelta(0))
+            self._queue().send(stored, timedelta(0))
         return Started(stored, replayed=replayed)
 
     def get(self, caller: Caller, operation_id: str) -> Operation:
@@ -280,6 +321,10 @@ class BulkOperations:
             return self._advance_erasure(operation)
         if operation.files is not None:
             return self._advance_files(operation, operation.files)
+        return self._advance_jobs(operation)
+
+    def _advance_jobs(self, operation: Operation) -> Operation | None:
+        """One page of an operation over the jobs its filter matches."""
         try:
             page = self._search.page(
                 operation.filter,
@@ -289,7 +334,9 @@ class BulkOperations:
             )
         except (InvalidCursorError, FilterTooWideError) as error:
             return self._finish(operation, Progress(), error=f"cannot go on: {error}")
-        progress = self._act_on(operation, page.jobs)
+        progress, spent = self._act_on(operation, page.jobs)
+        if spent is not None:
+            return self._finish(operation, progress, error=_stopped_by(spent))
         if page.next is None:
             return self._finish(operation, progress)
         return self._go_on(operation, progress, _cursor_to(page.next))
@@ -306,7 +353,10 @@ class BulkOperations:
         caller = _caller_of(operation)
         progress = Progress()
         for ref in page.files:
-            progress += self._act_on_file(operation, files, caller, ref.id)
+            try:
+                progress += self._act_on_file(operation, files, caller, ref.id)
+            except QuotaExceededError as spent:
+                return self._finish(operation, progress, error=_stopped_by(spent))
         if page.next is None:
             return self._finish(operation, progress)
         return self._go_on(operation, progress, json.dumps(list(page.next)))
@@ -392,7 +442,7 @@ class BulkOperations:
             logger.info("operation %s: page recorded by another run", operation.id)
             return self._store.get(operation.id)
         pause = timedelta(seconds=math.ceil(progress.processed / self._rate))
-        self._queue().send(operation.id, min(pause, MAX_DELAY))
+        self._queue().send(moved, min(pause, MAX_DELAY))
         return moved
 
     def _act_on_file(
@@ -402,13 +452,23 @@ class BulkOperations:
         twice makes nothing twice (the second time is a replay: skipped)."""
         try:
             if operation.action is Action.RUN and files.job_type is not None:
+                # A job on every file under a prefix is a backfill: in the type's low lane,
+                # behind the tenant's new uploads (domain/messages.py lane_of).
                 command = RequestJob(
-                    file_id, files.job_type, operation.id, input_data=dict(files.options) or None
+                    file_id,
+                    files.job_type,
+                    operation.id,
+                    priority=BACKFILL_PRIORITY,
+                    input_data=dict(files.options) or None,
                 )
                 replayed = self._api.request_job(caller, command, counted=False).replayed
             else:
                 rescan = RescanFile(file_id, operation.id, operation.reason)
                 replayed = self._api.rescan_file(caller, rescan, counted=False).replayed
+        except QuotaExceededError as refusal:
+            _raise_unless_of_one_file(refusal)
+            logger.info("operation %s skipped file %s: %s", operation.id, file_id, refusal)
+            return Progress(processed=1, skipped=1)
         except RequestRefusedError as refusal:
             # Quarantined, deleted, rejected, or out of API jobs: nothing to do on this file.
             logger.info("operation %s skipped file %s: %s", operation.id, file_id, refusal)
@@ -457,12 +517,19 @@ class BulkOperations:
         logger.info("operation %s %s: %s", operation.id, done.status.value, done.progress)
         return done
 
-    def _act_on(self, operation: Operation, jobs: list[ProcessingJob]) -> Progress:
+    def _act_on(
+        self, operation: Operation, jobs: list[ProcessingJob]
+    ) -> tuple[Progress, QuotaExceededError | None]:
+        """Each job acted on, until the tenant's quota of the day for the action is spent: what
+        was done, and the refusal that stopped it."""
         caller = _caller_of(operation)
         progress = Progress()
         for job in jobs:
-            progress += self._act(operation, caller, job)
-        return progress
+            try:
+                progress += self._act(operation, caller, job)
+            except QuotaExceededError as spent:
+                return progress, spent
+        return progress, None
 
     def _act(self, operation: Operation, caller: Caller, job: ProcessingJob) -> Progress:
         try:
@@ -476,6 +543,10 @@ class BulkOperations:
                 rescan = RescanFile(job.file_id, operation.id, operation.reason)
                 if self._api.rescan_file(caller, rescan).replayed:
                     return Progress(processed=1, skipped=1)
+        except QuotaExceededError as refusal:
+            _raise_unless_of_one_file(refusal)
+            logger.info("operation %s skipped job %s: %s", operation.id, job.id, refusal)
+            return Progress(processed=1, skipped=1)
         except RequestRefusedError as refusal:
             # Its status changed since it was listed (another run, a worker, a person).
             logger.info("operation %s skipped job %s: %s", operation.id, job.id, refusal)
@@ -531,6 +602,25 @@ class BulkOperations:
                 return matched, True
             after = page.next
         return matched, False
+
+
+def _raise_unless_of_one_file(refusal: QuotaExceededError) -> None:
+    """A file rescanned all it may be today is skipped; the tenant's day spent stops the
+    operation (every file after would be refused too, each a write)."""
+    if refusal.spent is not SpentQuota.FILE_RESCANS:
+        raise refusal
+
+
+def _stopped_by(spent: QuotaExceededError) -> str:
+    return f"stopped: {spent.message}; start it again after {spent.retry_after} s"
+
+
+def _exceeded(
+    spent: SpentQuota, tenant: str, quotas: TenantQuotas, now: datetime
+) -> QuotaExceededError:
+    return QuotaExceededError(
+        spent_message(spent, tenant, quotas), spent=spent, retry_after=retry_after(spent, now)
+    )
 
 
 def _scoped(caller: Caller, wanted: JobFilter) -> JobFilter:

@@ -11,6 +11,12 @@ under a key prefix, a page at a time (`POST /rescans`, `filejobs rescan --tenant
 and the scheduled policy (functions/rescan): clean verdicts older than N days, or given with
 definitions older than a version, a bounded number per run so the scans of new uploads are not
 held up behind a backlog of old files.
+
+Every rescan a tenant asks for (one file's, each of a bulk rescan's, each of its schedules' and
+operations') is counted against its tenant's `rescans_per_day` and its file's
+`rescans_per_file_per_day` (domain/quotas.py) in the transaction that stores its job: a rescan
+over either is not made (QuotaExceededError: the API's 429, Retry-After the end of the UTC day).
+The scheduled policy's are the operator's, bounded by their own `max_files` a run, and not counted.
 """
 
 from __future__ import annotations
@@ -23,15 +29,30 @@ from datetime import datetime, timedelta
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import JobType, ProcessingJob
+from filejobs.domain.quotas import (
+    QuotaSpentError,
+    RescanCharge,
+    SpentQuota,
+    TenantQuotas,
+    names_another_job,
+    rescan_charge,
+    retry_after,
+    spent_message,
+)
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import utcnow
 from filejobs.ports import Dispatcher, FilePage, FileStore, JobStore, ScannedFile
+from filejobs.services.errors import QuotaExceededError
 
 logger = logging.getLogger(__name__)
 
 # Below new uploads' scans (priority 0): a backlog of rescans is served after them by the sweep.
 RESCAN_PRIORITY = -10
 POLICY = "rescan-policy"
+
+# How a rescan's job is stored: put with its id added to the file, the charge counted with it;
+# True when stored now, False when it exists (nothing counted).
+type StoreJob = Callable[[ProcessingJob, RescanCharge | None], bool]
 
 
 @dataclass(frozen=True)
@@ -70,9 +91,13 @@ class Rescans:
         *,
         clock: Callable[[], datetime] = utcnow,
         dispatch: DispatchPolicy = DispatchPolicy(),  # noqa: B008 (frozen dataclass)
+        limits: Callable[[str], TenantQuotas] | None = None,
     ) -> None:
         self._jobs, self._files, self._dispatcher = jobs, files, dispatcher
         self._clock, self._dispatch = clock, dispatch
+        # The tenant's quotas in force; None: rescans are not counted (the policy's function).
+        self._limits = limits
+        self._known: dict[str, TenantQuotas] = {}  # read once per tenant: a page is one tenant's
 
     def why_not(self, stored: StoredFile) -> str | None:
         """Why the file cannot be rescanned, or None when it can."""
@@ -91,24 +116,42 @@ class Rescans:
         key: str,
         by: str,
         reason: str,
-        store: Callable[[ProcessingJob], bool] | None = None,
+        store: StoreJob | None = None,
+        counted: bool = True,
     ) -> Rescan:
         """The file's rescan job for this key: made and sent once, found again after.
 
         `store` puts the job (True: stored now; False: it exists); by default the file store's
         `add_job`, which names it among the file's jobs in the same write. The status API's
-        counts it against the file's API jobs."""
+        counts it against the file's API jobs. Unless not `counted` (the operator's policy), the
+        same write counts it against the tenant's and the file's rescans of the day."""
+        now = self._clock()
         job = new_job(
             stored,
             JobType.VIRUS_SCAN,
-            now=self._clock(),
+            now=now,
             created_by=by,
             dispatch=self._dispatch,
             idempotency_key=f"rescan:{stored.id}:{key}",
             priority=RESCAN_PRIORITY,
             input_data={"rescan": {"reason": reason, "requested_by": by}},
         )
-        if not (store or self._files.add_job)(job):
+        quotas = self._quotas_of(stored.tenant) if counted else None
+        charge = (
+            None if quotas is None else rescan_charge(stored.tenant, stored.id, quotas, now=now)
+        )
+        add = store or (
+            lambda job, charge: self._files.add_job(
+                job, charge=charge, named=names_another_job(stored)
+            )
+        )
+        try:
+            stored_now = add(job, charge)
+        except QuotaSpentError as error:
+            if quotas is None:  # only a charge is refused: a store that says so is wrong
+                raise
+            raise _exceeded(error.spent, stored, quotas, now) from None
+        if not stored_now:
             existing = self._jobs.get(job.id)
             return Rescan(existing or job, created=False)
         try:
@@ -144,8 +187,28 @@ class Rescans:
             elif dry_run:
                 result.requested.append(Rescan(_planned(stored), created=False))
             else:
-                result.requested.append(self.rescan(stored, key=key, by=by, reason=reason))
+                self._rescan_in_page(result, stored, key=key, by=by, reason=reason)
         return result
+
+    def _rescan_in_page(
+        self, page: RescanPage, stored: StoredFile, *, key: str, by: str, reason: str
+    ) -> None:
+        """One file of a bulk rescan: a file rescanned all it may be today is skipped; the
+        tenant's rescans of the day spent stops the page (QuotaExceededError): the same key
+        and page again, after the Retry-After, makes only what this one did not."""
+        try:
+            page.requested.append(self.rescan(stored, key=key, by=by, reason=reason))
+        except QuotaExceededError as refusal:
+            if refusal.spent is not SpentQuota.FILE_RESCANS:
+                raise
+            page.skipped.append(Skipped(stored.id, refusal.message))
+
+    def _quotas_of(self, tenant: str) -> TenantQuotas | None:
+        if self._limits is None:
+            return None
+        if tenant not in self._known:
+            self._known[tenant] = self._limits(tenant)
+        return self._known[tenant]
 
     def run_policy(
         self,
@@ -165,7 +228,9 @@ class Rescans:
             # One rescan per verdict: until it replaces this verdict, every run finds the same
             # job again instead of making another.
             key = f"{POLICY}:{due.scanned_at.isoformat()}"
-            outcome = self.rescan(stored, key=key, by=POLICY, reason=_policy_reason(due))
+            outcome = self.rescan(
+                stored, key=key, by=POLICY, reason=_policy_reason(due), counted=False
+            )
             requested += outcome.created
             already += not outcome.created
             if requested >= max_files:
@@ -192,6 +257,16 @@ class Rescans:
                 if due.id not in seen:
                     seen.add(due.id)
                     yield due
+
+
+def _exceeded(
+    spent: SpentQuota, stored: StoredFile, quotas: TenantQuotas, now: datetime
+) -> QuotaExceededError:
+    return QuotaExceededError(
+        spent_message(spent, stored.tenant, quotas, stored.id),
+        spent=spent,
+        retry_after=retry_after(spent, now),
+    )
 
 
 def _policy_reason(due: ScannedFile) -> str:

@@ -6,11 +6,14 @@ The virus_scan worker's processor. One attempt:
    TransientError, retried later; never a CLEAN from fewer engines than configured;
 2. records the verdict and its evidence on the file, in one conditional write, *before* anything
    is done about it: whatever happens next, the verdict is known and no decoder is let in;
-3. acts: CLEAN tags the version and sends the file's waiting jobs; INFECTED moves the version to
-   the quarantine bucket (tag, copy, delete: adapters/quarantine.py), marks the file quarantined
-   (its `File Quarantined` event comes from that write), cancels the file's other jobs and
-   withdraws every derived output made from it (a rescan can find what the first scan did not);
-   UNSCANNABLE tags the version and holds or sends the waiting jobs as the policy says.
+3. acts: CLEAN tags the version and sends the file's waiting jobs; INFECTED first marks the file
+   quarantined (its `File Quarantined` event comes from that write; from then on the API gives
+   no link to its outputs), cancels its other jobs and withdraws every derived output made from
+   it (a rescan can find what the first scan did not), and only then moves the version to the
+   quarantine bucket (tag, copy, delete: adapters/quarantine.py), so nothing made from it stays
+   served however the move fares; UNSCANNABLE tags the version and holds or sends the waiting
+   jobs as the policy says. A verdict tag that finds the version at S3's 10 tags keeps the
+   uploader's tag it displaces on the file's record.
 
 Each step is idempotent, so a crash anywhere is finished by the job's next attempt: one that
 finds the version already moved (an earlier attempt recorded the infection and moved it) goes
@@ -118,13 +121,30 @@ class VirusScan:
             return self._quarantine(stored, result, resumed=False)
         tag = _TAGS.get(stored.scan_status) if stored.scan_status else None
         if tag is not None:
-            self._marks.tag(_location(stored), tag.value)
+            self._marks.tag(
+                _location(stored), tag.value, keep_displaced=self._keeper_of_displaced(stored)
+            )
         self._gate.settle(stored.id, stored)
         return {**result, "quarantine_key": None}
+
+    def _keeper_of_displaced(self, stored: StoredFile) -> Callable[[dict[str, str]], None]:
+        def keep(tags: dict[str, str]) -> None:
+            self._files.keep_displaced_tags(stored.id, tags, at=self._clock(), by=SCANNER)
+
+        return keep
 
     def _quarantine(
         self, stored: StoredFile, result: dict[str, Any], *, resumed: bool
     ) -> dict[str, Any]:
+        # Refused before a byte moves: the file marked (no job runs on it, no link is given to
+        # its outputs), its other jobs cancelled and its outputs deleted. The move can fail
+        # (S3 down, a crash) and be retried; nothing made from the infected bytes waits on it.
+        reason = ", ".join(stored.scan.signatures) if stored.scan else ""
+        after = self._files.quarantine(
+            stored.id, reason=reason or "infected", at=self._clock(), by=SCANNER
+        )
+        self._gate.settle(stored.id, after or stored)
+        withdrawn = self._marks.withdraw_outputs(stored.tenant, stored.id)
         moved = self._marks.quarantine(
             _location(stored),
             tenant=stored.tenant,
@@ -132,12 +152,6 @@ class VirusScan:
             etag=stored.etag,
             size=stored.size,
         )
-        reason = ", ".join(stored.scan.signatures) if stored.scan else ""
-        after = self._files.quarantine(
-            stored.id, reason=reason or "infected", at=self._clock(), by=SCANNER
-        )
-        self._gate.settle(stored.id, after or stored)
-        withdrawn = self._marks.withdraw_outputs(stored.tenant, stored.id)
         return {
             **result,
             "quarantine_key": moved.key,

@@ -11,6 +11,11 @@ no directory and no credentials. Every way a decoder can end is mapped to the jo
   (a signal): a permanent failure that says which;
 - the job cancelled or taken over while decoding: the process is killed, StopRequested;
 - the zygote itself failing to start or dying: TransientError (the next attempt starts a new one).
+
+After a crash, a limit reached, a timeout, or processes the zygote could not end, the sandbox is
+recycled before its next job: the zygote replaced, its scratch root (the jobs' directories)
+removed, and the worker told (recycling.py), since the process that did it may have been taken
+over.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,9 +41,11 @@ from typing import IO, Any
 
 from aws_lambda_powertools import Logger
 
+from filejobs.adapters.workspace import private_root
 from filejobs.domain.retry import PermanentError, TransientError
 from filejobs.processors.base import StopRequested
-from filejobs.processors.sandbox import frames, privileges
+from filejobs.processors.sandbox import frames, privileges, recycling
+from filejobs.processors.sandbox.confinement import UNCONFINED_EXIT
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded, Task, task_name
 
@@ -54,6 +62,8 @@ _NO_AWS = {
 _START_SECONDS = 60.0
 _POLL_SECONDS = 0.2
 _AFTER_KILL_SECONDS = 5.0
+# How long a zygote told to stop (its socket closed) may take to end what its jobs left.
+_STOP_SECONDS = 5.0
 # A result is stored on the job item (DynamoDB's items stop at 400 KB): facts, not data.
 MAX_RESULT_BYTES = 64 * 1024
 
@@ -65,8 +75,11 @@ class SandboxUnavailableError(TransientError):
 class Sandbox:
     """One warm zygote per worker process, serving one decoding job at a time."""
 
-    def __init__(self, modules: Sequence[str]) -> None:
+    def __init__(self, modules: Sequence[str], *, confined: bool = True) -> None:
+        """`confined=False`: jobs without their own directory, Landlock, the socket filter or
+        the sweep of what they leave (the sandbox before issue 45), for the benchmark only."""
         self._modules = tuple(modules)
+        self._confined = confined
         self._lock = threading.Lock()
         self._zygote: _Zygote | None = None
 
@@ -112,11 +125,16 @@ class Sandbox:
         try:
             ending = zygote.run(request, fds, limits, should_stop)
         except (OSError, ValueError, frames.ChannelClosedError) as error:
-            self._discard()
+            self._recycle("the zygote failed")
             raise SandboxUnavailableError(f"the decoder sandbox failed: {error}") from error
-        if ending.abandoned:
-            self._discard()
+        reason = _recycle_reason(ending)
+        if reason is not None:
+            self._recycle(reason)
         return ending
+
+    def _recycle(self, reason: str) -> None:
+        self._discard()
+        recycling.recycled(reason)
 
     def start(self) -> None:
         """Starts the zygote now, if it is not running, rather than on the first job."""
@@ -133,17 +151,19 @@ class Sandbox:
 
     def zygote_state(self) -> dict[str, Any]:
         """What the running zygote reported when it was ready (its pid, whether it is dumpable,
-        its thread count), starting it if need be."""
+        its thread count, whether it is a subreaper, the Landlock ABI) and its jobs' root,
+        starting it if need be."""
         with self._lock:
             return dict(self._running_zygote().ready)
 
     def _running_zygote(self) -> _Zygote:
         if self._zygote is None or not self._zygote.alive():
             self._discard()
-            self._zygote = _Zygote.start(self._modules)
+            self._zygote = _Zygote.start(self._modules, confined=self._confined)
         return self._zygote
 
     def _discard(self) -> None:
+        """The zygote stopped and its scratch root removed, with whatever its jobs left."""
         if self._zygote is not None:
             self._zygote.stop()
             self._zygote = None
@@ -178,6 +198,43 @@ def _close_shared() -> None:
             sandbox.close()
 
 
+def _recycle_reason(ending: _Ending) -> str | None:
+    """Why this ending calls for a fresh zygote, if it does: a decoder that crashed, broke a
+    limit or ran out of time may have been taken over (one that failed on a corrupt file and
+    said so, or was stopped because its job was, has not shown it)."""
+    report = ending.report
+    if ending.abandoned or report.get("survivors"):
+        return "processes the sandbox could not end"
+    if ending.killed_for == "time":
+        return "timeout"
+    if ending.killed_for == "stop":
+        return None
+    reply = _parsed_reply(report.get("reply"))
+    if report.get("reply_overflow") or (reply is not None and "breach" in reply):
+        return "limit breach"
+    if report.get("signal") is not None or reply is None:
+        return "crash"
+    return None
+
+
+_LANDLOCK_LOGGED: list[bool] = []
+
+
+def _log_confinement(ready: dict[str, Any]) -> None:
+    """Once per process: whether Landlock holds here (Lambda's kernel is not documented)."""
+    if _LANDLOCK_LOGGED:
+        return
+    _LANDLOCK_LOGGED.append(True)
+    abi = int(ready.get("landlock") or 0)
+    if abi:
+        logger.info("decoders write only in their own directory (Landlock)", extra={"abi": abi})
+    else:
+        logger.warning(
+            "no Landlock on this kernel: decoders run in their own directory, with no network, "
+            "but could write (and read) elsewhere in /tmp; recycling after a crash still holds"
+        )
+
+
 class _Ending:
     """How one decoding process ended, as the zygote saw it, and what the worker did to it."""
 
@@ -188,21 +245,25 @@ class _Ending:
 
 
 class _Zygote:
-    def __init__(self, process: subprocess.Popen[bytes], channel: socket.socket) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], channel: socket.socket, root: Path | None
+    ) -> None:
         self._process = process
         self._channel = channel
+        self._root = root  # where its jobs' directories are: removed with it
         self.ready: dict[str, Any] = {}  # what the zygote said of itself once it was ready
 
     @classmethod
-    def start(cls, modules: Sequence[str]) -> _Zygote:
+    def start(cls, modules: Sequence[str], *, confined: bool = True) -> _Zygote:
         if not privileges.make_non_dumpable():
             logger.warning("could not make the worker non-dumpable (not Linux?)")
+        root = private_root("sandbox") if confined else None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         errors = tempfile.TemporaryFile()  # noqa: SIM115 - read only if the start fails
         command = [sys.executable, "-s", "-B", "-m", "filejobs.processors.sandbox.zygote"]
         try:
             process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [*command, str(theirs.fileno()), *modules],
+                [*command, str(theirs.fileno()), str(root or "-"), *modules],
                 env=zygote_environment(),
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
@@ -212,8 +273,11 @@ class _Zygote:
             )
         finally:
             theirs.close()
-        zygote = cls(process, ours)
+        zygote = cls(process, ours, root)
         zygote.await_ready(errors)
+        zygote.ready["root"] = str(root) if root else None
+        if confined:
+            _log_confinement(zygote.ready)
         return zygote
 
     def await_ready(self, errors: IO[bytes]) -> None:
@@ -274,12 +338,28 @@ class _Zygote:
         return bool(readable)
 
     def stop(self) -> None:
+        """Closing its socket tells the zygote to end what its jobs left and exit; killed if it
+        has not within _STOP_SECONDS. Its scratch root goes with it."""
         with contextlib.suppress(OSError):
             self._channel.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout=_STOP_SECONDS)
         if self._process.poll() is None:
             self._process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(timeout=5)
+        if self._root is not None:
+            _remove(self._root)
+
+
+def _remove(root: Path) -> None:
+    """The zygote's scratch root, whatever its jobs left. Twice at most: a zygote killed while
+    it removed a job's directory leaves a half-removed tree that one pass may trip on."""
+    for _attempt in range(2):
+        shutil.rmtree(root, ignore_errors=True)
+        if not root.exists():
+            return
+    logger.warning("could not remove the decoder sandbox's scratch root", extra={"root": root})
 
 
 def zygote_environment() -> dict[str, str]:
@@ -340,6 +420,8 @@ def _abnormal_end(report: dict[str, Any], limits: DecoderLimits) -> str:
     number = report.get("signal")
     if isinstance(number, int):
         return _signal_message(number, limits)
+    if report.get("exit_code") == UNCONFINED_EXIT:
+        return "the decoder sandbox could not confine the decoder (its socket filter): not run"
     return f"the decoder ended without an answer (exit code {report.get('exit_code')})"
 
 

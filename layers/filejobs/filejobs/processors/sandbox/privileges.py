@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import signal
 import sys
@@ -17,6 +18,7 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_GET_DUMPABLE = 3
 _PR_CAPBSET_DROP = 24
+_PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -36,6 +38,7 @@ class _CapData(ctypes.Structure):
     )
 
 
+@functools.cache  # find_library runs a program: once per process, not per job
 def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux"):
         return None
@@ -63,6 +66,12 @@ def die_with_parent() -> bool:
     """SIGKILL for this process when the thread that forked it ends (the zygote's only thread,
     for a decoder): a decoder does not outlive its zygote."""
     return _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def become_subreaper() -> bool:
+    """Orphans among this process's descendants become its children, not init's: a decoder's
+    daemon (a double fork and setsid) stays within reach of the zygote that must end it."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def forbid_new_privileges() -> bool:

@@ -1,11 +1,17 @@
-"""The sandbox's child program: `python -m filejobs.processors.sandbox.zygote FD MODULE...`.
+"""The sandbox's child program: `python -m filejobs.processors.sandbox.zygote FD ROOT MODULE...`.
 
 Started by the worker with a scrubbed environment (client.py). It sheds its capabilities,
-makes itself non-dumpable, imports the decoders' modules once (so each job starts warm), then
-serves one request at a time on the socket FD: it forks a fresh process for the job, which
-starts a session of its own, keeps only the file it was given and its reply pipe, takes its
-limits, decodes, and writes one JSON reply. The zygote relays the reply and how the process
-ended; a decoder never touches the worker's socket.
+makes itself non-dumpable and a child subreaper, imports the decoders' modules once (so each job
+starts warm), then serves one request at a time on the socket FD: it forks a fresh process for
+the job, which starts a session of its own, keeps only the file it was given and its reply
+pipe, moves into a fresh 0700 directory under ROOT (its cwd, TMPDIR and HOME), confines itself
+(landlock.py: it writes only there; confinement.py: no socket but Unix ones), takes its limits,
+decodes, and writes one JSON reply. Whatever it starts inherits all of that (soffice, ffmpeg).
+
+When the job ends the zygote kills and reaps every process left beneath it, a daemon that
+double-forked and called setsid included (as subreaper, orphans become its children), removes
+the job's directory, then relays the reply and how the process ended. A decoder never touches
+the worker's socket. ROOT "-" runs jobs as before these defences (the benchmark's baseline).
 """
 
 from __future__ import annotations
@@ -16,14 +22,20 @@ import importlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
+import stat
 import sys
+import tempfile
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
+from filejobs.adapters.workspace import is_private
 from filejobs.domain.retry import PermanentError
-from filejobs.processors.sandbox import frames, limits, privileges
+from filejobs.processors.sandbox import confinement as seccomp
+from filejobs.processors.sandbox import frames, landlock, limits, privileges
 from filejobs.processors.sandbox.task import resolve
 
 _READ = 1024 * 1024
@@ -33,28 +45,81 @@ _TICK_SECONDS = 0.05
 # How long a reply may still flow after its decoder exited.
 _DRAIN_SECONDS = 1.0
 _BREACH_ERRNOS = {errno.EMFILE: "open_files", errno.ENFILE: "open_files", errno.EFBIG: "file_bytes"}
+# How long the processes left by a job may take to die once killed (one in uninterruptible
+# sleep, on a slow disk): past it the zygote says so and the worker recycles the sandbox.
+_SWEEP_SECONDS = 5.0
+
+
+class _Jobs:
+    """Where this zygote's jobs work: a fresh directory each under `root`, or, with no root,
+    none and no confinement (the benchmark's baseline: the sandbox as before issue 45). What
+    confines them is built here, once, so that each job only installs it."""
+
+    def __init__(self, root: str) -> None:
+        self.root = None if root == "-" else Path(root)
+        self.rules = landlock.Rules(self.root, is_private) if self.root else None
+        # The zygote, the worker, and their process group: no job may signal them.
+        self.filter = seccomp.compiled((os.getpid(), os.getppid(), os.getpgid(0)))
+
+    @property
+    def confined(self) -> bool:
+        return self.root is not None
+
+    def confinement(self) -> _Confinement:
+        """For the next job: its fresh directory, the current Landlock rules, the filter."""
+        if self.root is None or self.rules is None:
+            return _Confinement(None, None, b"")
+        directory = Path(tempfile.mkdtemp(prefix="job-", dir=self.root))
+        return _Confinement(directory, self.rules.prepared(), self.filter)
+
+    def clear(self) -> None:
+        """The root emptied: the job's directory and anything else it made there."""
+        if self.root is None:
+            return
+        for entry in self.root.iterdir():
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+class _Confinement(NamedTuple):
+    directory: Path | None  # None: unconfined (the benchmark's baseline)
+    rules: int | None  # the Landlock ruleset's descriptor; None without Landlock
+    filter: bytes  # the seccomp program
 
 
 def main(argv: list[str]) -> None:
     channel = socket.socket(fileno=int(argv[0]))
+    jobs = _Jobs(argv[1])
     # Not die_with_parent here: it follows the worker's *thread* that started the zygote, and a
     # host may start it from a thread that ends with its invocation. The zygote ends when the
     # worker's end of its socket closes instead.
     privileges.drop_capabilities()
     privileges.forbid_new_privileges()
     privileges.make_non_dumpable()
-    for module in argv[1:]:
+    subreaper = jobs.confined and privileges.become_subreaper()
+    for module in argv[2:]:
         warm_up(module)
+    if jobs.rules is not None:
+        jobs.rules.prepared()  # built now, not on the first job
     frames.send(
         channel,
-        {"ready": os.getpid(), "dumpable": privileges.is_dumpable(), "threads": _threads()},
+        {
+            "ready": os.getpid(),
+            "dumpable": privileges.is_dumpable(),
+            "threads": _threads(),
+            "subreaper": subreaper,
+            "landlock": landlock.abi() if jobs.confined else 0,
+        },
     )
     while True:
         try:
             request, fds = frames.receive(channel, max_fds=_MAX_FDS)
         except frames.ChannelClosedError:
-            return  # the worker is gone: so is its sandbox
-        serve(channel, request, fds)
+            break  # the worker is gone: so is its sandbox
+        serve(channel, request, fds, jobs)
+    end_descendants()
 
 
 def warm_up(module_name: str) -> None:
@@ -72,22 +137,28 @@ def _threads() -> int:
     return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
 
 
-def serve(channel: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+def serve(channel: socket.socket, request: dict[str, Any], fds: list[int], jobs: _Jobs) -> None:
     if not fds:
         frames.send(channel, {"refused": "a request carries its file"})
         return
     attachments = fds[1:]
     request["options"] = {**(request.get("options") or {}), "attachments": attachments}
+    confinement = jobs.confinement()
+    started = time.time()
     reply_read, reply_write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the decoding process: never returns
         os.close(reply_read)
-        _decode(request, fds, reply_write, channel.fileno())
+        _decode(request, fds, reply_write, channel.fileno(), confinement)
     os.close(reply_write)
     for fd in fds:
         os.close(fd)
     frames.send(channel, {"started": pid})
-    reply, overflow, status = _collect(reply_read, pid, int(request["reply_bytes"]))
+    reply, overflow, status = _collect(reply_read, pid, int(request["reply_bytes"]), jobs)
+    left, survivors = end_descendants() if jobs.confined else (0, 0)
+    if jobs.confined:
+        jobs.clear()
+        _remove_sockets_left(since=started)
     frames.send(
         channel,
         {
@@ -95,15 +166,102 @@ def serve(channel: socket.socket, request: dict[str, Any], fds: list[int]) -> No
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "reply": None if overflow else reply.decode(errors="replace"),
             "reply_overflow": overflow,
+            "left_behind": left,
+            "survivors": survivors,
         },
     )
 
 
-def _collect(fd: int, pid: int, cap: int) -> tuple[bytes, bool, int]:
+# File systems stamp times with a clock that may lag time.time() by a tick.
+_CLOCK_TICK = 0.05
+
+
+def _remove_sockets_left(since: float) -> None:
+    """The Unix socket nodes a job made in the shared temporary directory (all it may make
+    there: landlock.py), such as LibreOffice's pipe, which its process could not remove; made
+    since the job started, and dead (another process's live socket is left alone)."""
+    with contextlib.suppress(OSError), os.scandir(tempfile.gettempdir()) as entries:
+        for entry in entries:
+            # The listing's own types, no stat: of thousands of entries, sockets are a few.
+            if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                facts = entry.stat(follow_symlinks=False)
+                if (
+                    stat.S_ISSOCK(facts.st_mode)
+                    and facts.st_uid == os.getuid()
+                    and facts.st_ctime >= since - _CLOCK_TICK
+                    and not _listened_on(entry.path)
+                ):
+                    os.unlink(entry.path)
+
+
+def _listened_on(path: str) -> bool:
+    """Whether a process listens on the socket at `path`: not one of the job's, all ended by
+    now, but another's (the local stack's other workers share /tmp)."""
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+        return True
+
+
+def end_descendants(seconds: float = _SWEEP_SECONDS) -> tuple[int, int]:
+    """Kills and reaps every process beneath this one, until there is none: a process that
+    forks while being killed leaves a child the next round finds (reparented to this subreaper).
+    How many were killed, and how many still stood after `seconds` (0 unless one is stuck)."""
+    killed: set[int] = set()
+    give_up = time.monotonic() + seconds
+    while True:
+        found = _descendants(os.getpid())
+        if not found:
+            return len(killed), 0
+        if time.monotonic() > give_up:
+            return len(killed), len(found)
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed |= found
+        if not _reap():
+            time.sleep(0.001)  # killed, not yet dead: SIGKILL is delivered asynchronously
+
+
+def _reap() -> int:
+    """Reaps the children that have ended (without blocking); how many."""
+    reaped = 0
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            reaped += 1
+    return reaped
+
+
+def _descendants(root: int) -> set[int]:
+    found: set[int] = set()
+    parents = [root]
+    while parents:
+        for child in _children(parents.pop()):
+            if child not in found:
+                found.add(child)
+                parents.append(child)
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    """A process's children, from /proc (every thread's list: a thread may fork too)."""
+    children: list[int] = []
+    with contextlib.suppress(OSError):
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{thread}/children") as f:
+                children += [int(number) for number in f.read().split()]
+    return children
+
+
+def _collect(fd: int, pid: int, cap: int, jobs: _Jobs) -> tuple[bytes, bool, int]:
     """The decoder's reply (at most `cap` bytes), whether it overflowed, its wait status.
 
-    The reply ends at end of file, or once the decoder has exited and what it left behind in its
-    session is killed: a process it forked holds the pipe open, and must not hold up the job.
+    The reply ends at end of file, or once the decoder has exited and what it left behind is
+    killed: a process it forked holds the pipe open, and must not hold up the job.
     """
     parts: list[bytes] = []
     size, overflow, status, ended = 0, False, None, 0.0
@@ -123,6 +281,8 @@ def _collect(fd: int, pid: int, cap: int) -> tuple[bytes, bool, int]:
                 if done:
                     status, ended = waited, time.monotonic()
                     _kill_group(pid)
+                    if jobs.confined:
+                        end_descendants()  # a daemon out of its session holds the pipe too
             elif time.monotonic() - ended > _DRAIN_SECONDS:
                 break  # something outside its session holds the pipe: what came is the reply
     _kill_group(pid)
@@ -136,13 +296,18 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _decode(request: dict[str, Any], fds: list[int], reply: int, channel: int) -> None:
+def _decode(
+    request: dict[str, Any], fds: list[int], reply: int, channel: int, confinement: _Confinement
+) -> None:
     status = 0
     try:
         os.setsid()
         privileges.die_with_parent()
         os.close(channel)
-        _keep_only(*fds, reply)
+        _keep_only(*fds, reply, *([] if confinement.rules is None else [confinement.rules]))
+        if confinement.directory is not None and not _confine(confinement, confinement.directory):
+            status = seccomp.UNCONFINED_EXIT  # it decoded nothing
+            return
         limits.apply(request["limits"])
         payload = _run(request, fds[0])
         _write_all(reply, payload)
@@ -150,6 +315,21 @@ def _decode(request: dict[str, Any], fds: list[int], reply: int, channel: int) -
         status = 70
     finally:
         os._exit(status)
+
+
+def _confine(confinement: _Confinement, directory: Path) -> bool:
+    """The job's directory as its cwd, TMPDIR and HOME (and Python's own temporary directory,
+    cached by the warm-up), writes only there, no socket but Unix ones, no signal to the zygote
+    or the worker. False if the filter could not be installed on Linux: a job runs confined or
+    not at all. Without Landlock (an old kernel) the job runs with its directory and the filter
+    alone (client.py logs it)."""
+    if confinement.rules is not None:
+        landlock.enforce(confinement.rules)
+        os.close(confinement.rules)
+    os.chdir(directory)
+    os.environ.update(TMPDIR=str(directory), HOME=str(directory))
+    tempfile.tempdir = str(directory)
+    return seccomp.install(confinement.filter) or not sys.platform.startswith("linux")
 
 
 def _run(request: dict[str, Any], source: int) -> bytes:

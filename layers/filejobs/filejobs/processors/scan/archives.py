@@ -6,11 +6,14 @@ the sizes an archive declares are checked first but never trusted. Nested archiv
 down to `max_depth`.
 
 A member past a limit is *refused*: it is not scanned, and the walk records why, in words a
-person can act on. A refusal never reads as clean (the engines turn it into an ERROR verdict). A
-zip bomb stops after at most `ratio_floor` plus one chunk of output, never unpacked fully.
+person can act on. A refusal never reads as clean (the engines turn it into an ERROR verdict,
+the scan into UNSCANNABLE). A zip bomb stops after at most `ratio_floor` plus one chunk of
+output, never unpacked fully.
 
-An archive that cannot be opened (corrupt, truncated, not really an archive) is still scanned
-as plain bytes: it reaches the walk as the member that contains it.
+An archive recognised by its bytes that cannot be opened or read to its end (corrupt,
+truncated, a compression method we lack) is refused too: its bytes are still scanned as they
+are (a detection in them counts), but what it holds was not seen, so it is never CLEAN.
+Bytes that merely look like no archive at all are scanned as plain bytes.
 """
 
 from __future__ import annotations
@@ -102,8 +105,6 @@ class ArchiveWalker:
     limits: ArchiveLimits
     scratch: Path
     refusals: list[str] = field(default_factory=list)
-    # Archives that could not be read (fully): scanned as bytes, as far as they could be read.
-    notes: list[str] = field(default_factory=list)
     members: int = 0
     unpacked_bytes: int = 0
     largest_member: int = 0
@@ -137,8 +138,9 @@ class ArchiveWalker:
         try:
             yield from opener(archive)
         except _UNREADABLE as error:
-            self.notes.append(
-                f"{archive.name}: {kind} archive unreadable ({error}); scanned as bytes"
+            self.refusals.append(
+                f"{archive.name}: a {kind} archive that cannot be opened ({error}); "
+                "what it holds is not scanned"
             )
 
     def _zip(self, archive: Member) -> Iterator[Member]:
@@ -152,8 +154,10 @@ class ArchiveWalker:
                     # A central directory whose offsets point before the file's start: zipfile
                     # would seek there and raise OSError (EINVAL), which is not caught as
                     # "unreadable" (a full disk must not pass): the corrupt upload was retried
-                    # as transient until its retries ran out. Skipped; the file is scanned as bytes.
-                    self.notes.append(f"{label}: its header lies before the archive's start")
+                    # as transient until its retries ran out. Refused, not retried.
+                    self.refusals.append(
+                        f"{label}: its header lies before the archive's start; not scanned"
+                    )
                     continue
                 if info.flag_bits & 0x1:
                     self.refusals.append(f"{label}: encrypted, cannot be scanned; refused")
@@ -224,8 +228,8 @@ class ArchiveWalker:
     ) -> Member | None:
         """Streams one member to scratch, counting; None (and a refusal) past a limit.
 
-        A member whose stream breaks halfway (CRC error, truncated data) keeps what was read and
-        is still scanned.
+        A member whose stream breaks halfway (truncated or corrupt data) keeps what was read,
+        which is still scanned; the rest is refused.
         """
         self._serial += 1
         path = self.scratch / f"member-{self._serial:06d}"
@@ -248,8 +252,8 @@ class ArchiveWalker:
                         )
                     out.write(piece)
         except _UNREADABLE as error:
-            self.notes.append(
-                f"{label}: unreadable after {written} bytes ({error}); scanned so far"
+            self.refusals.append(
+                f"{label}: unreadable after {written} bytes ({error}); the rest is not scanned"
             )
         return Member(label, path, depth)
 

@@ -13,6 +13,20 @@ database that is tens of seconds and over a GB per job. Here clamd loads it once
 - `warm_clamav` is what the worker calls: one daemon per process, reused across invocations,
   restarted when its database directory or the definitions in it change, or when it died.
 
+What clamd may load and how far it is trusted (issue 45):
+
+- Before every start the database directory must hold exactly the files of its set, each with
+  its SHA-256 (`ClamdDefinitions`): clamd loads every database-suffixed file there, and an
+  `.ign2` or `.fp` dropped beside the set would turn detections off. Anything extra, missing or
+  altered refuses the start (`DefinitionsTamperedError`; the engines fetch the set again). The
+  directory's listing (names, inodes, sizes, change times) is taken before the check and again
+  once clamd has loaded: a change in between refuses the load too.
+- clamd runs with a seccomp filter (sandbox/confinement.py: no socket but Unix ones) in a
+  session of its own, whose whole process group is killed when it stops.
+- A clamd must find the EICAR canary when it starts and after every clean answer before that
+  answer is trusted: a clamd that answers OK forever (taken over, or broken) is replaced, and
+  the scan it vouched for retried.
+
 clamd runs apart from the worker on purpose: a libclamav crash, hang or out-of-memory on a
 hostile file kills clamd (the scan becomes an engine error, retried, and the next scan restarts
 it), never the worker and the jobs it holds.
@@ -21,7 +35,7 @@ it), never the worker and the jobs it holds.
 from __future__ import annotations
 
 import contextlib
-import json
+import hashlib
 import os
 import re
 import shutil
@@ -35,24 +49,35 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from filejobs.domain.definitions import CLAMAV_SUFFIXES, YARA_SUFFIXES
-from filejobs.processors.scan.engines import MiB, ScanResult, clamav_alerts, clamav_found
-from filejobs.processors.scan.environment import isolated_environment
+from filejobs.domain.definitions import DatabaseFile
+from filejobs.processors.scan.engines import (
+    MiB,
+    ScanResult,
+    Upload,
+    Verdict,
+    clamav_alerts,
+    clamav_found,
+)
+from filejobs.processors.scan.environment import (
+    WRAPPER_EXITS,
+    confined_command,
+    isolated_environment,
+)
+from filejobs.processors.scan.sealed import SealedFile, sealed_upload
 
 # A sockaddr_un path holds 108 bytes with its NUL terminator: a longer path cannot be bound.
 SUN_PATH_MAX = 107
 # clamd's size limits are 32-bit on some builds; 0 would disable a limit altogether.
 _SIZE_CEILING = 4 * 1024 * MiB
-# Files clamd loads from a database directory: a change to any of them means new definitions.
-# Others (a cache's manifest, partial downloads) are not looked at.
-DATABASE_SUFFIXES = CLAMAV_SUFFIXES | YARA_SUFFIXES
+# The canary every clamd must find: EICAR is in every set (the updater's SetVerifier proves it).
+CANARY = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 # Scans clamd runs at once: the worker scans a batch's files one or a few at a time.
 MAX_THREADS = 4
 # What a reply may hold: clamd's answers are one short line (STATS, which we never ask, is more).
@@ -66,6 +91,69 @@ _VERSION = re.compile(r"^(?P<engine>[^/]+?)(?:/(?P<db>\d+)(?:/(?P<date>.+))?)?$"
 
 class ClamdError(Exception):
     """clamd could not be started (missing, or definitions it cannot load): its reason inside."""
+
+
+class DefinitionsTamperedError(ClamdError):
+    """The database directory does not hold exactly its set's files: clamd was not started."""
+
+
+class CanaryMissedError(ClamdError):
+    """clamd did not find the EICAR canary: it cannot be trusted, and was stopped."""
+
+
+@dataclass(frozen=True)
+class ClamdDefinitions:
+    """A database directory and exactly what clamd may load from it: name -> SHA-256."""
+
+    directory: Path
+    files: frozenset[tuple[str, str]]
+
+    @classmethod
+    def of_set(cls, directory: Path, files: Iterable[DatabaseFile]) -> ClamdDefinitions:
+        """The ClamAV files a manifest names (domain/definitions.py), in their fetched folder."""
+        return cls(directory.resolve(), frozenset((f.name, f.sha256) for f in files))
+
+    @classmethod
+    def as_found(cls, directory: Path) -> ClamdDefinitions:
+        """Every file in `directory` as it is now, trusted: for a directory its caller just
+        wrote (a test, the bench). A later change to it is refused like any other."""
+        directory = directory.resolve()
+        files: set[tuple[str, str]] = set()
+        with contextlib.suppress(FileNotFoundError), os.scandir(directory) as listing:
+            for entry in listing:
+                if entry.is_file(follow_symlinks=False):
+                    files.add((entry.name, _sha256(Path(entry.path))))
+        return cls(directory, frozenset(files))
+
+    def check(self) -> None:
+        """DefinitionsTamperedError unless the directory holds these files and nothing else
+        (no file, link or folder clamd might read), each with its SHA-256."""
+        expected = dict(self.files)
+        found: dict[str, str] = {}
+        odd: list[str] = []
+        with os.scandir(self.directory) as listing:
+            for entry in listing:
+                if entry.name in expected and entry.is_file(follow_symlinks=False):
+                    found[entry.name] = _sha256(Path(entry.path))
+                else:
+                    odd.append(entry.name)
+        altered = sorted(name for name, digest in found.items() if digest != expected[name])
+        missing = sorted(set(expected) - set(found))
+        problems = [
+            *([f"not in its set: {', '.join(sorted(odd))}"] if odd else []),
+            *([f"altered: {', '.join(altered)}"] if altered else []),
+            *([f"missing: {', '.join(missing)}"] if missing else []),
+        ]
+        if problems:
+            raise DefinitionsTamperedError(
+                f"the definitions in {self.directory} are not their set's, refused before "
+                f"clamd loads them ({'; '.join(problems)})"
+            )
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 @dataclass(frozen=True)
@@ -103,6 +191,10 @@ class ClamLimits:
             f"MaxRecursion {self.max_recursion}",
             f"MaxScanTime {max(1, round(self.scan_timeout_seconds * 1000))}",
             "AlertExceedsMax yes",
+            # What ClamAV cannot open is said, never passed as OK (engines.clamav_alerts).
+            "AlertEncrypted yes",
+            "AlertEncryptedArchive yes",
+            "AlertEncryptedDoc yes",
         ]
 
 
@@ -145,13 +237,14 @@ class ClamdStatus:
 
 
 class ClamdDaemon:
-    """One clamd process for one database directory at a time, thread-safe.
+    """One clamd process for one set of definitions at a time, thread-safe.
 
-    `ensure(database_dir)` returns the running daemon when it runs with that directory, the
-    definitions in it have not changed since it loaded them and it is alive; otherwise it
-    (re)starts clamd and waits for it to load. A daemon stopped or crashed (OOM-killed, say) is
-    so restarted by the next scan. clamd's SelfCheck is off: definitions change only when the
-    signature sync replaces files, and `ensure` notices that itself.
+    `ensure(definitions)` returns the running daemon when it runs with those definitions, their
+    directory has not changed since it loaded them and it is alive; otherwise it checks the
+    directory against the set, (re)starts clamd, waits for it to load and tries the canary on
+    it. A daemon stopped or crashed (OOM-killed, say) is so restarted by the next scan. clamd's
+    SelfCheck is off: definitions change only when the signature sync fetches a new set (a new
+    directory), and `ensure` notices any change to the directory itself.
 
     The process is stopped by `stop()`, and at interpreter exit (a weakref finalizer, which runs
     through atexit) if nobody called it: no clamd outlives its worker by a normal exit.
@@ -182,7 +275,8 @@ class ClamdDaemon:
         self._output: deque[str] = deque(maxlen=_OUTPUT_LINES)
         self._drainer = threading.Thread()
         self._status: ClamdStatus | None = None
-        self._fingerprint: frozenset[tuple[str, int, int, int]] = frozenset()
+        self._definitions: ClamdDefinitions | None = None
+        self._fingerprint: frozenset[tuple[str, int, int, int, int]] = frozenset()
         self._suspect = False  # a scan failed while clamd was alive: ping it before trusting it
         self._finalizer: weakref.finalize[..., ClamdDaemon] | None = None
         _LIVE.add(self)
@@ -208,22 +302,41 @@ class ClamdDaemon:
     def alive(self) -> bool:
         return self.pid is not None
 
-    def ensure(self, database_dir: Path) -> ClamdStatus:
-        """The running clamd for `database_dir`, (re)started when needed; ClamdError if it
-        cannot start (its reason, "Malformed database" for instance, in the message)."""
-        database_dir = database_dir.resolve()
+    def ensure(self, definitions: ClamdDefinitions | Path) -> ClamdStatus:
+        """The running clamd for `definitions`, (re)started when needed; ClamdError if it
+        cannot start (its reason, "Malformed database" for instance, in the message),
+        DefinitionsTamperedError if the directory is not exactly the set, CanaryMissedError if
+        the clamd it started does not find EICAR. A bare directory is trusted as it is now."""
+        wanted = _definitions(definitions)
         with self._lock:
-            if self._serves(database_dir):
+            if self._serves(wanted):
                 assert self._status is not None
                 return self._status
             self._stop_locked()
-            return self._start_locked(database_dir)
+            return self._start_locked(wanted)
 
-    def start(self, database_dir: Path) -> ClamdStatus:
-        """A fresh clamd for `database_dir`, whatever ran before."""
+    def start(self, definitions: ClamdDefinitions | Path) -> ClamdStatus:
+        """A fresh clamd for `definitions`, whatever ran before."""
+        wanted = _definitions(definitions)
         with self._lock:
             self._stop_locked()
-            return self._start_locked(database_dir.resolve())
+            return self._start_locked(wanted)
+
+    def vouch(self) -> None:
+        """Whether the running clamd still finds the canary, asked after it answered OK and
+        before that answer is trusted: CanaryMissedError (and clamd stopped, to be replaced by
+        the next scan) if it does not, OSError if it does not answer."""
+        try:
+            found = self._canary_found(self._command_timeout)
+        except OSError:
+            self._suspect = True
+            raise
+        if not found:
+            self.stop()
+            raise CanaryMissedError(
+                "clamd answered OK, then missed the EICAR canary: its answers cannot be "
+                "trusted; it was stopped and will be replaced"
+            )
 
     def stop(self) -> None:
         """Terminates clamd (SIGTERM, then SIGKILL after the grace) and removes its files."""
@@ -252,14 +365,14 @@ class ClamdDaemon:
 
     # Under the lock.
 
-    def _serves(self, database_dir: Path) -> bool:
+    def _serves(self, definitions: ClamdDefinitions) -> bool:
         status, process = self._status, self._process
         if status is None or process is None or process.poll() is not None:
             return False
-        if status.database_dir != database_dir:
+        if self._definitions != definitions:
             return False
-        if _fingerprint(database_dir) != self._fingerprint:
-            return False  # the sync replaced definitions: load them
+        if _fingerprint(definitions.directory) != self._fingerprint:
+            return False  # something changed in the directory: checked again before a load
         if self._suspect:
             try:
                 answered = self._command(b"PING") == "PONG"
@@ -269,7 +382,8 @@ class ClamdDaemon:
             return answered
         return True
 
-    def _start_locked(self, database_dir: Path) -> ClamdStatus:
+    def _start_locked(self, definitions: ClamdDefinitions) -> ClamdStatus:
+        database_dir = definitions.directory
         if not database_dir.is_dir():
             raise ClamdError(f"no database directory {database_dir}")
         try:
@@ -279,8 +393,11 @@ class ClamdDaemon:
             self.config_path.write_text(self._config(database_dir))
         except OSError as error:  # /tmp full, say
             raise ClamdError(f"clamd's run directory could not be prepared: {error}") from error
-        # Taken before clamd reads the files: a change during its load restarts it next time.
-        self._fingerprint = _fingerprint(database_dir)
+        # Taken before the check: any change from here until clamd has loaded (a file written,
+        # renamed or added: each changes a change time, an inode or the listing) shows below.
+        before = _fingerprint(database_dir)
+        definitions.check()
+        self._fingerprint, self._definitions = before, definitions
         begin = time.perf_counter()
         self._process = self._spawn()
         self._finalizer = weakref.finalize(
@@ -295,6 +412,12 @@ class ClamdDaemon:
         except (OSError, ValueError) as error:  # it answered PING, then not VERSION
             self._stop_locked()
             raise ClamdError(f"clamd answered PING, then not VERSION: {error}") from error
+        if _fingerprint(database_dir) != before:
+            self._stop_locked()
+            raise DefinitionsTamperedError(
+                f"the definitions in {database_dir} changed while clamd loaded them: refused"
+            )
+        self._check_canary_locked()
         self._suspect = False
         self._status = ClamdStatus(
             self._process.pid, database_dir, version, time.perf_counter() - begin
@@ -343,12 +466,33 @@ class ClamdDaemon:
     def _command(self, command: bytes, timeout: float | None = None) -> str:
         return exchange(self.socket_path, command, timeout or self._command_timeout)
 
+    def _check_canary_locked(self) -> None:
+        try:
+            found = self._canary_found(self._command_timeout)
+        except OSError as error:
+            self._stop_locked()
+            raise ClamdError(f"clamd did not answer the EICAR canary: {error}") from error
+        if not found:
+            self._stop_locked()
+            raise CanaryMissedError(
+                "clamd loaded its definitions but did not find the EICAR canary: not trusted, "
+                "stopped (a set without EICAR's signature, or a clamd that answers OK to all)"
+            )
+
+    def _canary_found(self, timeout: float) -> bool:
+        """One FILDES scan of EICAR, sealed in memory like an upload (clamd cannot tell it
+        from one by how it arrives)."""
+        with sealed_upload([CANARY], "canary", self.run_dir) as canary:
+            reply = exchange(self.socket_path, b"FILDES", timeout, fd=canary.fd)
+        return parse_reply(reply).infected
+
     def _stop_locked(self) -> None:
         if self._finalizer is not None:
             self._finalizer()  # runs _terminate once; later calls do nothing
         self._finalizer = None
         self._process = None
         self._status = None
+        self._definitions = None
 
     def _forget_after_fork(self) -> None:
         """In a forked child: the clamd belongs to the parent, neither stopped nor used here."""
@@ -406,17 +550,23 @@ class ClamdScanner:
     """ClamAV through a warm clamd: the `Scanner` protocol of engines.py.
 
     Never raises for what it found or could not do: clamd's FOUND is a detection (or a refusal
-    for Heuristics.Limits.Exceeded.*), its ERROR, no answer, or a clamd that died or would not
-    start are engine errors (the job is retried; the next scan restarts clamd).
+    for Heuristics.Limits.Exceeded.* and Heuristics.Encrypted.*), its ERROR, no answer, a clamd
+    that died or would not start, or one that answered OK and then missed the canary, are
+    engine errors (the job is retried; the next scan restarts clamd).
     """
 
     name = "clamav"
 
     def __init__(
-        self, daemon: ClamdDaemon, database_dir: Path, *, timeout_seconds: float | None = None
+        self,
+        daemon: ClamdDaemon,
+        definitions: ClamdDefinitions | Path,
+        *,
+        timeout_seconds: float | None = None,
     ) -> None:
         self.daemon = daemon
-        self.database_dir = database_dir
+        self.definitions = _definitions(definitions)
+        self.database_dir = self.definitions.directory
         # clamd gives up at MaxScanTime and says so: this bounds only a clamd that stopped
         # answering (hung, or stopped), with room for a scan queued behind others.
         self._timeout = timeout_seconds or daemon.limits.scan_timeout_seconds + 30.0
@@ -433,24 +583,56 @@ class ClamdScanner:
         status = self.daemon.status
         return status.load_seconds if status else None
 
-    def scan(self, path: Path) -> ScanResult:
+    def scan(self, upload: Upload) -> ScanResult:
         try:
-            self.daemon.ensure(self.database_dir)
+            self.daemon.ensure(self.definitions)
         except ClamdError as error:
             return self._failed(f"clamd could not start: {error}")
         try:
-            file = path.open("rb")
+            reply = self._reply(upload)
+        except _UnreadableError as error:
+            return self._failed(f"the file could not be opened for clamd: {error.__cause__}")
         except OSError as error:
-            return self._failed(f"the file could not be opened for clamd: {error}")
+            return self._failed(self.daemon.describe_failure(error))
+        result = parse_reply(reply, self.name)
+        if result.verdict is Verdict.CLEAN:
+            return self._vouched(result)
+        return result
+
+    def _reply(self, upload: Upload) -> str:
+        """clamd's answer for the upload: a sealed one by its own descriptor, a path opened."""
+        if isinstance(upload, SealedFile):
+            upload.rewind()  # clamd reads through our descriptor: its offset is ours
+            return self.daemon.scan_descriptor(upload.fd, self._timeout)
+        try:
+            file = upload.open("rb")
+        except OSError as error:
+            raise _UnreadableError from error
         with file:
-            try:
-                reply = self.daemon.scan_descriptor(file.fileno(), self._timeout)
-            except OSError as error:
-                return self._failed(self.daemon.describe_failure(error))
-        return parse_reply(reply, self.name)
+            return self.daemon.scan_descriptor(file.fileno(), self._timeout)
+
+    def _vouched(self, result: ScanResult) -> ScanResult:
+        """A clean answer, trusted only if the same clamd finds the canary right after."""
+        try:
+            self.daemon.vouch()
+        except CanaryMissedError as error:
+            return self._failed(str(error))
+        except OSError as error:
+            return self._failed(f"clamd did not answer the canary after a clean answer: {error}")
+        return result
 
     def _failed(self, message: str) -> ScanResult:
         return ScanResult(engine=self.name, infected=False, errors=[message])
+
+
+class _UnreadableError(Exception):
+    """The upload's path could not be opened (its OSError is the cause)."""
+
+
+def _definitions(definitions: ClamdDefinitions | Path) -> ClamdDefinitions:
+    if isinstance(definitions, ClamdDefinitions):
+        return definitions
+    return ClamdDefinitions.as_found(definitions)
 
 
 def parse_reply(reply: str, engine: str = "clamav") -> ScanResult:
@@ -506,22 +688,6 @@ def _read_answer(connection: socket.socket, deadline: float) -> str:
     return received[: received.index(b"\0")].decode("utf-8", "replace")
 
 
-# clamd is started through this, in a fresh interpreter: it asks the kernel (prctl(2)
-# PR_SET_PDEATHSIG) to kill it when the thread that started it ends, then becomes clamd (the
-# request survives execve). A worker killed outright (SIGKILL, an out-of-memory kill, the local
-# stack's injected crashes) then takes its clamd, and the database it holds in memory, with it.
-# Lambda tears the whole sandbox down anyway; a machine running the local stack does not. Not a
-# preexec_fn: code run between fork and exec in a threaded process can deadlock on a lock
-# another thread held at the fork.
-_DIE_WITH_PARENT = (
-    "import ctypes, json, os, signal, sys\n"
-    "parent = os.getppid()\n"
-    "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
-    "if os.getppid() != parent: sys.exit(70)\n"  # the parent died before the request
-    "os.execve(sys.argv[2], sys.argv[2:], json.loads(sys.argv[1]))\n"
-)
-
-
 class _Spawner:
     """The one thread of this process that starts clamd (made on first use, after a fork too):
     the parent-death signal is tied to the thread that forked, so it must outlive every job."""
@@ -539,20 +705,11 @@ class _Spawner:
 
 
 def _popen(command: list[str], environment: dict[str, str]) -> subprocess.Popen[bytes]:
-    program = shutil.which(command[0]) if "/" not in command[0] else command[0]
-    if program is None or not os.access(program, os.X_OK):
-        raise FileNotFoundError(f"no executable {command[0]}")
-    interpreter = {"PATH": environment.get("PATH", os.defpath)}
-    if sys.platform.startswith("linux") and sys.executable:
-        # -I -S: the interpreter reads no PYTHON* variable and no site packages; it gets no
-        # LD_LIBRARY_PATH (the layer's libraries are clamd's alone) and passes clamd exactly
-        # `environment`.
-        wrapped = [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, json.dumps(environment)]
-        command, start_with = [*wrapped, program, *command[1:]], interpreter
-    else:
-        start_with = environment
+    # Through environment.confined_command: a session of its own, dead with its starter's
+    # thread, the socket filter, then clamd with exactly `environment`.
+    argv, start_with = confined_command(command, environment)
     return subprocess.Popen(  # noqa: S603 (a fixed argument list, no shell)
-        command,
+        argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -586,16 +743,15 @@ def _private_dir(path: Path) -> None:
         path.chmod(0o700)
 
 
-def _fingerprint(database_dir: Path) -> frozenset[tuple[str, int, int, int]]:
-    """Name, size, mtime and inode of each file clamd loads: the sync replaces a file by rename
-    (a new inode), so any new definition shows."""
-    entries: set[tuple[str, int, int, int]] = set()
+def _fingerprint(database_dir: Path) -> frozenset[tuple[str, int, int, int, int]]:
+    """Name, size, mtime, change time and inode of every entry of the directory: a file added,
+    renamed over, written or even touched back to its old mtime shows (the change time cannot
+    be set back)."""
+    entries: set[tuple[str, int, int, int, int]] = set()
     with contextlib.suppress(OSError), os.scandir(database_dir) as listing:
         for entry in listing:
-            suffix = os.path.splitext(entry.name)[1]
-            if suffix in DATABASE_SUFFIXES and entry.is_file():
-                info = entry.stat()
-                entries.add((entry.name, info.st_size, info.st_mtime_ns, info.st_ino))
+            info = entry.stat(follow_symlinks=False)
+            entries.add((entry.name, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino))
     return frozenset(entries)
 
 
@@ -610,7 +766,8 @@ def _drain(stream: IO[bytes], into: deque[str]) -> None:
 
 
 def _terminate(process: subprocess.Popen[bytes], grace: float, run_dir: Path) -> None:
-    """Stops clamd: SIGTERM (it removes its socket), SIGKILL after `grace`; then its files."""
+    """Stops clamd: SIGTERM (it removes its socket), SIGKILL after `grace`; then whatever is
+    left of its process group (clamd leads it: anything it forked and left), and its files."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             process.terminate()
@@ -620,6 +777,9 @@ def _terminate(process: subprocess.Popen[bytes], grace: float, run_dir: Path) ->
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             process.wait()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
     for name in ("clamd.sock", "clamd.conf"):
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / "tmp", ignore_errors=True)
@@ -632,6 +792,8 @@ def _exit_reason(code: int) -> str:
         with contextlib.suppress(ValueError):
             return f"was killed by {signal.Signals(-code).name}"
         return f"was killed by signal {-code}"
+    if code in WRAPPER_EXITS:
+        return f"did not start: {WRAPPER_EXITS[code]}"
     return f"exited with status {code}"
 
 
@@ -647,7 +809,9 @@ class _Shared:
     daemon: ClamdDaemon | None = None
 
 
-def warm_clamav(program: str, database_dir: Path, limits: ClamLimits | None = None) -> ClamdScanner:
+def warm_clamav(
+    program: str, definitions: ClamdDefinitions | Path, limits: ClamLimits | None = None
+) -> ClamdScanner:
     """The worker's ClamAV engine: this process's clamd, started now if it is not running with
     these definitions (ClamdError if it cannot load them), reused by every later call.
 
@@ -661,8 +825,9 @@ def warm_clamav(program: str, database_dir: Path, limits: ClamLimits | None = No
             if daemon is not None:
                 daemon.stop()
             daemon = _Shared.daemon = ClamdDaemon(program, limits)
-    daemon.ensure(database_dir)
-    return ClamdScanner(daemon, database_dir)
+    wanted = _definitions(definitions)
+    daemon.ensure(wanted)
+    return ClamdScanner(daemon, wanted)
 
 
 def shared_daemon() -> ClamdDaemon | None:

@@ -12,6 +12,10 @@ are used, with no age limit.
 What it keeps warm per execution environment: the current manifest (re-read every few minutes,
 by ETag), the set's files under /tmp, the compiled YARA rules of that set, and the clamd
 (processors/scan/clamd.py) loaded with its ClamAV databases.
+
+clamd loads only the files the manifest names, each checked against its SHA-256 before every
+start. When the local copy is not exactly the set any more (a file added to it, such as an
+`.ign2`, or one altered), it is fetched again from the bucket, once, and only then loaded.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ import yara  # type: ignore[import-not-found]  # a C extension without stubs
 from filejobs.domain.definitions import DefinitionsManifest, ManifestError
 from filejobs.domain.retry import TransientError
 from filejobs.domain.time import utcnow
-from filejobs.processors.scan.clamd import ClamdError, ClamdScanner, ClamLimits, warm_clamav
+from filejobs.processors.scan.clamd import (
+    ClamdDefinitions,
+    ClamdError,
+    ClamdScanner,
+    ClamLimits,
+    DefinitionsTamperedError,
+    warm_clamav,
+)
 from filejobs.processors.scan.engines import Scanner, SignatureError, YaraScanner
 from filejobs.processors.scan.isolated import SandboxedYara
 from filejobs.processors.scan.processor import EngineSet
@@ -171,6 +182,7 @@ class CurrentEngines:
             return None
         if self._local is None or self._local.manifest.set_id != manifest.set_id:
             try:
+                # fetch() keeps a local copy only if it is exactly the set, byte for byte.
                 self._local = self._source.fetch(manifest, self._cache)
             except TransientError as error:  # a file missing, or not the bytes it should be
                 raise DefinitionsUnavailableError(
@@ -211,11 +223,21 @@ class CurrentEngines:
                 f"{_hours(limit)} h this stack allows (MaxDefinitionsAgeHours)"
             )
         try:
-            return warm_clamav(self._settings.clamd, local.clamav_dir, self._settings.limits)
+            try:
+                return self._warm(manifest, local)
+            except DefinitionsTamperedError as error:
+                logger.warning("definitions fetched again: %s", error)
+                self._local = None
+                return self._warm(manifest, self._fetched(manifest))
         except ClamdError as error:
             raise DefinitionsUnavailableError(
                 f"clamd could not load definitions set {manifest.set_id}: {error}"
             ) from error
+
+    def _warm(self, manifest: DefinitionsManifest, local: LocalSet | None) -> ClamdScanner:
+        assert local is not None
+        definitions = ClamdDefinitions.of_set(local.clamav_dir, manifest.clamav_files())
+        return warm_clamav(self._settings.clamd, definitions, self._settings.limits)
 
 
 def _hours(delta: timedelta) -> str:

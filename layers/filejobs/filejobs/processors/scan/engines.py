@@ -1,6 +1,8 @@
 """Scan engines: one protocol, YARA in-process and ClamAV as a subprocess.
 
-An engine scans one local file and says what it found. It never raises for what it found or
+An engine scans one upload and says what it found: the sealed upload the processor hands it
+(sealed.py: no path another process could rewrite), or, for a test or the bench, a file by its
+path. It never raises for what it found or
 could not do: an infection, an engine failure (`errors`: another attempt may succeed) and a limit
 that refused part of the file (`refusals`: no attempt will get further) are all in its result.
 """
@@ -22,7 +24,8 @@ import yara  # type: ignore[import-not-found]  # a C extension without stubs
 
 from filejobs.domain.definitions import YARA_SUFFIXES
 from filejobs.processors.scan.archives import ArchiveLimits, ArchiveWalker
-from filejobs.processors.scan.environment import isolated_environment
+from filejobs.processors.scan.environment import confined_command, isolated_environment
+from filejobs.processors.scan.sealed import SealedFile
 
 # The rules shipped with the code; a definitions set adds its own (processors/scan/current.py).
 BUILTIN_RULES = Path(__file__).parent / "rules"
@@ -57,11 +60,23 @@ class ScanResult:
         return Verdict.CLEAN
 
 
+# What an engine scans: the processor's sealed upload, or a file on disk.
+type Upload = Path | SealedFile
+
+
 class Scanner(Protocol):
     @property
     def name(self) -> str: ...
 
-    def scan(self, path: Path) -> ScanResult: ...
+    def scan(self, upload: Upload) -> ScanResult: ...
+
+
+def reading(upload: Upload) -> tuple[Path, str, Path]:
+    """How an engine reads `upload`: the path it opens (a sealed upload's own descriptor,
+    reopened through /proc), the name it reports, and where it may unpack members."""
+    if isinstance(upload, SealedFile):
+        return upload.path, upload.name, upload.scratch
+    return upload, upload.name, upload.parent
 
 
 class SignatureError(Exception):
@@ -126,14 +141,15 @@ class YaraScanner:
         """The shipped rules plus the `*.yar` files of `extra` directories (synced from S3)."""
         return cls.from_files(rule_files(BUILTIN_RULES, *extra), **options)
 
-    def scan(self, path: Path) -> ScanResult:
+    def scan(self, upload: Upload) -> ScanResult:
+        path, name, workspace = reading(upload)
         signatures: set[str] = set()
         errors: list[str] = []
         scanned = 0
-        # Members are unpacked next to the file: the job's workspace, removed after the attempt.
-        with tempfile.TemporaryDirectory(dir=path.parent, prefix=".yara-") as scratch:
+        # Members are unpacked in the job's workspace, removed after the attempt.
+        with tempfile.TemporaryDirectory(dir=workspace, prefix=".yara-") as scratch:
             walker = ArchiveWalker(self.limits, Path(scratch))
-            for member in walker.walk(path, path.name):
+            for member in walker.walk(path, name):
                 scanned += 1
                 try:
                     matches = self._rules.match(
@@ -161,9 +177,25 @@ def load_rules(file: BinaryIO) -> Any:
 # "path: Signature.Name FOUND" (the signature may contain spaces in third-party databases).
 # clamd answers in the same form, its path being "fd[N]" for a file passed by descriptor.
 _FOUND = re.compile(r"^(?P<path>.*): (?P<signature>.+) FOUND$")
-# Raised by --alert-exceeds-max (clamd: AlertExceedsMax): ClamAV stopped at one of our limits,
-# not a virus.
-_LIMIT_PREFIX = "Heuristics.Limits.Exceeded"
+# Alerts that say ClamAV could not read the file, not that it found a virus: a refusal each,
+# with words a person can act on. Heuristics.Limits.Exceeded.* is raised by --alert-exceeds-max
+# (clamd: AlertExceedsMax) when ClamAV stopped at one of our limits; Heuristics.Encrypted.* by
+# --alert-encrypted, --alert-encrypted-archive, --alert-encrypted-doc (clamd: AlertEncrypted,
+# AlertEncryptedArchive, AlertEncryptedDoc) for a password-protected archive (.Zip, .RAR,
+# .7Zip) or document (.PDF, .OLE2...), whose content no engine sees: without those alerts
+# ClamAV answers OK, and the file passed as CLEAN.
+_UNREADABLE_ALERTS = (
+    ("Heuristics.Limits.Exceeded", "clamav stopped at a limit: {}"),
+    ("Heuristics.Encrypted", "encrypted, its content cannot be scanned: {}"),
+)
+# The options that turn those alerts on, for clamscan (ClamAvScanner); clamd.py writes the same
+# in clamd.conf.
+ALERT_OPTIONS = (
+    "--alert-exceeds-max=yes",
+    "--alert-encrypted=yes",
+    "--alert-encrypted-archive=yes",
+    "--alert-encrypted-doc=yes",
+)
 
 
 def clamav_found(line: str) -> str | None:
@@ -175,15 +207,26 @@ def clamav_found(line: str) -> str | None:
 def clamav_alerts(found: Iterable[str]) -> tuple[list[str], list[str]]:
     """ClamAV's FOUND names split into (detections, refusals), each sorted and unique.
 
-    A Heuristics.Limits.Exceeded.* alert is a limit that stopped the scan, not a detection: it
-    must neither quarantine the file nor pass it as clean.
+    A Heuristics.Limits.Exceeded.* or Heuristics.Encrypted.* alert says the scan could not read
+    the file, not that it found something: it must neither quarantine the file nor pass it as
+    clean (the verdict is UNSCANNABLE, with the refusal as its reason).
     """
-    names = set(found)
-    signatures = sorted(s for s in names if not s.startswith(_LIMIT_PREFIX))
-    refusals = sorted(
-        f"clamav stopped at a limit: {s}" for s in names if s.startswith(_LIMIT_PREFIX)
-    )
-    return signatures, refusals
+    signatures: set[str] = set()
+    refusals: set[str] = set()
+    for name in set(found):
+        refusal = _refusal(name)
+        if refusal is None:
+            signatures.add(name)
+        else:
+            refusals.add(refusal)
+    return sorted(signatures), sorted(refusals)
+
+
+def _refusal(signature: str) -> str | None:
+    for prefix, words in _UNREADABLE_ALERTS:
+        if signature == prefix or signature.startswith(f"{prefix}."):
+            return words.format(signature)
+    return None
 
 
 class ClamAvScanner:
@@ -241,22 +284,28 @@ class ClamAvScanner:
             "--stdout",
             f"--database={self._database}",
             "--scan-archive=yes",
-            "--alert-exceeds-max=yes",
+            *ALERT_OPTIONS,
             *self._limits,
             "--",
             str(path),
         ]
 
-    def scan(self, path: Path) -> ScanResult:
+    def scan(self, upload: Upload) -> ScanResult:
+        path, _name, _workspace = reading(upload)
+        # A sealed upload is clamscan's descriptor at the same number: /proc/self/fd/N there too.
+        inherited = (upload.fd,) if isinstance(upload, SealedFile) else ()
         try:
+            # Confined as clamd is: no socket but Unix ones, a session of its own.
+            argv, environment = confined_command(self.command(path), self.environment())
             run = subprocess.run(  # noqa: S603 (a fixed argument list, no shell)
-                self.command(path),
+                argv,
                 capture_output=True,
                 text=True,
                 errors="replace",
-                env=self.environment(),
+                env=environment,
                 timeout=self._timeout,
                 check=False,
+                pass_fds=inherited,
             )
         except subprocess.TimeoutExpired:
             return self._failed(f"clamscan timed out after {self._timeout} seconds")

@@ -45,11 +45,12 @@ from filejobs.domain.definitions import (
     YARA_SUFFIXES,
     Engine,
     Source,
+    custom_refusal,
     engine_of,
     is_file_name,
     is_official,
 )
-from filejobs.processors.scan.environment import isolated_environment
+from filejobs.processors.scan.environment import confined_command, isolated_environment
 
 OFFICIAL_MIRROR = "database.clamav.net"
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
@@ -79,6 +80,9 @@ class MirrorSettings:
     private_mirror: str = ""  # "" for ClamAV's official mirror
     official_databases: tuple[str, ...] = OFFICIAL_DATABASES
     custom_urls: tuple[str, ...] = ()
+    # The local stack's mirror serves plain http on 127.0.0.1: allowed there alone (the updater
+    # runs against local emulators, functions/definitions/app.py), never in a deployed stack.
+    loopback_http: bool = False
     connect_timeout: int = 30
     receive_timeout: int = 300  # per download: the official main.cvd is about 160 MB
     max_attempts: int = 3  # per mirror; freshclam waits 5 s between them
@@ -91,8 +95,8 @@ class MirrorSettings:
                 f"(one of {', '.join(OFFICIAL_DATABASES)})"
             )
         if self.private_mirror:
-            _check_mirror(self.private_mirror)
-        names = [_custom_url_name(url) for url in self.custom_urls]
+            _check_mirror(self.private_mirror, self.loopback_http)
+        names = [_custom_url_name(url, self.loopback_http) for url in self.custom_urls]
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise SettingsError(
@@ -100,16 +104,19 @@ class MirrorSettings:
             )
 
     @classmethod
-    def parse(cls, mirror: str, official: str, custom_urls: str) -> MirrorSettings:
+    def parse(
+        cls, mirror: str, official: str, custom_urls: str, *, loopback_http: bool = False
+    ) -> MirrorSettings:
         """From the comma-separated forms the template's parameters take."""
         return cls(
             private_mirror=mirror.strip(),
             official_databases=tuple(dict.fromkeys(_comma_list(official))),
             custom_urls=tuple(_comma_list(custom_urls)),
+            loopback_http=loopback_http,
         )
 
     def custom_names(self) -> frozenset[str]:
-        return frozenset(_custom_url_name(url) for url in self.custom_urls)
+        return frozenset(_custom_url_name(url, self.loopback_http) for url in self.custom_urls)
 
     def source_of(self, name: str) -> Source | None:
         """Whether freshclam fetched the database `name` under these settings, and from where;
@@ -125,26 +132,49 @@ def _comma_list(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def _check_mirror(mirror: str) -> None:
+def _check_mirror(mirror: str, loopback_http: bool) -> None:
     if not _CONFIG_VALUE.fullmatch(mirror):
         raise SettingsError(f"DefinitionsMirror {mirror!r} must be a URL or host name")
-    if "://" in mirror and urlsplit(mirror).scheme not in ("http", "https"):
-        raise SettingsError(f"DefinitionsMirror {mirror!r} must be http(s)://")
+    if "://" not in mirror:
+        # freshclam would reach a bare host name over plain http: a man in the middle could
+        # then serve any definitions it likes (freshclam checks no signature on a .cdiff-less
+        # custom database, and the mirror's container signatures only for official ones).
+        raise SettingsError(f"DefinitionsMirror {mirror!r} must be an https:// URL")
+    _check_scheme(mirror, "DefinitionsMirror", loopback_http)
 
 
-def _custom_url_name(url: str) -> str:
+def _check_scheme(url: str, what: str, loopback_http: bool) -> None:
+    """https, or http to this machine in the local stack alone: never file:// (a path another
+    process on the machine may write) nor plain http across a network."""
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return
+    loopback = parts.scheme == "http" and parts.hostname in _LOOPBACK_HOSTS
+    if loopback and loopback_http:
+        return
+    local = " (http://127.0.0.1 only in the local stack)" if loopback else ""
+    raise SettingsError(f"{what} {url!r} must be https://{local}")
+
+
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _custom_url_name(url: str, loopback_http: bool) -> str:
     if not _CONFIG_VALUE.fullmatch(url):
         raise SettingsError(f"custom database URL {url!r} holds spaces or control characters")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https", "file"):
-        raise SettingsError(f"custom database URL {url!r} must be http(s):// or file://")
-    name = parts.path.rsplit("/", 1)[-1]
+    _check_scheme(url, "custom database URL", loopback_http)
+    name = urlsplit(url).path.rsplit("/", 1)[-1]
     if not is_file_name(name):
         raise SettingsError(f"custom database URL {url!r} does not end in a plain file name")
     if engine_of(name) is not Engine.CLAMAV:
         raise SettingsError(f"custom database URL {url!r} does not name a ClamAV database file")
     if is_official(name):
         raise SettingsError(f"custom database URL {url!r} is named as an official database")
+    refusal = custom_refusal(name)
+    if refusal is not None:
+        raise SettingsError(
+            f"custom database URL {url!r}: {refusal}; a custom source may add detections only"
+        )
     return name
 
 
@@ -478,12 +508,18 @@ class SetVerifier:
             "--", str(eicar), str(clean),
         ]  # fmt: skip
         try:
+            # The downloaded set is parsed here: confined as clamd is (no socket but Unix
+            # ones). freshclam itself needs HTTPS, so it cannot be; it loads each database
+            # it downloads to test it, which is why a set is proved here before publishing.
+            argv, environment = confined_command(
+                command, program_environment(self._clamscan, workdir)
+            )
             run = subprocess.run(  # noqa: S603 (a fixed argument list, no shell)
-                command,
+                argv,
                 capture_output=True,
                 text=True,
                 errors="replace",
-                env=program_environment(self._clamscan, workdir),
+                env=environment,
                 timeout=self._timeout,
                 check=False,
             )

@@ -4,8 +4,12 @@ Verdicts combine strictly: any engine that found something makes the file INFECT
 is conclusive even if another engine failed); otherwise an engine that failed (a crash, a
 timeout, definitions that would not load) makes the attempt fail as transient, to be retried;
 otherwise a limit that stopped an engine short of the whole file (a zip bomb, nesting too deep),
-or a file larger than the scan reads, makes it UNSCANNABLE; only a file every engine read in full
+content an engine could not read (encrypted, or an archive that cannot be opened), or a file
+larger than the scan reads, makes it UNSCANNABLE; only a file every engine read in full
 and found nothing in is CLEAN.
+
+The upload is streamed into a sealed descriptor (sealed.py), never a file in the workspace:
+every engine reads the same bytes, which no process can change between or under them.
 
 This module reads bytes and decides; it writes nothing. What a verdict does to the file (the
 record, the tag, the quarantine, the file's other jobs) is services/virus_scan.py's part.
@@ -22,9 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from filejobs.domain.retry import TransientError
 from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.scan.sealed import IN_MEMORY_MAX_BYTES, SealedFile, sealed_upload
 from filejobs.processors.source import (
     ObjectSource,
     ObjectTooLargeError,
+    ReadLimits,
     human_size,
     reading_progress,
 )
@@ -130,10 +136,12 @@ class VirusScanProcessor:
         engines: EngineSource | Sequence[Scanner],
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        in_memory_max_bytes: int = IN_MEMORY_MAX_BYTES,
     ) -> None:
         self._s3 = s3
         self._engines = engines if callable(engines) else _fixed(EngineSet.of(engines))
         self._max_bytes = max_bytes
+        self._in_memory_max_bytes = in_memory_max_bytes
 
     def __call__(self, work: Work) -> dict[str, Any]:
         """The Processor protocol: the scan's report as the job's result_data."""
@@ -147,22 +155,32 @@ class VirusScanProcessor:
             return ScanReport(ScanVerdict.UNSCANNABLE, reason=self._too_large(declared))
         # Fails closed (TransientError) without usable definitions.
         engines = self._engines(bool((job.input_data or {}).get("rescan")))
-        path = work.workspace / _local_name(str((job.input_data or {}).get("key", "")))
+        name = _local_name(str((job.input_data or {}).get("key", "")))
         work.log(
             f"definitions {engines.definitions_version or 'shipped with the code'}; engines "
             + ", ".join(f"{n} {v}".strip() for n, v in engines.versions.items())
         )
+        chunks = ObjectSource(self._s3).chunks(
+            job,
+            work.should_stop,
+            limits=ReadLimits(max_bytes=self._max_bytes),
+            progress=reading_progress(work, verb="downloaded", end=0.5),
+        )
         try:
-            ObjectSource(self._s3).download(
-                job,
-                path,
-                work.should_stop,
-                max_bytes=self._max_bytes,
-                progress=reading_progress(work, verb="downloaded", end=0.5),
-            )
+            with sealed_upload(
+                chunks,
+                name,
+                work.workspace,
+                expected_size=declared or None,
+                in_memory_max_bytes=self._in_memory_max_bytes,
+            ) as upload:
+                return self._judged(work, engines, upload)
         except ObjectTooLargeError:  # larger than its record said (S3 sizes do not lie: a bug)
             return ScanReport(ScanVerdict.UNSCANNABLE, reason=self._too_large(None))
-        work.log(f"read {human_size(path.stat().st_size)}")
+
+    def _judged(self, work: Work, engines: EngineSet, upload: SealedFile) -> ScanReport:
+        """Every engine over the sealed upload, and the verdict they make together."""
+        work.log(f"read {human_size(upload.size)}")
         results: list[ScanResult] = []
         for done, engine in enumerate(engines.engines):
             if work.should_stop():
@@ -170,7 +188,7 @@ class VirusScanProcessor:
             work.report_progress(
                 0.5 + 0.5 * done / len(engines.engines), f"scanning: {engine.name}"
             )
-            result = engine.scan(path)
+            result = engine.scan(upload)
             results.append(result)
             work.log(_engine_line(result))
         verdict = combine(results)
