@@ -152,10 +152,20 @@ def test_an_operator_sets_a_tenants_quota_and_the_tenant_reads_it(api: Api) -> N
         "bytes_per_day": 10 * 1024**3,
         "max_file_bytes": 0,
         "max_in_flight_jobs": 10,
+        "rescans_per_day": 10_000,
+        "rescans_per_file_per_day": 3,
+        "operations_per_day": 50,
+        "max_running_operations": 3,
     }
     assert shown["overrides"] == {"files_per_day": 5, "max_file_bytes": 0}
     assert shown["overrides_updated_by"] == "api:operator"
-    assert shown["usage"] == {"day": TODAY.isoformat(), "files": 0, "bytes": 0}
+    assert shown["usage"] == {
+        "day": TODAY.isoformat(),
+        "files": 0,
+        "bytes": 0,
+        "rescans": 0,
+        "operations": 0,
+    }
     # and null puts a quota back to the default
     status, reset = api.call(
         "PUT", "/tenants/acme/quotas", who=OPERATOR, body='{"files_per_day": null}'

@@ -127,8 +127,14 @@ def test_filejobs_soffice_wins_over_the_layer_and_path_is_the_last_resort(
     assert office_runtime.soffice().argv == ("/opt/custom/soffice",)
     monkeypatch.delenv("FILEJOBS_SOFFICE")
     monkeypatch.delenv("FILEJOBS_LIBREOFFICE_LAYER")
-    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
-    assert office_runtime.soffice().argv == ("/usr/bin/soffice",)
+    # the installed launcher's soffice.bin, run directly (office.py restarts it on a new profile)
+    launcher = tmp_path / "program/soffice"
+    launcher.parent.mkdir()
+    launcher.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(shutil, "which", lambda name: str(launcher))
+    assert office_runtime.soffice().argv == (str(launcher),)
+    (tmp_path / "program/soffice.bin").write_bytes(b"\x7fELF")
+    assert office_runtime.soffice().argv == (str(tmp_path / "program/soffice.bin"),)
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(ConfigurationError, match="soffice is not installed"):
         office_runtime.soffice()

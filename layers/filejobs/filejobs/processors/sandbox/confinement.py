@@ -22,7 +22,8 @@ is inherited across fork and exec and can never be removed), a filter that:
 Why a ctypes BPF program and not a binding: Lambda's python3.13 image does not promise
 libseccomp, and the PyPI bindings either need it (pyseccomp) or are young, unmaintained or
 unreviewed (seccomplite, seccompy); the program below is some forty instructions, built by
-`_program` from the tables beside it, and tested by tests/integration/test_decoder_sandbox.py.
+`_program` from the tables beside it, and tested by tests/integration/test_decoder_containment.py
+and tests/unit/test_sandbox_confinement.py.
 """
 
 from __future__ import annotations
