@@ -44,17 +44,25 @@ def _padded(password: bytes) -> bytes:
 def encrypted_pdf(text: bytes, user_password: bytes, owner_password: bytes = b"owner") -> bytes:
     """A one-page PDF showing `text`, encrypted. An empty `user_password` gives a file anyone
     may open (encrypted against editing only), which a scanner reads like any other."""
+    drawing = b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET"
+    return encrypted_page(drawing, (612, 792), user_password, owner_password)
+
+
+def encrypted_page(
+    drawing: bytes, size: tuple[int, int], user_password: bytes, owner_password: bytes = b"owner"
+) -> bytes:
+    """A one-page PDF of `size` points whose content stream is `drawing`, encrypted."""
     owner_key = hashlib.md5(_padded(owner_password), usedforsecurity=False).digest()[:5]
     o_entry = _rc4(owner_key, _padded(user_password))
     key_material = _padded(user_password) + o_entry + struct.pack("<i", _PERMISSIONS) + _FILE_ID
     key = hashlib.md5(key_material, usedforsecurity=False).digest()[:5]
     u_entry = _rc4(key, _PAD)
     object_key = hashlib.md5(key + (4).to_bytes(3, "little") + b"\0\0", usedforsecurity=False)
-    content = _rc4(object_key.digest()[:10], b"BT /F1 12 Tf 72 720 Td (" + text + b") Tj ET")
+    content = _rc4(object_key.digest()[:10], drawing)
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Contents 4 0 R >>" % size,
         b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
         b"<< /Filter /Standard /V 1 /R 2 /O <%s> /U <%s> /P %d >>"
         % (o_entry.hex().encode(), u_entry.hex().encode(), _PERMISSIONS),

@@ -7,7 +7,6 @@ handler, revision 2: RC4 with a 40-bit key, computed below), text in code.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 from pathlib import Path
@@ -25,6 +24,7 @@ from filejobs.processors.document import (
     DocumentPreviewProcessor,
     render_text_preview,
 )
+from tests.encrypted_media import encrypted_page
 from tests.processing import MediaBench
 
 RED, GREEN, BLUE = (255, 0, 0), (0, 255, 0), (0, 0, 255)
@@ -38,66 +38,12 @@ def pdf_of_pages(*pages: tuple[tuple[int, int], tuple[int, int, int]]) -> bytes:
     return out.getvalue()
 
 
-# --- an encrypted PDF, by hand (ISO 32000-1, 7.6.3: standard security handler, revision 2) ----
-
-_PASSWORD_PAD = bytes.fromhex("28BF4E5E4E758A4164004E56FFFA01082E2E00B6D0683E802F0CA9FE6453697A")
+# --- an encrypted PDF, by hand (tests/encrypted_media.py) -------------------------------------
 
 
-def rc4(key: bytes, data: bytes) -> bytes:
-    state = list(range(256))
-    j = 0
-    for i in range(256):
-        j = (j + state[i] + key[i % len(key)]) % 256
-        state[i], state[j] = state[j], state[i]
-    out, i, j = bytearray(), 0, 0
-    for byte in data:
-        i = (i + 1) % 256
-        j = (j + state[i]) % 256
-        state[i], state[j] = state[j], state[i]
-        out.append(byte ^ state[(state[i] + state[j]) % 256])
-    return bytes(out)
-
-
-def encrypted_pdf(user_password: bytes, owner_password: bytes = b"owner") -> bytes:
+def encrypted_pdf(user_password: bytes) -> bytes:
     """A one-page, all-blue PDF that opens only with `user_password` (40-bit RC4)."""
-    padded_user = (user_password + _PASSWORD_PAD)[:32]
-    padded_owner = (owner_password + _PASSWORD_PAD)[:32]
-    permissions = -44
-    file_id = hashlib.md5(b"filejobs test document").digest()
-    owner_entry = rc4(hashlib.md5(padded_owner).digest()[:5], padded_user)
-    key = hashlib.md5(
-        padded_user + owner_entry + permissions.to_bytes(4, "little", signed=True) + file_id
-    ).digest()[:5]
-    user_entry = rc4(key, _PASSWORD_PAD)
-
-    def encrypted(number: int, data: bytes) -> bytes:
-        object_key = hashlib.md5(key + number.to_bytes(3, "little") + bytes(2)).digest()
-        return rc4(object_key[:10], data)
-
-    content = encrypted(4, b"0 0 1 rg 0 0 200 100 re f\n")
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 100] /Contents 4 0 R >>",
-        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
-        b"<< /Filter /Standard /V 1 /R 2 /O <%s> /U <%s> /P %d >>"
-        % (owner_entry.hex().encode(), user_entry.hex().encode(), permissions),
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R /Encrypt 5 0 R /ID [<%s> <%s>] >>\n" % (
-        len(objects) + 1,
-        file_id.hex().encode(),
-        file_id.hex().encode(),
-    )
-    out += b"startxref\n%d\n%%%%EOF\n" % xref
-    return bytes(out)
+    return encrypted_page(b"0 0 1 rg 0 0 200 100 re f\n", (200, 100), user_password)
 
 
 # --- helpers ----------------------------------------------------------------------------------
