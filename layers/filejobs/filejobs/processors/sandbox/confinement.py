@@ -207,6 +207,8 @@ class _SockFprog(ctypes.Structure):
 
 @functools.cache
 def _libc() -> ctypes.CDLL | None:
+    """privileges.c_library's twin: this module imports nothing of the package, as the ClamAV
+    wrapper loads it by its path alone (scan/environment.py)."""
     if not sys.platform.startswith("linux"):
         return None
     # The interpreter's own symbols, libc's among them: no find_library, which runs a program.

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import os
 import stat
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from filejobs.processors.sandbox.privileges import c_library
 
 # The same numbers on x86_64 and aarch64 (every architecture: added after the tables merged).
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
@@ -72,18 +72,10 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = (("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32))
 
 
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    # The interpreter's own symbols, libc's among them: no find_library, which runs a program.
-    return ctypes.CDLL(None, use_errno=True)
-
-
 def abi() -> int:
     """The Landlock ABI this kernel offers: 0 where there is none (before Linux 5.13, or
     disabled at boot, or not Linux)."""
-    libc = _libc()
+    libc = c_library()
     if libc is None:
         return 0
     version = int(
@@ -122,7 +114,7 @@ class Rules:
         """The ruleset's descriptor, current, for the next job to `enforce`; None without
         Landlock."""
         version = abi()
-        libc = _libc()
+        libc = c_library()
         if version < 1 or libc is None:
             return None
         stamp = self._temporary.stat().st_mtime_ns  # before listing: a change while it lists
@@ -173,7 +165,7 @@ def _base(libc: ctypes.CDLL, version: int, writable: Path, temporary: Path) -> i
 
 def enforce(ruleset: int) -> None:
     """In the decoding process: the prepared ruleset, on it and all it starts, for good."""
-    libc = _libc()
+    libc = c_library()
     if libc is None:
         raise OSError("Landlock is Linux's")
     _check(libc.syscall(ctypes.c_long(_RESTRICT_SELF), ctypes.c_int(ruleset), 0), "restrict")

@@ -7,7 +7,6 @@ so in its log instead of failing (the local stack on a laptop still runs).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 import signal
@@ -38,15 +37,17 @@ class _CapData(ctypes.Structure):
     )
 
 
-@functools.cache  # find_library runs a program: once per process, not per job
-def _libc() -> ctypes.CDLL | None:
+@functools.cache
+def c_library() -> ctypes.CDLL | None:
+    """The C library, for the calls Python does not wrap (None elsewhere than Linux): the
+    interpreter's own symbols, libc's among them, with no find_library (which runs a program)."""
     if not sys.platform.startswith("linux"):
         return None
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _prctl(option: int, arg: int = 0, arg3: int = 0) -> bool:
-    libc = _libc()
+    libc = c_library()
     if libc is None:
         return False
     return int(libc.prctl(option, arg, arg3, 0, 0)) == 0
@@ -58,7 +59,7 @@ def make_non_dumpable() -> bool:
 
 
 def is_dumpable() -> bool:
-    libc = _libc()
+    libc = c_library()
     return libc is None or int(libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)) != 0
 
 
@@ -84,7 +85,7 @@ def drop_capabilities() -> bool:
     container, a developer's shell) keeps uid 0's file ownership but loses CAP_SYS_PTRACE and
     CAP_DAC_*, so a non-dumpable process stays closed to it. A no-op for a process that has none
     (Lambda's unprivileged user)."""
-    libc = _libc()
+    libc = c_library()
     if libc is None:
         return False
     for capability in range(_last_capability() + 1):
