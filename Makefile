@@ -23,7 +23,7 @@ ST := $(ST_VENV)/bin/st
 AXE_VERSION := 4.10.3
 AXE := .tools/axe/node_modules/axe-core/axe.min.js
 
-.PHONY: install system-deps system-deps-check deploy-deps deploy delete axe console-screenshots bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full end-to-end soak bench demo dev clean locks docs docs-check
+.PHONY: install system-deps system-deps-check deploy-deps deploy delete axe console-screenshots bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full cost-gate end-to-end soak bench demo dev clean locks docs docs-check
 
 # The venv keeps pip (sam build runs this python's pip for the layers' requirements).
 $(BIN)/python:
@@ -197,6 +197,13 @@ chaos: install
 chaos-full: install
 	$(BIN)/python tools/chaos.py --mode full
 
+# The cost gate: the happy path on the local stack (3 files of each kind, about a minute), its
+# DynamoDB requests and write units per job and per group against bench/costs.json; exits 1
+# when one rose more than 5% (docs/BENCHMARKS.md). After an intended rise (or a saving), update
+# the figures in the same change: .venv/bin/python bench/request_costs.py --write-figures
+cost-gate: install
+	$(BIN)/python bench/request_costs.py --check
+
 # Files at a steady rate under chaos's faults for an hour (SOAK_MINUTES), every process's memory
 # and the latency recorded over time, then chaos's audit; a plot in .filejobs/soak.png
 # (tools/soak.py; docs/RELIABILITY.md). Exits 1 on a violation, memory growth or latency drift.
@@ -210,13 +217,15 @@ soak: $(VENV)/.soak-installed
 
 # Everything, four at a time, the longest first: the pytest suite (on both cores) and the
 # end-to-end runs on the local stack (api-fuzz, then chaos, which spend much of their time
-# waiting on the stack's timers) from the start, the static checks in the other two slots.
+# waiting on the stack's timers; then the cost gate, after chaos so the two stacks never share
+# the machine) from the start, the static checks in the other two slots.
 # Each part's output is printed whole when it ends; make fails if any part does.
 test:
 	$(MAKE) --no-print-directory -j4 --output-sync=target unit end-to-end lint typecheck template security docs-check
 
 end-to-end: api-fuzz
 	$(MAKE) --no-print-directory chaos
+	$(MAKE) --no-print-directory cost-gate
 
 # What the processor benchmarks compare against: the CLIs (Debian) and libvips (the bench extra).
 $(VENV)/.bench-installed: $(VENV)/.installed

@@ -61,6 +61,7 @@ from filejobs.ports import (
     PageCursor,
     QuotaStore,
     ScannedFile,
+    UnreadableItem,
     UploadHead,
     Workspaces,
 )
@@ -144,7 +145,22 @@ class InMemoryJobStore:
 
     # --- listings ------------------------------------------------------------------------
 
+    def jobs_of(
+        self, stored: StoredFile, status: JobStatus | None = None, *, consistent: bool = True
+    ) -> list[ProcessingJob]:
+        with self._lock:
+            found = [
+                j
+                for j in self._jobs.values()
+                if j.file_id == stored.id
+                and j.metadata.deleted_at is None
+                and (status is None or j.status is status)
+            ]
+            found.sort(key=lambda j: (j.metadata.created_at, j.id))
+            return [_copy(j) for j in found]
+
     def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
+        """A test's view: the file's jobs by its id (no StoredFile at hand)."""
         with self._lock:
             found = [
                 j
@@ -199,9 +215,12 @@ class InMemoryJobStore:
             beyond = [job for position, job in entries if start is None or position > start]
             return _page(beyond, limit, _queue_order)
 
-    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
+    def due_for_sweep(
+        self, now: datetime, *, per_shard: int = 100, on_unreadable: UnreadableItem | None = None
+    ) -> Iterator[ProcessingJob]:
         """The due jobs oldest check first. The repository reads its 256 shards from a random
-        one on and yields each shard's in order: callers may rely on nothing across shards."""
+        one on and yields each shard's in order: callers may rely on nothing across shards.
+        (Every job held here is readable: `on_unreadable` is never told.)"""
         with self._lock:
             shards: dict[str, list[ProcessingJob]] = {}
             for job in self._jobs.values():

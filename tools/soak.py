@@ -18,9 +18,11 @@ What it holds the run to, beside the audit's 0 violations:
   last third of the files uploaded after warm-up is at most LATENCY_DRIFT times that of the
   first third.
 
-It writes the samples (CSV), the figures (JSON) and a plot of memory and latency over time
-(PNG, `--plot`; docs/soak.png is the one docs/RELIABILITY.md shows), prints the figures and
-exits 1 on any violation.
+It writes the samples (CSV) and the figures (JSON), prints the audit's figures and the verdict
+(violations, memory growth, latency drift), then draws a plot of memory and latency over time
+(PNG, `--plot`; docs/soak.png is the one docs/RELIABILITY.md shows) if matplotlib is installed
+(the soak extra, which `make soak` installs; without it, it says so and draws none), and exits
+1 on any violation.
 
     .venv/bin/python tools/soak.py [--minutes 60] [--rate 30] [--seed N] [--plot FILE]
 """
@@ -36,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -199,7 +202,13 @@ def run(arguments: argparse.Namespace, scratch: Path) -> Soak:
         if name.endswith("Worker") and any(kind == "SQS" for kind, _ in spec.events)
     ]
     faults, fault_log = scratch / "faults.json", scratch / "faults.log"
-    faults.write_text(json.dumps(chaos.fault_rules(arguments.seed, workers)))
+    # Every fault of the chaos run, the dropped notification too (with the reconciler at the
+    # chaos run's pace to find what it dropped).
+    rules = [
+        *chaos.fault_rules(arguments.seed, workers),
+        chaos.dropped_notifications(arguments.seed),
+    ]
+    faults.write_text(json.dumps(rules))
     fault_log.touch()
     count = round(arguments.rate * arguments.minutes)
     print(f"soak: {count} files at {arguments.rate:g} a minute for {arguments.minutes:g} min")
@@ -210,6 +219,7 @@ def run(arguments: argparse.Namespace, scratch: Path) -> Soak:
         "--faults", str(faults),
         "--fault-log", str(fault_log),
         "--parameter", f"JobLeaseSeconds={chaos.LEASE_SECONDS}",
+        *chaos.RECONCILER_OPTIONS,
         "--schedule-seconds", str(chaos.SWEEP_EVERY_SECONDS),
         "--function-workers", "SweepFunction=2",
         "--visibility-seconds", str(chaos.VISIBILITY_SECONDS),
@@ -225,13 +235,24 @@ def run(arguments: argparse.Namespace, scratch: Path) -> Soak:
             chaos.Canceller(stack, budget, every=every, seed=arguments.seed) as canceller,
         ):
             uploads, uploaded_at = paced_upload(stack, files, 60 / arguments.rate)
-            quiet = chaos.wait_until_quiet(stack, len(uploads), arguments.timeout)
-        chaos.wait_until_processed(stack, arguments.timeout)
+            quiet, stalled = waited(chaos.wait_until_quiet, stack, len(uploads), arguments.timeout)
+        if not stalled:
+            _, stalled = waited(chaos.wait_until_processed, stack, arguments.timeout)
         events = chaos.drain(stack, file_processed)
         raw = chaos.collect(stack, uploads, fault_log, canceller.cancelled, events)
     raw["timings"] = {"quiescence after the last upload s": quiet}
     raw["cancel_errors"] = canceller.errors
+    raw["stalled"] = stalled
     return Soak(uploads, uploaded_at, recorder.samples, raw, started_epoch)
+
+
+def waited(wait: Callable[..., float], *arguments: Any) -> tuple[float, list[str]]:
+    """A wait's seconds, or, when it timed out, how: the run is audited all the same (an upload
+    never recorded keeps the system from quiet, and the audit says which)."""
+    try:
+        return wait(*arguments), []
+    except TimeoutError as error:
+        return float(arguments[-1]), [f"{wait.__name__}: {error}"]
 
 
 # --- what the run showed ---------------------------------------------------------------------
@@ -314,6 +335,8 @@ def check_memory(samples: list[MemorySample], report: Report, warm_up: float) ->
 
 def judged(soak: Soak, minutes: float) -> tuple[Report, list[tuple[float, float]]]:
     report = chaos.audited(soak.raw)
+    report.check("quiet before the timeout", soak.raw.get("stalled", []))
+    soak.figures[AUDIT_VIOLATIONS] = len(report.violations)
     warm_up = warm_up_seconds(minutes)
     measured = latencies(soak)
     soak.figures["warm-up s"] = warm_up
@@ -337,9 +360,26 @@ def write_samples(samples: list[MemorySample], path: Path) -> None:
             )
 
 
-def plot(soak: Soak, measured: list[tuple[float, float]], warm_up: float, path: Path) -> None:
-    import matplotlib as mpl  # noqa: PLC0415 (the soak's alone)
+def draw_plot(soak: Soak, measured: list[tuple[float, float]], warm_up: float, path: Path) -> str:
+    """The plot, when matplotlib is there (the soak extra): what became of it, in a line. Never
+    raises: the run's verdict is already printed, and a missing plot must not hide it."""
+    try:
+        import matplotlib as mpl  # noqa: PLC0415 (the soak extra's alone)
+    except ImportError:
+        return (
+            "soak: no plot: matplotlib is not installed (`make soak` installs the soak extra;"
+            " or .venv/bin/uv pip install -e '.[soak]')"
+        )
+    try:
+        plot(soak, measured, warm_up, path, mpl)
+    except Exception as error:  # any failure of the plot is only the plot's
+        return f"soak: no plot: {type(error).__name__}: {error}"
+    return f"soak: plot in {path}"
 
+
+def plot(
+    soak: Soak, measured: list[tuple[float, float]], warm_up: float, path: Path, mpl: Any
+) -> None:
     mpl.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
@@ -388,15 +428,57 @@ def main() -> int:
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="filejobs-soak-") as scratch:
         soak = run(arguments, Path(scratch))
-    report, measured = judged(soak, arguments.minutes)
-    kept = ROOT / ".filejobs"
+    return finish(soak, arguments.minutes, ROOT / ".filejobs", arguments.plot)
+
+
+def finish(soak: Soak, minutes: float, kept: Path, plot_path: Path) -> int:
+    report, measured = judged(soak, minutes)
+    return conclude(
+        soak, report, measured, warm_up_seconds(minutes), kept=kept, plot_path=plot_path
+    )
+
+
+def conclude(
+    soak: Soak,
+    report: Report,
+    measured: list[tuple[float, float]],
+    warm_up: float,
+    *,
+    kept: Path,
+    plot_path: Path,
+) -> int:
+    """Keeps the run's samples and figures, prints the audit and the verdict, and only then
+    draws the plot (which may fail, or be impossible, without hiding them); the exit status is
+    the verdict's."""
+    kept.mkdir(parents=True, exist_ok=True)
     write_samples(soak.memory, kept / "soak-memory.csv")
-    plot(soak, measured, warm_up_seconds(arguments.minutes), arguments.plot)
     figures = {**report.figures, **soak.raw["timings"], **soak.figures}
     (kept / "soak-figures.json").write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"soak: samples in {kept / 'soak-memory.csv'}, plot in {arguments.plot}")
+    print(f"soak: samples in {kept / 'soak-memory.csv'}, figures in {kept / 'soak-figures.json'}")
     chaos.print_report(report, {**soak.raw["timings"], **soak.figures})
+    print(verdict(report, soak.figures), flush=True)
+    print(draw_plot(soak, measured, warm_up, plot_path), flush=True)
     return 1 if report.violations else 0
+
+
+# The audit's violations (chaos's, and a wait that timed out), counted before the soak's own.
+AUDIT_VIOLATIONS = "audit violations"
+# The checks the soak adds to the audit, by the names they are reported under (the second when
+# too few samples or files came after warm-up to judge).
+SOAK_CHECKS = {
+    "memory growth": ("memory flat after warm-up", "memory"),
+    "latency drift": ("latency p99 stable", "latency"),
+}
+
+
+def verdict(report: Report, figures: dict[str, float]) -> str:
+    """The run's verdict in a line: the audit's violations, memory growth, latency drift."""
+    counts = {AUDIT_VIOLATIONS: int(figures.get(AUDIT_VIOLATIONS, 0))} | {
+        label: sum(report.figures.get(name, 0) for name in names)
+        for label, names in SOAK_CHECKS.items()
+    }
+    parts = ", ".join(f"{label} {n}" for label, n in counts.items())
+    return f"soak verdict: {'FAILED' if report.violations else 'passed'} ({parts})"
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ by detail.event_id) and is never skipped.
 
 A job that ended also has its file checked (services/file_completion.py): when all of the file's
 jobs are terminal its completion is recorded, and that write comes back on the files' stream as
-`File Processed`.
+`File Processed`. The check reads the file and its ingest jobs in one BatchGetItem across both
+tables (data/completion_reads.py), and a second one only for jobs the ingest did not make.
 
 A job's finish also applies its type's keep-last-N retention, when KeepLastFinishedJobs names
 the type (services/retention.py says why here), before its file is checked. Best effort after
@@ -33,6 +34,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from filejobs import runtime
 from filejobs.adapters.eventbridge import EventBridgePublisher
+from filejobs.data.completion_reads import FileAndJobsReader
 from filejobs.data.stream import file_from_image, job_from_image
 from filejobs.domain.job import ProcessingJob
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
@@ -96,7 +98,12 @@ def record_handler(record: DynamoDBRecord) -> None:
 
 def check_file(job: ProcessingJob) -> None:
     """Records the job's file as processed when this was the last of its jobs to end."""
-    completions = FileCompletions(runtime.jobs(), runtime.files())
+    settings = runtime.settings()
+    # The file and its ingest jobs in one BatchGetItem across both tables.
+    together = FileAndJobsReader(
+        runtime.dynamodb(), files_table=settings.files_table, jobs_table=settings.jobs_table
+    )
+    completions = FileCompletions(runtime.jobs(), runtime.files(), together=together)
     completion = completions.job_ended(job)
     if completion is not None:
         logger.info(
@@ -112,7 +119,7 @@ def retire_beyond_keep_last(change: JobChange) -> None:
     keep = runtime.settings().keep_last
     if not keep:
         return
-    retention = Retention(runtime.jobs(), keep)
+    retention = Retention(runtime.jobs(), runtime.files(), keep)
     if not retention.applies_to(change.before, change.after):
         return
     try:

@@ -54,7 +54,7 @@ def intake() -> UploadIntake:
     ingest = IngestService(
         runtime.files(),
         S3HeadReader(runtime.s3()),
-        limits=runtime.tenant_limits().limits,
+        limits=runtime.ingest_limits(),
         presets=runtime.preset_cache().of,
     )
     return UploadIntake(

@@ -20,9 +20,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 
 from filejobs import runtime
-from filejobs.adapters.ingest_queue import Notification
 from filejobs.adapters.s3_notifications import tenant_of_body
 from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.ports import Notification
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from filejobs.domain.job import ProcessingJob
+    from filejobs.ports import UnreadableItem
 
 # The share of the function's timeout a run may spend on due jobs: the rest is for the dead
 # letters, and for a slow call in hand when the time is up. Jobs not reached stay due.
@@ -33,8 +34,10 @@ tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
 class SweptJobs(JobRepository):
     """The jobs repository, with each due job's ids on every log line while the sweep acts on it."""
 
-    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
-        for job in super().due_for_sweep(now, per_shard=per_shard):
+    def due_for_sweep(
+        self, now: datetime, *, per_shard: int = 100, on_unreadable: UnreadableItem | None = None
+    ) -> Iterator[ProcessingJob]:
+        for job in super().due_for_sweep(now, per_shard=per_shard, on_unreadable=on_unreadable):
             # The sweep handles a job between two `next()` calls, so the job's keys stay while
             # it does, and are gone before the next job's (or once the sweep stops asking).
             with logger.append_context_keys(job_id=job.id, file_id=job.file_id):
@@ -57,20 +60,25 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         retention=settings.retention,
         retry_policy=AWS_RETRY_POLICY,
     )
-    total_ms = context.get_remaining_time_in_millis()
-    report = sweep.run(
-        should_stop=lambda: context.get_remaining_time_in_millis() < total_ms * SWEEP_TIME_SHARE
-    )
     letters = DeadLetterReview(
         SweptJobs(), runtime.dead_letters(), held=held, retention=settings.retention
     )
-    reviewed = letters.run()
+    total_ms = context.get_remaining_time_in_millis()
+    try:
+        report = sweep.run(
+            should_stop=lambda: context.get_remaining_time_in_millis() < total_ms * SWEEP_TIME_SHARE
+        )
+    finally:
+        # Whatever ended the run (a throttled query), the letters are still reviewed: their
+        # jobs are failed now, not after the run succeeds again. Its error is raised after.
+        reviewed = letters.run()
     summary = {
         "examined": report.examined,
         "actions": dict(report.actions),
         "lost_races": report.lost_races,
         "errors": report.errors,
         "cut_short": report.cut_short,
+        "unreadable": report.unreadable,
         "dead_letters": dict(reviewed),
     }
     logger.info("sweep finished", extra=summary)
@@ -78,6 +86,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         metrics.add_metric(name=f"Sweep{action.title()}", unit=MetricUnit.Count, value=count)
     metrics.add_metric(name="SweepErrors", unit=MetricUnit.Count, value=report.errors)
     metrics.add_metric(name="SweepCutShort", unit=MetricUnit.Count, value=int(report.cut_short))
+    # Job items the sweep skipped, unreadable: each needs a person (docs/OPERATIONS.md).
+    metrics.add_metric(name="UnreadableJobs", unit=MetricUnit.Count, value=report.unreadable)
     failed = reviewed.get("dead_lettered_jobs_failed", 0)
     metrics.add_metric(name="SweepDeadLetteredJobsFailed", unit=MetricUnit.Count, value=failed)
     return summary

@@ -34,6 +34,7 @@ from tests.integration.test_api import (
     ingested,
     stack,  # noqa: F401 (the fixture `api` builds on)
 )
+from tests.listing import jobs_of_file
 
 KEEP = timedelta(days=1)
 SCAN = JobType.VIRUS_SCAN
@@ -306,13 +307,13 @@ def test_a_bad_option_time_or_budget_is_422_and_makes_no_job(
 ) -> None:
     # given a file of acme
     plan = ingested("acme", "a.png")
-    before = len(JobRepository().jobs_of_file(plan.file.id))
+    before = len(jobs_of_file(plan.file.id))
     # when a job is requested with a value the contract refuses
     status, answer = requested(api, plan.file.id, body)
     # then 422, the message naming the field, and no job was made or sent
     assert (status, error_code(answer)) == (422, "unprocessable"), answer
     assert answer["error"]["message"].startswith(field), answer
-    assert len(JobRepository().jobs_of_file(plan.file.id)) == before
+    assert len(jobs_of_file(plan.file.id)) == before
     for queue in ("ThumbnailGenerationQueue", "CompressionQueue", "VirusScanQueue"):
         assert queued(api, queue) == (0, 0)
 

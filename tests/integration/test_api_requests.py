@@ -39,6 +39,7 @@ from tests.integration.test_api import (
     ingested,
     stack,  # noqa: F401 (the fixture `api` builds on)
 )
+from tests.listing import jobs_of_file
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +78,7 @@ def headers_of(response: dict[str, Any]) -> dict[str, str]:
 
 
 def stored_jobs_of(file_id: str) -> list[ProcessingJob]:
-    return JobRepository().jobs_of_file(file_id)
+    return jobs_of_file(file_id)
 
 
 def completed(job: ProcessingJob, result: dict[str, Any]) -> ProcessingJob:

@@ -27,6 +27,7 @@ from tests.integration.test_api import (
     stack,  # noqa: F401 (the fixture `api` builds on)
 )
 from tests.integration.test_api_requests import headers_of
+from tests.listing import jobs_of_file
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def rescan_page(
 
 
 def scan_jobs_of(file_id: str) -> list[Any]:
-    return [j for j in JobRepository().jobs_of_file(file_id) if j.job_type is JobType.VIRUS_SCAN]
+    return [j for j in jobs_of_file(file_id) if j.job_type is JobType.VIRUS_SCAN]
 
 
 # --- POST /files/{file_id}/rescan ----------------------------------------------------------------

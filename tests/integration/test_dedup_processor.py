@@ -24,6 +24,7 @@ from filejobs.domain.time import utcnow
 from filejobs.processors.base import Work
 from filejobs.processors.dedup import ContentDigest
 from filejobs.services.dedup import DeduplicationCheck
+from tests.aws_requests import counting_requests
 from tests.factories import upload_record
 from tests.processing import MediaBench
 
@@ -220,3 +221,16 @@ def test_a_job_whose_file_is_not_recorded_fails_permanently(
     # When / Then the check refuses it permanently (a retry would not make the file appear)
     with pytest.raises(PermanentError):
         dedup(work)
+
+
+def test_a_claim_is_one_request_for_the_owner_and_for_a_duplicate(tables: dict[str, str]) -> None:
+    sha = hashlib.sha256(b"twice").hexdigest()
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+
+    index_client = ContentIndexModel._get_connection().connection.client
+    with counting_requests(index_client) as requests:
+        owners = [ContentIndex().claim("acme", sha, f, at=utcnow()) for f in (first, second)]
+
+    # the duplicate learns the owner from its own update: no refused put, no read after it
+    assert owners == [first, first]
+    assert requests.calls == {"dynamodb:UpdateItem": 2}

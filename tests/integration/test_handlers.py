@@ -26,10 +26,12 @@ from mypy_boto3_sqs import SQSClient
 
 from filejobs import runtime
 from filejobs.adapters.sqs import SqsDispatcher
+from filejobs.config import dead_letter_url_variable
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.domain.file import ScanStatus
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.messages import JobMessage
 from filejobs.domain.retry import TransientError
 from filejobs.domain.time import utcnow
 from filejobs.observability import SERVICE
@@ -53,6 +55,7 @@ from functions.sweep import app as sweep
 from functions.worker import app as worker
 from tests.definitions import publish_set
 from tests.factories import ingest_plan
+from tests.listing import jobs_of_file
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 TEMPLATE = load_template()
@@ -211,7 +214,7 @@ def test_an_upload_flows_from_s3_through_ingest_to_completed_jobs(
     # Then the file has its four jobs, each completed on the real bytes
     [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/q1 sales.csv")
     assert stored.content_type == "text/csv"
-    jobs = {j.job_type: j for j in JobRepository().jobs_of_file(stored.id)}
+    jobs = {j.job_type: j for j in jobs_of_file(stored.id)}
     assert sorted(t.value for t in jobs) == [
         "compression",
         "deduplication_check",
@@ -263,9 +266,9 @@ def test_a_duplicate_s3_notification_creates_no_duplicate_jobs(
     assert invoke(ingest.handler, records) == []  # the same S3 event, delivered again
 
     [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/a.txt")
-    assert len(JobRepository().jobs_of_file(stored.id)) == 4
+    assert len(jobs_of_file(stored.id)) == 4
     run_workers(stack, monkeypatch)  # the re-sent messages of pending jobs are harmless
-    assert {j.status for j in JobRepository().jobs_of_file(stored.id)} == {JobStatus.COMPLETED}
+    assert {j.status for j in jobs_of_file(stored.id)} == {JobStatus.COMPLETED}
 
 
 def test_a_folder_marker_under_uploads_is_acknowledged_and_ignored(stack: Stack) -> None:
@@ -362,6 +365,7 @@ def test_the_schedule_event_file_runs_the_sweep(stack: Stack) -> None:
         "lost_races": 0,
         "errors": 0,
         "cut_short": False,
+        "unreadable": 0,
         "dead_letters": {},
     }
 
@@ -376,7 +380,7 @@ def test_the_api_returns_a_jobs_view(stack: Stack) -> None:
     stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/c.txt", Body=b"c\n")
     invoke(ingest.handler, receive(stack, "IngestQueue"))
     [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/c.txt")
-    job = JobRepository().jobs_of_file(stored.id)[0]
+    job = jobs_of_file(stored.id)[0]
     event = event_file("api_get_job.json")
     event["path"] = f"/jobs/{job.id}"
     event["pathParameters"] = {"job_id": job.id}
@@ -440,7 +444,7 @@ def test_a_throttled_read_of_the_upload_is_retried_not_failed(
     # Then the job waits for a retry (the function's retry policy knows AWS's throttling), with
     # S3's answer as its error, instead of failing for good
     [stored] = FileRepository().versions_of(stack.uploads, "uploads/acme/t.txt")
-    [job] = JobRepository().jobs_of_file(stored.id, JobStatus.SCHEDULED)
+    [job] = jobs_of_file(stored.id, JobStatus.SCHEDULED)
     assert job.job_type is JobType.DEDUPLICATION_CHECK
     assert "SlowDown" in (job.error_message or "")
 
@@ -658,6 +662,75 @@ def test_every_sweep_line_about_a_job_names_the_job_and_its_file(
     assert "job_id" not in finished and "file_id" not in finished
 
 
+def test_an_unreadable_job_item_is_counted_and_the_dead_letters_are_still_reviewed(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two files' jobs left pending an hour ago: one job's item damaged (a status no
+    # JobStatus names), the other file's scan message given up on by its queue (the sweep's
+    # environment names the dead-letter queue)
+    dead_letters = stack.queue("VirusScanDeadLetterQueue")
+    monkeypatch.setenv(dead_letter_url_variable(JobType.VIRUS_SCAN), dead_letters)
+    runtime.tables()
+    hour_ago = utcnow() - timedelta(hours=1)
+    plans = [ingest_plan(hour_ago, "text/plain", name=name) for name in ("a.txt", "b.txt")]
+    for plan in plans:
+        FileRepository().record_ingest(plan)
+    damaged = plans[0].jobs[0]
+    scan = next(j for j in plans[1].jobs if j.job_type is JobType.VIRUS_SCAN)
+    dynamodb = boto3.client("dynamodb")
+    dynamodb.update_item(
+        TableName=stack.names["JobsTable"],
+        Key={"id": {"S": damaged.id}},
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": "exploded"}},
+    )
+    stack.sqs.send_message(
+        QueueUrl=dead_letters,
+        MessageBody=JobMessage.for_job(scan).to_json(),
+    )
+    capsys.readouterr()
+
+    # When the sweep runs
+    summary = sweep.handler(event_file("sweep_schedule.json"), FakeContext())
+
+    # Then the damaged item is counted, for its metric, and the run goes on to the dead letters
+    assert summary["unreadable"] == 1
+    assert summary["dead_letters"] == {"dead_lettered_jobs_failed": 1}
+    assert JobRepository().get(scan.id).status is JobStatus.FAILED  # type: ignore[union-attr]
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    [blob] = emf
+    assert blob["UnreadableJobs"] == [1.0]
+
+
+def test_a_sweep_run_that_fails_still_reviews_the_dead_letters_then_fails(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a scan whose message its queue gave up on, and DynamoDB throttling the sweep's query
+    dead_letters = stack.queue("VirusScanDeadLetterQueue")
+    monkeypatch.setenv(dead_letter_url_variable(JobType.VIRUS_SCAN), dead_letters)
+    runtime.tables()
+    plan = ingest_plan(utcnow(), "text/plain")
+    FileRepository().record_ingest(plan)
+    scan = next(j for j in plan.jobs if j.job_type is JobType.VIRUS_SCAN)
+    stack.sqs.send_message(QueueUrl=dead_letters, MessageBody=JobMessage.for_job(scan).to_json())
+    throttled: Any = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": ""}}
+
+    def due_for_sweep(*_: Any, **__: Any) -> Iterator[ProcessingJob]:
+        raise ClientError(throttled, "Query")
+
+    monkeypatch.setattr(JobRepository, "due_for_sweep", due_for_sweep)
+
+    # When the sweep runs, then the invocation fails (for its alarm and Lambda's retry)
+    with pytest.raises(ClientError):
+        sweep.handler(event_file("sweep_schedule.json"), FakeContext())
+
+    # but the dead letters were reviewed first: the scan failed, saying why
+    failed = JobRepository().get(scan.id)
+    assert failed is not None and failed.status is JobStatus.FAILED
+    assert "dead-letter" in (failed.error_message or "")
+
+
 def test_an_api_line_names_the_requested_job(
     stack: Stack, logs: Callable[[], list[LogLine]]
 ) -> None:
@@ -673,8 +746,10 @@ def test_an_api_line_names_the_requested_job(
 def test_a_workers_tenant_slots_lapse_at_its_invocations_deadline(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # given a worker invoked with a context that has 120 s left
+    # given a worker of a stack deployed with a tenants' cap (TenantMaxRunningJobs=10), invoked
+    # with a context that has 120 s left
     monkeypatch.setenv("JOB_TYPE", JobType.VIRUS_SCAN.value)
+    monkeypatch.setenv("TENANT_MAX_RUNNING_JOBS", "10")
     contexts: list[object] = []
     monkeypatch.setattr(
         worker, "handle", lambda message, message_id, context=None: contexts.append(context)
@@ -694,7 +769,7 @@ def test_a_workers_tenant_slots_lapse_at_its_invocations_deadline(
     worker.handler({"Records": [record]}, context)
     # then each record is handled with the invocation's context (Powertools hands it over)
     assert contexts == [context]
-    # and the template's cap applies, each slot lapsing when the invocation must have ended
+    # and the stack's cap applies, each slot lapsing when the invocation must have ended
     limits = worker.running_cap(context)
     assert limits is not None and limits.cap.max_running == 10
     expected = utcnow() + timedelta(milliseconds=context.get_remaining_time_in_millis())

@@ -58,6 +58,7 @@ from functions.file_removals import app as file_removals
 from functions.ingest import app as ingest
 from functions.ingest_router import app as ingest_router
 from functions.operations import app as operations
+from functions.reconciler import app as reconciler
 from functions.rescan import app as rescan_policy
 from functions.stats import app as stats
 from functions.sweep import app as sweep
@@ -78,6 +79,7 @@ from tests.iam import (
     recording_calls,
 )
 from tests.integration.test_handlers import sqs_record
+from tests.listing import jobs_of_file
 from tests.streams import StreamTap
 
 TEMPLATE = load_template()
@@ -130,10 +132,15 @@ class Stack:
     resolver: Resolver
     monkeypatch: pytest.MonkeyPatch
 
-    def become(self, function: str) -> FunctionSpec:
-        """Set the environment the template gives the function, as Lambda would."""
+    def become(self, function: str, deployed_with: dict[str, str] | None = None) -> FunctionSpec:
+        """Set the environment the template gives the function, as Lambda would, with the
+        template's parameters at their defaults or at the values `deployed_with` gives."""
         spec = FUNCTIONS[function]
-        parameters = TEMPLATE.get("Parameters", {})
+        given = deployed_with or {}
+        parameters = {
+            name: {**declared, **({"Default": given[name]} if name in given else {})}
+            for name, declared in TEMPLATE.get("Parameters", {}).items()
+        }
         for name, value in spec.environment.items():
             resolved = value
             if value == {"Ref": "AWS::AccountId"}:
@@ -282,9 +289,11 @@ def test_ingest_may_recognise_a_late_duplicate_of_an_upload_since_removed(stack:
     assert stack.refused("IngestFunction", recorder.calls) == []
 
 
-def run_worker(stack: Stack, job_type: JobType) -> None:
+def run_worker(
+    stack: Stack, job_type: JobType, deployed_with: dict[str, str] | None = None
+) -> None:
     pascal = "".join(part.title() for part in job_type.value.split("_"))
-    stack.become(f"{pascal}Worker")
+    stack.become(f"{pascal}Worker", deployed_with)
     records = [
         record
         for lane in (f"{pascal}Queue", f"{pascal}HighQueue", f"{pascal}LowQueue")
@@ -303,7 +312,8 @@ def test_ingest_may_do_everything_it_does(stack: Stack) -> None:
     upload(stack, "report.docx", content_samples.ooxml(layout="libreoffice", padding=100_000))
     # when ingest handles them, then every call it made is granted
     calls = ingest_everything(stack)
-    assert {c.operation for c in calls} >= {"GetObject", "TransactWriteItems", "Query"}
+    # (a redelivery re-sends its file's pending jobs, read by their ids)
+    assert {c.operation for c in calls} >= {"GetObject", "TransactWriteItems", "BatchGetItem"}
     # six heads (three uploads, each delivered twice) and the document's end, read twice
     assert sum(c.operation == "GetObject" for c in calls) == 8
     assert stack.refused("IngestFunction", calls) == []
@@ -330,9 +340,9 @@ def test_each_worker_may_do_everything_it_does(stack: Stack, job_type: JobType) 
     # and the files scanned (parsing jobs wait for that), unless this is the scan itself
     if job_type is not JobType.VIRUS_SCAN:
         run_worker(stack, JobType.VIRUS_SCAN)
-    # when the worker of one type handles both its lanes' messages
+    # when the worker of one type handles both its lanes' messages, deployed with a tenants' cap
     with recording_calls() as recorder:
-        run_worker(stack, job_type)
+        run_worker(stack, job_type, {"TenantMaxRunningJobs": "10"})
     # then every call it made is granted by its own role
     assert stack.refused(f"{_pascal(job_type)}Worker", recorder.calls) == []
     # among them its tenant's slots taken and given back (TenantMaxRunningJobs)
@@ -418,6 +428,26 @@ def test_the_sweep_may_do_everything_it_does(stack: Stack) -> None:
         "DeleteMessage",
     }
     assert stack.refused("SweepFunction", recorder.calls) == []
+
+
+def test_the_reconciler_may_do_everything_it_does(stack: Stack) -> None:
+    # given an upload whose notification never reached the ingest, past its grace
+    stack.become("ReconcilerFunction")
+    stack.monkeypatch.setenv("RECONCILE_GRACE_SECONDS", "0")
+    boto3.client("s3").put_object(
+        Bucket=stack.refs["UploadsBucket"], Key="uploads/acme/unannounced.png", Body=png()
+    )
+    # when the reconciler runs
+    with recording_calls() as recorder:
+        summary = reconciler.handler({}, CONTEXT)
+    # then it announced it, and every call it made is granted
+    assert summary["unannounced"] == 1
+    assert {c.operation for c in recorder.calls} >= {
+        "ListObjectVersions",
+        "BatchGetItem",
+        "SendMessageBatch",
+    }
+    assert stack.refused("ReconcilerFunction", recorder.calls) == []
 
 
 def api_request(
@@ -525,7 +555,7 @@ def test_the_api_may_do_everything_it_does(stack: Stack) -> None:
     # then each answered (the job request made a job, its repeat answered it again)
     statuses = [r["statusCode"] for r in responses]
     assert statuses == [200] * 9 + [204, 200, 201, 200, 200, 200, 201, 200, 200, 200]
-    waiting = [j for j in jobs.jobs_of_file(scan.file_id) if j.job_type in GATED_JOB_TYPES]
+    waiting = [j for j in jobs_of_file(scan.file_id) if j.job_type in GATED_JOB_TYPES]
     assert waiting and all(j.status is JobStatus.CANCELLED for j in waiting)
     # and every call made, and every request an output URL stands for, is granted
     operations = {c.operation for c in recorder.calls}
@@ -703,15 +733,11 @@ def test_the_events_function_may_do_everything_it_does(stack: Stack) -> None:
     with recording_calls() as then:
         files_response = events.handler({"Records": file_records}, CONTEXT)
     recorder.calls.extend(then.calls)
-    # then it published each end, read the file and its jobs, recorded the completion and
-    # published File Processed; every call it made is granted
+    # then it published each end, read the file and its jobs (one BatchGetItem across both
+    # tables), recorded the completion and published File Processed; every call it made is
+    # granted
     assert jobs_response["batchItemFailures"] == files_response["batchItemFailures"] == []
-    assert {c.operation for c in recorder.calls} == {
-        "PutEvents",
-        "GetItem",
-        "BatchGetItem",
-        "UpdateItem",
-    }
+    assert {c.operation for c in recorder.calls} == {"PutEvents", "BatchGetItem", "UpdateItem"}
     assert [c.operation for c in recorder.calls].count("PutEvents") == len(plan.jobs) + 1
     assert stack.refused("EventsFunction", recorder.calls) == []
 
@@ -746,10 +772,10 @@ def test_the_stats_function_may_do_everything_it_does(stack: Stack) -> None:
     with recording_calls() as recorder:
         assert stats.handler(event, CONTEXT) == {"state": {}}
         assert stats.handler(quiet, CONTEXT) == {"state": {}}
-    # then it read its cursor and wrote one transaction, then advanced its cursor alone, and
-    # every call it made is granted
+    # then it read its cursor and wrote one transaction, then advanced its cursor alone (from
+    # the cursor it remembered writing), and every call it made is granted
     ops = [c.operation for c in recorder.calls]
-    assert ops == ["GetItem", "TransactWriteItems", "GetItem", "UpdateItem"]
+    assert ops == ["GetItem", "TransactWriteItems", "UpdateItem"]
     assert stack.refused("StatsFunction", recorder.calls) == []
     # and the API may read what it wrote (GET /overview, GET /failures)
     stack.become("ApiFunction")

@@ -13,7 +13,6 @@ from mypy_boto3_s3 import S3Client
 
 from filejobs.adapters.s3 import S3HeadReader
 from filejobs.data.file_repository import FileRepository
-from filejobs.data.job_repository import JobRepository
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
 from filejobs.domain.job import JobStatus, JobType
 from filejobs.ports import AlreadyIngested, Ingested
@@ -21,6 +20,7 @@ from filejobs.services.ingest import IngestService
 from tests import content_samples as samples
 from tests.aws_requests import counting_requests
 from tests.conftest import FakeClock
+from tests.listing import jobs_of_file
 
 BUCKET = "filejobs-uploads-test"
 
@@ -84,7 +84,7 @@ def test_an_upload_becomes_a_file_with_jobs_chosen_by_its_bytes(
     assert stored is not None
     assert (stored.tenant, stored.content_type, stored.size) == ("acme", "image/png", record.size)
     assert stored.version_id == record.version_id
-    jobs = JobRepository().jobs_of_file(stored.id)
+    jobs = jobs_of_file(stored.id)
     assert sorted(j.job_type for j in jobs) == sorted(
         [JobType.VIRUS_SCAN, JobType.DEDUPLICATION_CHECK, JobType.THUMBNAIL_GENERATION]
     )

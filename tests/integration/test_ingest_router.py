@@ -15,11 +15,11 @@ import pytest
 from filejobs import runtime
 from filejobs.adapters.ingest_queue import (
     MAX_BATCH_BYTES,
-    Notification,
     SqsIngestQueue,
     batches,
 )
 from filejobs.data.file_repository import FileRepository
+from filejobs.ports import Notification
 from functions.ingest import app as ingest
 from functions.ingest_router import app as ingest_router
 from tests.integration import test_handlers as handlers

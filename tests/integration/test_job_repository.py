@@ -21,6 +21,7 @@ from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.domain.transitions import Conflict
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
+from tests.listing import jobs_of_file
 
 LEASE = timedelta(minutes=5)
 KEEP = timedelta(days=30)
@@ -415,8 +416,8 @@ def test_jobs_of_a_file_optionally_by_status(
     first = plan.jobs[0]
     applied(claim(repo, first, clock))
 
-    all_jobs = repo.jobs_of_file(plan.file.id)
-    running = repo.jobs_of_file(plan.file.id, JobStatus.RUNNING)
+    all_jobs = jobs_of_file(plan.file.id)
+    running = jobs_of_file(plan.file.id, JobStatus.RUNNING)
 
     assert {j.id for j in all_jobs} == {j.id for j in plan.jobs}
     assert [j.id for j in running] == [first.id]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,6 +19,7 @@ from filejobs.domain import transitions
 from filejobs.domain.file import StoredFile
 from filejobs.domain.ingest import new_job
 from filejobs.domain.job import AttemptOutcome, JobStatus, JobType, ProcessingJob
+from filejobs.domain.quotas import NAMED_JOBS_PER_FILE
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.domain.transitions import Conflict
@@ -65,6 +67,12 @@ def a_job(
         idempotency_key=key or f"{file.id}:{job_type.value}:{at.isoformat()}:{priority}",
         priority=priority,
     )
+
+
+def naming(stored: StoredFile, *jobs: ProcessingJob) -> StoredFile:
+    """The file as its item is once these jobs were added to it (each job's id is ADDed to its
+    file's `job_ids` in the write that puts the job)."""
+    return replace(stored, job_ids=frozenset(job.id for job in jobs))
 
 
 def created(store: JobStore, *jobs: ProcessingJob) -> list[ProcessingJob]:
@@ -301,11 +309,26 @@ def test_a_files_jobs_are_listed_oldest_first_and_filtered_by_status(store: JobS
     created(store, dedup, elsewhere, scan, thumb)  # stored newest first
     running = claimed(store, thumb)
 
-    assert store.jobs_of_file(ACME.id) == [scan, running, dedup]
-    assert ids(store.jobs_of_file(ACME.id, JobStatus.PENDING)) == [scan.id, dedup.id]
-    assert ids(store.jobs_of_file(ACME.id, JobStatus.RUNNING)) == [thumb.id]
-    assert store.jobs_of_file(ACME.id, JobStatus.FAILED) == []
-    assert store.jobs_of_file(str(uuid.uuid4())) == []
+    acme = naming(ACME, scan, thumb, dedup)
+    assert store.jobs_of(acme) == [scan, running, dedup]
+    assert ids(store.jobs_of(acme, JobStatus.PENDING)) == [scan.id, dedup.id]
+    assert ids(store.jobs_of(acme, JobStatus.RUNNING)) == [thumb.id]
+    assert store.jobs_of(acme, JobStatus.FAILED) == []
+    assert store.jobs_of(naming(a_file(name="nothing-yet.jpg"))) == []
+
+
+def test_the_jobs_a_files_item_cannot_name_are_listed_too(store: JobStore) -> None:
+    # A file that names all the jobs it may (NAMED_JOBS_PER_FILE), and one recorded before files
+    # named their jobs: their other jobs are found all the same.
+    named = [
+        a_job(key=f"rescan-{n}", at=T0 + timedelta(seconds=n)) for n in range(NAMED_JOBS_PER_FILE)
+    ]
+    unnamed = a_job(job_type=JobType.COMPRESSION, at=T0 + timedelta(minutes=5))
+    other_tenant = a_job(GLOBEX, at=T0 + timedelta(minutes=5))
+    created(store, *named, unnamed, other_tenant)
+
+    assert store.jobs_of(naming(ACME, *named)) == [*named, unnamed]
+    assert store.jobs_of(naming(ACME)) == [*named, unnamed]  # names none: every job found
 
 
 def test_a_tenants_jobs_page_newest_first_with_nothing_repeated_or_left_out(
@@ -447,12 +470,12 @@ def test_a_deleted_job_leaves_the_listings_and_no_transition_takes_it(store: Job
 
 
 def test_a_deleted_job_leaves_its_files_jobs_too(store: JobStore) -> None:
-    # The file index keeps its keys (the file's id and the creation time): the store leaves the
-    # deleted job out of the answer, so no reader of a file's jobs has to.
+    # The file's item still names it: the store leaves the deleted job out of the answer, so no
+    # reader of a file's jobs has to.
     done = finished(store, created(store, a_job())[0])
     deleted = applied(write(store, done, transitions.delete(now=T0, by="api")))
 
-    assert store.jobs_of_file(ACME.id) == []
+    assert store.jobs_of(naming(ACME, done)) == []
     assert store.get(deleted.id) == deleted
 
 
@@ -484,7 +507,7 @@ def test_changing_a_job_the_store_returned_changes_nothing_stored(store: JobStor
     for returned in [
         store.get(job.id),
         claimed(store, job),
-        store.jobs_of_file(ACME.id)[0],
+        store.jobs_of(naming(ACME, job))[0],
         store.tenant_page("acme").jobs[0],
         store.status_page(JobStatus.RUNNING).jobs[0],
         next(iter(store.due_for_sweep(T0 + timedelta(days=1)))),

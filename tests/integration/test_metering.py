@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import boto3
 
+from filejobs.data import index_keys
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import FileModel, JobModel
 from filejobs.domain import transitions
-from filejobs.domain.job import JobStatus, ProcessingJob
+from filejobs.domain.job import ProcessingJob
 from filejobs.domain.transition_result import Applied
 from filejobs.ports import Ingested
 from filejobs.services.ingest import IngestService
@@ -65,9 +67,9 @@ def test_an_ingest_transaction_is_one_request_its_table_writes_doubled(
     assert (line["op"], line["ok"], line["items"]) == ("TransactWriteItems", True, 1 + len(jobs))
     # every item is under 1 KB: 2 units each for a transaction, then each index entry put once
     assert line["wru"] - line["index_wru"] == 2 * (1 + len(jobs))
-    # a job enters its four indexes (file, status, tenant, sweep), the file its two (by object,
+    # a job enters its three indexes (status, tenant, sweep), the file its two (by object,
     # by tenant and key; not the rescan index, which only a clean verdict enters)
-    assert line["index_wru"] == 4 * len(jobs) + 2
+    assert line["index_wru"] == 3 * len(jobs) + 2
 
 
 def test_a_claim_and_a_completion_are_metered_with_every_index_they_move(
@@ -87,10 +89,11 @@ def test_a_claim_and_a_completion_are_metered_with_every_index_they_move(
 
     claim_line, complete_line = metered.lines()
     assert claim_line["op"] == complete_line["op"] == "UpdateItem"
-    # claim: status and sweep keys move (2 each), the tenant and file entries are rewritten
-    assert (claim_line["wru"], claim_line["index_wru"]) == (7.0, 6.0)
-    # completion: the status key moves, the sweep entry goes, tenant and file rewritten
-    assert (complete_line["wru"], complete_line["index_wru"]) == (6.0, 5.0)
+    # claim: the job leaves the status index (running jobs are not in it), its sweep key moves
+    # (a delete and a put), its tenant entry is rewritten (the status is projected there)
+    assert (claim_line["wru"], claim_line["index_wru"]) == (5.0, 4.0)
+    # completion: it enters the status index again, leaves the sweep index, tenant rewritten
+    assert (complete_line["wru"], complete_line["index_wru"]) == (4.0, 3.0)
 
 
 def test_a_lost_race_still_costs_a_write_unit_but_moves_no_index(
@@ -114,9 +117,13 @@ def test_a_filtered_query_is_read_at_the_size_of_what_it_evaluated(
 ) -> None:
     jobs = ingested(clock)
     repo = JobRepository()
+    shard = index_keys.tenant_key(jobs[0].tenant, jobs[0].id)
+    in_shard = [j for j in jobs if index_keys.tenant_key(j.tenant, j.id) == shard]
     metered = Metered(tmp_path / "meter.jsonl")
     try:
-        completed = repo.jobs_of_file(jobs[0].file_id, JobStatus.COMPLETED)
+        completed = list(
+            JobModel.by_tenant.query(shard, filter_condition=JobModel.status == "completed")
+        )
         found = repo.get(jobs[0].id, consistent=False)
         strong = repo.get(jobs[0].id)
     finally:
@@ -124,10 +131,26 @@ def test_a_filtered_query_is_read_at_the_size_of_what_it_evaluated(
 
     query, eventual, consistent = metered.lines()
     assert completed == [] and found is not None and strong is not None
-    # none matched the filter, but every job of the file was read
-    assert (query["op"], query["index"], query["items"]) == ("Query", "by_file", len(jobs))
+    # none matched the filter, but every job of the shard was read
+    assert (query["op"], query["index"], query["items"]) == ("Query", "by_tenant", len(in_shard))
     assert query["rru"] == 0.5
     assert (eventual["op"], eventual["rru"], consistent["rru"]) == ("GetItem", 0.5, 1.0)
+
+
+def test_a_batch_read_costs_every_key_asked_for_found_or_not(
+    tables: dict[str, str], clock: FakeClock, tmp_path: Path
+) -> None:
+    # DynamoDB reads each key of a BatchGetItem as a GetItem: an absent one still costs a unit
+    jobs = ingested(clock)
+    metered = Metered(tmp_path / "meter.jsonl")
+    try:
+        found = JobRepository().get_many([*(j.id for j in jobs), str(uuid.uuid4())])
+    finally:
+        metered.close()
+
+    [line] = metered.lines()
+    assert len(found) == len(jobs)
+    assert (line["op"], line["items"], line["rru"]) == ("BatchGetItem", len(jobs), len(jobs) + 1.0)
 
 
 def test_messages_are_counted_and_the_platforms_requests_marked(tmp_path: Path, aws: None) -> None:

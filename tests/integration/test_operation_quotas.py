@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from filejobs.data.job_repository import JobRepository
 from filejobs.domain.job import JobType
 from filejobs.domain.quotas import RUNNING_OPERATIONS_RETRY_SECONDS
 from tests.integration.test_api import ACME, GLOBEX, OPERATOR, Api, ingested, stack  # noqa: F401
@@ -16,6 +15,7 @@ from tests.integration.test_api_requests import headers_of
 from tests.integration.test_api_rescans import clean
 from tests.integration.test_bulk_operations import api, call, drain  # noqa: F401
 from tests.integration.test_rescan_quotas import set_quotas, usage_of
+from tests.listing import jobs_of_file
 
 RESCAN_ALL = {"action": "rescan", "filter": {"job_type": "virus_scan"}, "reason": "new rules"}
 
@@ -81,7 +81,7 @@ def test_an_operation_whose_rescans_spend_the_tenants_day_stops_saying_why(
     rescans = [
         j
         for p in plans
-        for j in JobRepository().jobs_of_file(p.file.id)
+        for j in jobs_of_file(p.file.id)
         if j.job_type is JobType.VIRUS_SCAN and j.input_data and "rescan" in j.input_data
     ]
     assert len(rescans) == 2

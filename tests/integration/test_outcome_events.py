@@ -40,6 +40,7 @@ from filejobs_dev.infra.template import (
     load_template,
 )
 from functions.events import app as events_app
+from tests.aws_requests import DYNAMODB_READS, counting_requests
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 from tests.streams import StreamTap
@@ -452,6 +453,57 @@ def test_a_stale_completion_never_replaces_a_newer_one(
     assert not written
     assert stored is not None and stored.processed is not None
     assert stored.processed.fingerprint == fresh.fingerprint
+
+
+def test_the_last_end_of_an_ingested_file_is_checked_in_one_read(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given a file all of whose ingest jobs but one have ended and been handled
+    *first, last = ingested(clock)
+    for job in first:
+        run_to_completion(job, clock)
+    handle_until_quiet(outcomes)
+    # when the last one's end is handled
+    run_to_completion(last, clock)
+    event = outcomes.stream_event()
+    with counting_requests(runtime.dynamodb()) as counter:
+        handle(event)
+    # then the file and its jobs were read in one BatchGetItem (both tables), and nothing else
+    assert counter.count("dynamodb", DYNAMODB_READS) == 1
+    assert counter.calls["dynamodb:BatchGetItem"] == 1
+    # and the completion it recorded is announced once
+    assert len(processed_events(handle_until_quiet(outcomes))) == 1
+
+
+def test_a_job_the_ingest_did_not_make_costs_the_check_a_second_read(
+    outcomes: Outcomes, clock: FakeClock
+) -> None:
+    # given an ingested file given a job through the API (an id the check cannot foresee), which
+    # ends before the ingest's last job
+    *first, last = ingested(clock)
+    stored = FileRepository().get(last.file_id)
+    assert stored is not None
+    extra = new_job(
+        stored,
+        JobType.COMPRESSION,
+        now=clock.now,
+        created_by="api:acme",
+        dispatch=DispatchPolicy(),
+        idempotency_key="client-key-1",
+    )
+    assert FileRepository().add_job(extra)
+    for job in [*first, extra]:
+        run_to_completion(job, clock)
+    handle_until_quiet(outcomes)
+    # when the last ingest job's end is handled
+    run_to_completion(last, clock)
+    event = outcomes.stream_event()
+    with counting_requests(runtime.dynamodb()) as counter:
+        handle(event)
+    # then the check read the API job too (a second request), and saw the file complete with it
+    assert counter.calls["dynamodb:BatchGetItem"] == 2
+    (processed,) = processed_events(handle_until_quiet(outcomes))
+    assert extra.id in {j["id"] for j in processed["detail"]["processed"]["jobs"]}
 
 
 def test_a_rescan_job_is_one_of_the_file_s_jobs(outcomes: Outcomes, clock: FakeClock) -> None:

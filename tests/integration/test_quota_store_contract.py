@@ -117,7 +117,7 @@ def test_the_upload_past_the_files_limit_writes_nothing_and_says_how_the_day_sto
 
     assert result == OverQuota(charge(), DayUsage("acme", DAY, files=3, bytes=300))
     assert stores.files.get(over.file.id) is None
-    assert stores.jobs.jobs_of_file(over.file.id) == []
+    assert stores.jobs.jobs_of(over.file) == []
     assert stores.quotas.usage("acme", DAY).files == 3
 
 

@@ -14,7 +14,6 @@ import pytest
 from filejobs import runtime
 from filejobs.adapters.s3 import S3HeadReader
 from filejobs.data.file_repository import FileRepository
-from filejobs.data.job_repository import JobRepository
 from filejobs.data.quota_repository import QuotaRepository
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import ObjectCreated
@@ -28,6 +27,7 @@ from tests.integration.test_api import ACME, OPERATOR, Api, error_code, ingested
 from tests.integration.test_api import stack as api_stack  # noqa: F401 (the fixture api_ builds on)
 from tests.integration.test_handlers import Stack, invoke, receive
 from tests.integration.test_handlers import stack as handler_stack  # noqa: F401
+from tests.listing import jobs_of_file
 
 TODAY = usage_day(utcnow())
 
@@ -80,8 +80,8 @@ def test_the_ingest_handler_records_the_upload_past_the_quota_rejected_with_no_j
     assert versions_in_bucket(stack, "3.txt") == []
     assert versions_in_bucket(stack, "1.txt") == [stored["1.txt"].version_id]
     # and given no jobs, and no message
-    assert JobRepository().jobs_of_file(third.id) == []
-    assert all(JobRepository().jobs_of_file(stored[n].id) for n in ("1.txt", "2.txt"))
+    assert jobs_of_file(third.id) == []
+    assert all(jobs_of_file(stored[n].id) for n in ("1.txt", "2.txt"))
     # when every record is delivered again
     assert invoke(ingest.handler, records) == []
     # then nothing is counted twice, and the rejection stands as it was
@@ -100,7 +100,7 @@ def test_a_file_over_the_max_file_size_is_rejected_and_counts_nothing(stack: Sta
     assert big.status_reason == (
         "file uploads/acme/big.txt is 101 bytes, over tenant acme's 100 bytes max file size quota"
     )
-    assert JobRepository().jobs_of_file(big.id) == []
+    assert jobs_of_file(big.id) == []
     assert QuotaRepository().usage("acme", TODAY).files == 0
     assert versions_in_bucket(stack, "big.txt") == []
 
@@ -151,7 +151,7 @@ def test_an_operator_sets_a_tenants_quota_and_the_tenant_reads_it(api: Api) -> N
         "files_per_day": 5,
         "bytes_per_day": 10 * 1024**3,
         "max_file_bytes": 0,
-        "max_in_flight_jobs": 10,
+        "max_in_flight_jobs": 0,  # TenantMaxRunningJobs' default: no cap
         "rescans_per_day": 10_000,
         "rescans_per_file_per_day": 3,
         "operations_per_day": 50,
@@ -221,7 +221,7 @@ def test_jobs_requested_without_a_key_stop_at_the_files_cap(api: Api) -> None:
 
     assert (status, error_code(refusal)) == (409, "conflict")
     assert "has had the 20 jobs a file may be given through the API" in refusal["error"]["message"]
-    assert len(JobRepository().jobs_of_file(plan.file.id)) == len(plan.jobs) + 20
+    assert len(jobs_of_file(plan.file.id)) == len(plan.jobs) + 20
 
 
 def test_a_rejected_upload_shows_its_reason_in_the_files_view(api: Api) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import QuotaModel
 from filejobs.domain.job import JobType
 from filejobs.domain.quotas import DEFAULT_RESCANS_PER_FILE_PER_DAY
@@ -25,6 +24,7 @@ from tests.integration.test_api import (
 )
 from tests.integration.test_api_requests import headers_of
 from tests.integration.test_api_rescans import clean, rescan, rescan_page
+from tests.listing import jobs_of_file
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def usage_of(api: Api, tenant: str) -> dict[str, Any]:
 
 
 def scan_jobs_of(file_id: str) -> int:
-    return sum(j.job_type is JobType.VIRUS_SCAN for j in JobRepository().jobs_of_file(file_id))
+    return sum(j.job_type is JobType.VIRUS_SCAN for j in jobs_of_file(file_id))
 
 
 def seconds_to_midnight() -> float:

@@ -148,12 +148,14 @@ def run_scan(
     clock: FakeClock,
     marks: FakeMarks | None = None,
     reason: str | None = None,
-) -> None:
+) -> dict[str, Any]:
     scan = job_of(plan, JobType.VIRUS_SCAN)
     scanner = scan_saying(verdict, "Eicar-Test-Signature", reason=reason)
     use_case = virus_scan(scanner, gate, clock, marks)
     result = service(JobType.VIRUS_SCAN, use_case, gate, clock).handle(JobMessage.for_job(scan))
     assert result.disposition is Disposition.COMPLETED
+    assert result.job is not None and result.job.result_data is not None
+    return result.job.result_data
 
 
 def test_a_parsing_job_waits_for_the_scan_and_runs_once_it_is_clean(
@@ -170,10 +172,11 @@ def test_a_parsing_job_waits_for_the_scan_and_runs_once_it_is_clean(
     assert stored(job).status is JobStatus.PENDING
     assert stored(job).attempt == 0
     # when the scan comes back clean
-    run_scan(plan, "CLEAN", gate, clock)
-    # then the file says so and the waiting job was sent again
+    scanned = run_scan(plan, "CLEAN", gate, clock)
+    # then the file says so and the waiting job was sent again, as the scan's result says
     assert FileRepository().get(job.file_id).scan_status is ScanStatus.CLEAN  # type: ignore[union-attr]
     assert dispatcher.sent == [job.id]
+    assert scanned["released"] == 1
     # and the re-sent message runs it
     assert thumbnails.handle(JobMessage.for_job(job)).disposition is Disposition.COMPLETED
 

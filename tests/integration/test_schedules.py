@@ -16,12 +16,12 @@ import pytest
 
 from filejobs import runtime
 from filejobs.data.file_repository import FileRepository
-from filejobs.data.job_repository import JobRepository
 from filejobs.domain.job import JobType
 from filejobs.domain.schedules import MAX_SCHEDULES_PER_TENANT
 from filejobs_dev.local.scheduler import LocalScheduler
 from tests.integration.test_api import ACME, GLOBEX, OPERATOR, Api, ingested, stack  # noqa: F401
 from tests.integration.test_bulk_operations import call, drain, sqs_record
+from tests.listing import jobs_of_file
 
 NIGHTLY = "cron(0 3 * * ? *)"
 AVATARS = "uploads/acme/avatars/"
@@ -168,10 +168,9 @@ def test_a_run_is_an_operation_over_the_files_under_the_prefix_started_once(api:
         "options": {"sizes": [64]},
     }
     assert (operation["processed"], operation["changed"]) == (2, 2)
-    jobs = JobRepository()
     for plan in avatars:
         thumbnails = [
-            j for j in jobs.jobs_of_file(plan.file.id) if j.job_type is JobType.THUMBNAIL_GENERATION
+            j for j in jobs_of_file(plan.file.id) if j.job_type is JobType.THUMBNAIL_GENERATION
         ]
         assert len(thumbnails) == 2  # ingest's and the run's
         run_job = next(j for j in thumbnails if j.triggered_by == f"schedule:{made['id']}")
@@ -181,7 +180,7 @@ def test_a_run_is_an_operation_over_the_files_under_the_prefix_started_once(api:
         # named among the file's jobs, and not counted among its API jobs
         stored = FileRepository().get(plan.file.id)
         assert stored is not None and run_job.id in stored.job_ids
-    assert len(jobs.jobs_of_file(elsewhere.file.id)) == len(elsewhere.jobs)
+    assert len(jobs_of_file(elsewhere.file.id)) == len(elsewhere.jobs)
     # when the scheduler delivers the same run again
     url = api.queue_urls["OperationsQueue"]
     again = armed(made["id"])["Target"]["Input"].replace(
@@ -194,7 +193,7 @@ def test_a_run_is_an_operation_over_the_files_under_the_prefix_started_once(api:
     assert schedule["runs"] == 1
     _, listed = call(api, "GET", "/operations", ACME)
     assert [o["id"] for o in listed["operations"]] == [schedule["last_operation_id"]]
-    assert sum(len(jobs.jobs_of_file(p.file.id)) for p in avatars) == 2 * (len(avatars[0].jobs) + 1)
+    assert sum(len(jobs_of_file(p.file.id)) for p in avatars) == 2 * (len(avatars[0].jobs) + 1)
 
 
 def test_a_rescan_schedule_rescans_every_file_under_its_prefix(api: Api) -> None:
@@ -207,11 +206,7 @@ def test_a_rescan_schedule_rescans_every_file_under_its_prefix(api: Api) -> None
     assert status == 201, made
     fire(api, datetime.fromisoformat(made["next_runs"][0]) + timedelta(minutes=1))
     for plan in contracts:
-        scans = [
-            j
-            for j in JobRepository().jobs_of_file(plan.file.id)
-            if j.job_type is JobType.VIRUS_SCAN
-        ]
+        scans = [j for j in jobs_of_file(plan.file.id) if j.job_type is JobType.VIRUS_SCAN]
         assert len(scans) == 2
 
 

@@ -321,6 +321,41 @@ def test_more_aggregates_than_a_transaction_holds_are_written_in_order_in_severa
     assert_true(bench)
 
 
+def test_a_shards_next_batch_is_written_without_reading_its_cursor_again(bench: Bench) -> None:
+    # given a shard whose batches come one after another to one function instance
+    story(bench)
+    records = bench.tap.read()
+    half = len(records) // 2
+    bench.feed(records[:half])
+    # when its next batch comes
+    with counting_requests(runtime.dynamodb()) as counter:
+        bench.feed(records[half:])
+    # then it is written against the cursor the instance left: no read, one write
+    assert counter.calls["dynamodb:GetItem"] == 0
+    assert counter.calls["dynamodb:TransactWriteItems"] == 1
+    assert_true(bench)
+
+
+def test_a_remembered_cursor_another_instance_moved_is_read_again_and_counts_stay_exact(
+    bench: Bench,
+) -> None:
+    story(bench)
+    records = bench.tap.read()
+    third = len(records) // 3
+    # given this instance applied the first third of a shard's records (and remembers its cursor)
+    bench.feed(records[:third])
+    # and another instance then applied up to two thirds
+    other = StatsRepository(bench.client, bench.ops)
+    assert other.apply(SHARD, [change_of_record(r) for r in records[third : 2 * third]])
+    # when this instance gets a batch that overlaps what the other applied
+    with counting_requests(runtime.dynamodb()) as counter:
+        bench.feed(records[third:])
+    # then its write on the stale cursor was refused, the cursor read, and each record counted once
+    assert counter.calls["dynamodb:GetItem"] == 1
+    assert_true(bench)
+    assert bench.repository.cursor(SHARD) == records[-1]["dynamodb"]["SequenceNumber"]
+
+
 def test_shards_keep_cursors_of_their_own(bench: Bench) -> None:
     # given the story's records split over two shards (each in order), the second with lower
     # sequence numbers than the first's last

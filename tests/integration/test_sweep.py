@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +19,7 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy
 from filejobs.domain.transition_result import Applied
+from filejobs.ports import UnreadableItem
 from filejobs.services.scan_gate import ScanGate
 from filejobs.services.sweep import DeadLetterReview, SweepService
 from tests.aws_requests import counting_requests
@@ -102,7 +103,9 @@ class SnapshotRepository(JobRepository):
     def __init__(self, snapshot: list[ProcessingJob]) -> None:
         self._snapshot = snapshot
 
-    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
+    def due_for_sweep(
+        self, now: datetime, *, per_shard: int = 100, on_unreadable: UnreadableItem | None = None
+    ) -> Iterator[ProcessingJob]:
         yield from (job.copy() for job in self._snapshot)
 
 
@@ -352,3 +355,73 @@ def test_an_unreadable_dead_letter_is_left_for_a_person(
     assert review_of(repo, dead_letter_queue, job, clock).run() == {"unreadable_letters": 1}
     assert stored(repo, job).status is JobStatus.PENDING
     assert letters_in(dead_letter_queue) == 1
+
+
+# --- items no job can be read from -----------------------------------------------------------
+
+
+def corrupt(job: ProcessingJob, damage: Callable[[dict[str, Any]], None]) -> None:
+    """The job's item rewritten as raw DynamoDB data, damaged: what a hand edit, a botched
+    migration or an older writer leaves behind. It keeps its due `sweep_at` and shard."""
+    client = boto3.client("dynamodb")
+    table = JobModel.Meta.table_name
+    item = client.get_item(TableName=table, Key={"id": {"S": job.id}})["Item"]
+    damage(item)
+    client.put_item(TableName=table, Item=item)
+
+
+def bad_status(item: dict[str, Any]) -> None:
+    item["status"] = {"S": "exploded"}
+
+
+def missing_attribute(item: dict[str, Any]) -> None:
+    del item["retry_count"]
+
+
+def corrupt_map(item: dict[str, Any]) -> None:
+    item["attempts"] = {"M": {"1": {"M": {"number": {"S": "one"}}}}}
+
+
+@pytest.mark.parametrize("damage", [bad_status, missing_attribute, corrupt_map])
+def test_an_unreadable_job_item_is_counted_and_skipped_and_every_other_due_job_attended(
+    repo: JobRepository,
+    dispatcher: RecordingDispatcher,
+    clock: FakeClock,
+    damage: Callable[[dict[str, Any]], None],
+) -> None:
+    # Given due jobs nobody claimed, one of whose items no job can be read from
+    jobs = [new_job(clock, f"f{i}") for i in range(4)]
+    broken = jobs[1]
+    corrupt(broken, damage)
+    clock.advance(DISPATCH.grace + timedelta(seconds=1))
+
+    # When the sweep runs
+    report = sweep_of(repo, dispatcher, clock).run()
+
+    # Then the unreadable item is counted and left as it is; every other due job is sent again
+    assert report.unreadable == 1
+    sent = {job_id for job_id, _, _ in dispatcher.sent}
+    assert {j.id for j in jobs if j is not broken} <= sent
+    assert broken.id not in sent
+
+
+def test_the_repository_tells_each_unreadable_item_by_its_id_or_raises_when_not_asked(
+    repo: JobRepository, clock: FakeClock
+) -> None:
+    # Given two due jobs, one of whose items is damaged
+    readable, broken = new_job(clock, "ok"), new_job(clock, "broken")
+    corrupt(broken, bad_status)
+    now = clock.now + DISPATCH.grace
+    # When the due jobs are read with somewhere to tell an unreadable one
+    told: list[tuple[str, str]] = []
+
+    def tell(job_id: str, error: Exception) -> None:
+        told.append((job_id, type(error).__name__))
+
+    due = list(repo.due_for_sweep(now, on_unreadable=tell))
+    # Then the damaged item is told by its id, and every other due job is yielded
+    assert told == [(broken.id, "ValueError")]
+    assert readable.id in {job.id for job in due} and broken.id not in {job.id for job in due}
+    # and a reader that gave nowhere to tell it gets the error, as before
+    with pytest.raises(ValueError, match="JobStatus"):
+        list(repo.due_for_sweep(now))

@@ -74,6 +74,7 @@ FUNCTIONS = {
     "IngestFunction",
     "FileRemovalsFunction",
     "SweepFunction",
+    "ReconcilerFunction",
     "ApiFunction",
     "EventsFunction",
     "OperationsFunction",

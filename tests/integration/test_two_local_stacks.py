@@ -63,7 +63,12 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoStacks]:
     first_root = project_copy(ROOT, tmp_path_factory.mktemp("first"))
     second_root = project_copy(ROOT, tmp_path_factory.mktemp("second"))
     logs = {FIRST: first_root / "stack.log", SECOND: second_root / "stack.log"}
-    common = ("--grace-seconds", "20", "--schedule-seconds", "5")
+    # The reconciler at a short rate too (its template rate is 15 minutes, which
+    # --schedule-seconds leaves alone): its metric is one an alarm watches.
+    common = (
+        "--grace-seconds", "20", "--schedule-seconds", "5",
+        "--parameter", "ReconcileEveryMinutes=2",
+    )  # fmt: skip
     with (
         logs[FIRST].open("wb") as first_log,
         logs[SECOND].open("wb") as second_log,

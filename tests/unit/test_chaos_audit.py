@@ -77,6 +77,7 @@ def violations(evidence: Evidence) -> dict[str, int]:
 
 
 CHECKS = {
+    "uploads never recorded",
     "lost files",
     "duplicate files",
     "duplicate jobs",
@@ -102,10 +103,35 @@ def test_a_clean_run_passes_with_its_figures(plan: IngestPlan, clock: FakeClock)
     assert report.figures["completions witnessed"] == len(plan.jobs)
 
 
-def test_an_upload_never_recorded_is_a_lost_file(plan: IngestPlan, clock: FakeClock) -> None:
+def test_an_upload_never_recorded_is_counted_apart(plan: IngestPlan, clock: FakeClock) -> None:
     evidence = clean_run(plan, clock)
     evidence.uploads.append(Upload("uploads/acme/b.png", "v1", "png"))
-    assert violations(evidence) == {"lost files": 1}
+    assert violations(evidence) == {"uploads never recorded": 1}
+
+
+def test_an_upload_whose_dropped_notification_nothing_made_up_for_is_never_recorded(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    # given the notification of a second upload dropped (faults.py "drop"), and no reconciler
+    # run that found it
+    evidence = clean_run(plan, clock)
+    evidence.uploads.append(Upload("uploads/acme/b.png", "v1", "png"))
+    evidence.injections.append({"kind": "drop", "message": "m1", "keys": ["uploads/acme/b.png"]})
+    report = audit(evidence)
+    # then the upload is never recorded, a violation, and the drop is counted as not made up for
+    assert violations(evidence) == {"uploads never recorded": 1}
+    assert report.figures["uploads whose notification was dropped"] == 1
+    assert report.figures["of them recorded (the reconciler found them)"] == 0
+
+
+def test_an_upload_whose_dropped_notification_the_reconciler_made_up_for_passes(
+    plan: IngestPlan, clock: FakeClock
+) -> None:
+    evidence = clean_run(plan, clock)
+    evidence.injections.append({"kind": "drop", "message": "m1", "keys": [plan.file.key]})
+    report = audit(evidence)
+    assert report.violations == []
+    assert report.figures["of them recorded (the reconciler found them)"] == 1
 
 
 def test_a_file_missing_one_of_its_jobs_is_a_lost_file(plan: IngestPlan, clock: FakeClock) -> None:

@@ -118,6 +118,16 @@ def test_dollars_follow_the_price_table(prices: Prices) -> None:
     assert costs["logs"] == pytest.approx(0.5)
 
 
+def test_a_function_not_traced_pays_no_trace_and_nothing_else_changes(prices: Prices) -> None:
+    # FunctionTracing=PassThrough with nothing upstream sampled: Lambda records no trace
+    usage = Usage(invocations=1, gb_seconds=1.0, write_units=2.0, sqs_requests=3.0)
+    traced, untraced = dollars(usage, prices, scale=1e6), dollars(usage, prices, 1e6, traced=False)
+    assert traced["xray"] == pytest.approx(5.0) and untraced["xray"] == 0.0
+    assert {k: v for k, v in traced.items() if k != "xray"} == {
+        k: v for k, v in untraced.items() if k != "xray"
+    }
+
+
 def test_xray_records_every_invocation_below_one_a_second_and_5_percent_above(
     prices: Prices,
 ) -> None:

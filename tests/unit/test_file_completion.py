@@ -3,10 +3,12 @@ in-memory stores)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import timedelta
 
-from filejobs.domain import transitions
+from filejobs.domain import keys, transitions
+from filejobs.domain.file import StoredFile
 from filejobs.domain.file_completion import (
     JOBS_SUMMARISED,
     RESULT_SUMMARY_BYTES,
@@ -16,7 +18,7 @@ from filejobs.domain.file_completion import (
 )
 from filejobs.domain.job import JobStatus, ProcessingJob
 from filejobs.domain.outcome_events import file_processed
-from filejobs.services.file_completion import FileCompletions
+from filejobs.services.file_completion import FileCompletions, SeparateReads
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
 from tests.fakes import InMemoryFileStore, InMemoryJobStore
@@ -170,3 +172,83 @@ def test_a_job_added_to_a_processed_file_reopens_it_until_it_ends(clock: FakeClo
     second = completions.job_ended(end_in_store(jobs, rescan, clock))
     assert second is not None and second.fingerprint != first.fingerprint
     assert rescan.id in {j.id for j in second.jobs}
+
+
+class CountedReads(SeparateReads):
+    """The reads as one request each (as the BatchGetItem of data/completion_reads.py), counted."""
+
+    def __init__(self, jobs: InMemoryJobStore, files: InMemoryFileStore) -> None:
+        super().__init__(jobs, files)
+        self.asked: list[set[str]] = []
+
+    def file_and_jobs(
+        self, file_id: str, job_ids: Iterable[str]
+    ) -> tuple[StoredFile | None, list[ProcessingJob]]:
+        self.asked.append(set(job_ids))
+        return super().file_and_jobs(file_id, self.asked[-1])
+
+
+class CountedJobs(InMemoryJobStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.get_many_calls = 0
+
+    def get_many(self, job_ids: Iterable[str], *, consistent: bool = True) -> list[ProcessingJob]:
+        self.get_many_calls += 1
+        return super().get_many(job_ids, consistent=consistent)
+
+
+def counted_stores(
+    clock: FakeClock,
+) -> tuple[CountedJobs, InMemoryFileStore, list[ProcessingJob], CountedReads]:
+    jobs = CountedJobs()
+    files = InMemoryFileStore(jobs)
+    plan = ingest_plan(clock.now, "image/png")
+    files.record_ingest(plan)
+    return jobs, files, list(plan.jobs), CountedReads(jobs, files)
+
+
+def test_an_ingested_file_is_checked_by_one_read_of_the_file_and_each_type_s_ingest_job(
+    clock: FakeClock,
+) -> None:
+    jobs, files, made, reads = counted_stores(clock)
+    completions = FileCompletions(jobs, files, together=reads, clock=clock)
+    ends = [end_in_store(jobs, job, clock) for job in made]
+    jobs.get_many_calls = 0
+    assert completions.job_ended(ends[-1]) is not None
+    # one read, of the file and every id the ingest could have given it a job under
+    assert reads.asked == [set(keys.ingest_job_types(made[0].tenant, made[0].file_id))]
+    # and no read of jobs beside it (the fake answers it with one get_many)
+    assert jobs.get_many_calls == 1
+
+
+def test_two_jobs_ending_together_record_exactly_one_completion(clock: FakeClock) -> None:
+    jobs, files, made, reads = counted_stores(clock)
+    completions = FileCompletions(jobs, files, together=reads, clock=clock)
+    *others, a, b = made
+    for job in others:
+        completions.job_ended(end_in_store(jobs, job, clock))
+    # given the last two jobs both ended before either's check ran (either order of records)
+    ended_a, ended_b = end_in_store(jobs, a, clock), end_in_store(jobs, b, clock)
+    recorded = [completions.job_ended(ended_b), completions.job_ended(ended_a)]
+    # then one of the checks recorded the completion, the other nothing
+    assert [r is not None for r in recorded] == [True, False]
+    stored = files.get(a.file_id)
+    assert stored is not None and stored.processed == recorded[0]
+
+
+def test_the_last_job_s_check_sees_the_file_complete_whenever_the_others_were_checked(
+    clock: FakeClock,
+) -> None:
+    jobs, files, made, reads = counted_stores(clock)
+    completions = FileCompletions(jobs, files, together=reads, clock=clock)
+    *others, a, last = made
+    for job in others:
+        end_in_store(jobs, job, clock)
+    # given a job whose check ran before the last job ended (it saw the last one open)
+    ended_a = end_in_store(jobs, a, clock)
+    assert completions.job_ended(ended_a) is None
+    # when the last job ends: its check reads every earlier end, committed before its own
+    recorded = completions.job_ended(end_in_store(jobs, last, clock))
+    assert recorded is not None
+    assert {j.id for j in recorded.jobs} == {j.id for j in made}

@@ -1,5 +1,5 @@
 """A file's item does not grow with its rescans: it names at most NAMED_JOBS_PER_FILE of its jobs
-in `job_ids` (domain/quotas.py); the rest are found through the jobs table's by_file index. On
+in `job_ids` (domain/quotas.py); the rest are found through the jobs table's by_tenant index. On
 the in-memory stores (10,000 rescans, each a real Rescans.rescan with its own key); the DynamoDB
 repository's side is tests/integration/test_file_item_bound.py."""
 

@@ -17,11 +17,12 @@ from filejobs.domain.ingest import IngestPlan, ObjectCreated
 from filejobs.domain.job import JobType
 from filejobs.domain.outcome_events import DetailType
 from filejobs.domain.quotas import QuotaChange, TenantQuotas
+from filejobs.domain.retry import TransientError
 from filejobs.services.api import RequestJob, RescanFile, StatusApi
 from filejobs.services.errors import ConflictError, ForbiddenError, NotFoundError
 from filejobs.services.ingest import IngestService, UploadIntake
 from filejobs.services.outcomes import FileChange, outcome_event
-from filejobs.services.quotas import TenantLimits
+from filejobs.services.quotas import RememberedLimits, TenantLimits
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan, upload_record
 from tests.fakes import (
@@ -345,3 +346,77 @@ def test_rescans_asked_for_one_file_count_against_the_same_cap(
 
     assert jobs.all() == before
     assert api.rescan_file(ACME, RescanFile(file_id, "fresh-0")).replayed  # a replay still answers
+
+
+# --- the ingest's quotas, remembered a minute per function instance ----------------------------
+
+
+class CountedReads:
+    """TenantLimits.limits, counting its reads of the tenant's quota item."""
+
+    def __init__(self, limits: TenantLimits) -> None:
+        self.limits, self.reads = limits, 0
+
+    def __call__(self, tenant: str) -> TenantQuotas:
+        self.reads += 1
+        return self.limits.limits(tenant)
+
+
+def test_the_ingest_reads_a_tenants_quotas_once_a_minute_no_quota_item_included(
+    limits: TenantLimits,
+) -> None:
+    now = [0.0]
+    read = CountedReads(limits)
+    remembered = RememberedLimits(read, ttl_seconds=60, monotonic=lambda: now[0])
+
+    # a tenant with no quota item: the defaults, read once for a minute of uploads
+    assert [remembered("acme") for _ in range(3)] == [DEFAULTS] * 3
+    assert read.reads == 1
+
+    # an operator's change applies once the minute is over, not before
+    change = QuotaChange({"files_per_day": 1})
+    limits.change(OPERATOR, "acme", change)
+    now[0] = 59.0
+    assert remembered("acme").files_per_day == DEFAULTS.files_per_day
+    now[0] = 60.0
+    assert remembered("acme").files_per_day == 1
+    assert read.reads == 2
+
+    # each tenant is its own
+    assert remembered("globex") == DEFAULTS
+    assert read.reads == 3
+
+
+def test_a_failed_read_of_the_quotas_fails_the_upload_rather_than_let_it_through(
+    limits: TenantLimits,
+) -> None:
+    now = [0.0]
+
+    def throttled(_tenant: str) -> TenantQuotas:
+        raise TransientError("DynamoDB throttled")
+
+    remembered = RememberedLimits(throttled, monotonic=lambda: now[0])
+    with pytest.raises(TransientError):
+        remembered("acme")
+
+
+def test_uploads_within_the_remembered_minute_are_held_by_the_quota_read_at_its_start(
+    jobs: InMemoryJobStore,
+    files: InMemoryFileStore,
+    objects: InMemoryObjects,
+    sent: RecordingDispatcher,
+    clock: FakeClock,
+    limits: TenantLimits,
+) -> None:
+    # the quota lowered to 1 file a day after the first upload read the defaults (3)
+    remembered = RememberedLimits(limits.limits, monotonic=lambda: 0.0)
+    service = IngestService(files, objects, clock, limits=remembered)
+    intake = UploadIntake(service, jobs, sent)
+    intake.receive(upload(0))
+    limits.change(OPERATOR, "acme", QuotaChange({"files_per_day": 1}))
+
+    second = intake.receive(upload(1))
+
+    # counted against the day all the same: the transaction's condition holds what was read
+    assert second.rejected is None
+    assert files.quotas.usage("acme", T0.date()).files == 2

@@ -15,7 +15,7 @@ from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.time import epoch_seconds
 from filejobs.services.retention import Retention
 from tests.factories import ingest_plan
-from tests.fakes import InMemoryJobStore
+from tests.fakes import InMemoryFileStore, InMemoryJobStore
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=5)
@@ -50,6 +50,8 @@ class File:
     def __init__(self, store: InMemoryJobStore, clock: Clock) -> None:
         self.store, self.clock = store, clock
         self.stored = ingest_plan(T0, "image/png").file
+        self.files = InMemoryFileStore(store)
+        self.files.put(self.stored)
         self.made = 0
 
     def job(self, job_type: JobType = THUMBS) -> ProcessingJob:
@@ -85,7 +87,7 @@ def test_n_plus_two_finished_jobs_of_a_type_on_a_file_keep_the_last_n() -> None:
     # thumbnail jobs (one failed), a running one, and finished jobs of another type
     store, clock = InMemoryJobStore(), Clock()
     file = File(store, clock)
-    retention = Retention(store, {THUMBS: 2}, clock)
+    retention = Retention(store, file.files, {THUMBS: 2}, clock)
     old = [file.finish(file.job()), file.finish(file.job(), failed=True), file.finish(file.job())]
     running = file.run(file.job())
     others = [file.finish(file.job(JobType.VIRUS_SCAN)) for _ in range(3)]
@@ -115,14 +117,14 @@ def test_n_plus_two_finished_jobs_of_a_type_on_a_file_keep_the_last_n() -> None:
 def test_only_a_change_into_a_finished_status_of_a_named_type_applies() -> None:
     store, clock = InMemoryJobStore(), Clock()
     file = File(store, clock)
-    retention = Retention(store, {THUMBS: 1}, clock)
+    retention = Retention(store, file.files, {THUMBS: 1}, clock)
     done = file.finish(file.job())
     scan = file.finish(file.job(JobType.VIRUS_SCAN))
 
     assert retention.applies_to(None, done)
     assert not retention.applies_to(done, done)  # finished before: a delete, a retirement
     assert not retention.applies_to(None, scan)  # a type the setting does not name
-    assert not Retention(store, {}, clock).applies_to(None, done)
+    assert not Retention(store, file.files, {}, clock).applies_to(None, done)
 
 
 def test_a_job_retried_and_finished_again_since_it_was_read_is_not_retired() -> None:
@@ -167,7 +169,7 @@ def test_a_finish_read_from_an_old_stream_record_ranks_its_job_but_never_retires
     store.apply(oldest.id, THUMBS, transitions.retire(oldest, now=clock()))
 
     # When the oldest's own finish comes off the stream, as its record showed it then
-    retired = Retention(store, {THUMBS: 1}, clock).on_change(None, oldest)
+    retired = Retention(store, file.files, {THUMBS: 1}, clock).on_change(None, oldest)
 
     # Then only the middle one goes; the oldest is not written again
     assert len(retired) == 1 and retired[0] != oldest.id

@@ -6,6 +6,8 @@ keeps the in-memory store honest.)
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +16,7 @@ from filejobs.domain import transitions
 from filejobs.domain.job import AttemptOutcome, JobStatus, JobType, ProcessingJob
 from filejobs.domain.retry import DispatchPolicy, RetryPolicy
 from filejobs.domain.transition_result import Applied
+from filejobs.ports import UnreadableItem
 from filejobs.services.sweep import SweepService
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
@@ -171,3 +174,48 @@ def test_a_second_run_at_the_same_instant_finds_nothing_left_to_do(
     assert first.actions == {"promoted": 1}
     assert (second.examined, second.actions) == (0, {})
     assert len(sent.sent) == 1
+
+
+class StoreWithUnreadableItems(InMemoryJobStore):
+    """A job store holding, besides its jobs, items no job can be read from (a status no
+    JobStatus names, an attribute gone, a corrupt map): due for a check, as the table's would be."""
+
+    def __init__(self, *unreadable_ids: str) -> None:
+        super().__init__()
+        self.unreadable_ids = list(unreadable_ids)
+
+    def due_for_sweep(
+        self,
+        now: datetime,
+        *,
+        per_shard: int = 100,
+        on_unreadable: UnreadableItem | None = None,
+    ) -> Iterator[ProcessingJob]:
+        for job_id in self.unreadable_ids:
+            error = ValueError(f"'exploded' is not a valid JobStatus (item {job_id})")
+            if on_unreadable is None:
+                raise error
+            on_unreadable(job_id, error)
+        yield from super().due_for_sweep(now, per_shard=per_shard, on_unreadable=on_unreadable)
+
+
+def test_an_unreadable_job_item_is_logged_by_id_counted_and_skipped_and_the_rest_attended(
+    sent: RecordingDispatcher, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a job nobody claimed past its grace, and an item the store cannot read as a job
+    jobs = StoreWithUnreadableItems("0b7e-unreadable")
+    job = new_job(jobs)
+    clock.advance(GRACE)
+
+    # When the sweep runs
+    report = SweepService(jobs, sent, clock=clock, retry_policy=RETRIES).run()
+
+    # Then the readable job is attended, the unreadable one counted apart (not an error: retrying
+    # cannot mend it) and named by its id alone in a warning a person can act on
+    assert report.actions == {"redispatched": 1}
+    assert sent.sent_ids == [job.id]
+    assert (report.unreadable, report.errors, report.examined) == (1, 0, 1)
+    [line] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "0b7e-unreadable" in line.getMessage()
+    assert getattr(line, "job_id", None) == "0b7e-unreadable"
+    assert "exploded" not in line.getMessage()  # the item's content stays out of the logs

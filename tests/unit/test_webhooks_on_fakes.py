@@ -14,7 +14,13 @@ from filejobs.domain import webhooks as rules
 from filejobs.domain.webhooks import Delivery, DeliveryStatus, Endpoint, EndpointStatus
 from filejobs.ports import DeliveryTask, WebhookAnswer
 from filejobs.services.errors import ConflictError, InvalidRequestError, NotFoundError
-from filejobs.services.webhooks import BusEvent, Register, Webhooks
+from filejobs.services.webhooks import (
+    ENDPOINTS_KEPT,
+    BusEvent,
+    Register,
+    RememberedEndpoints,
+    Webhooks,
+)
 
 ACME = Caller("acme", operator=False)
 GLOBEX = Caller("globex", operator=False)
@@ -305,3 +311,87 @@ def test_the_queue_delays_each_hop_at_most_15_minutes() -> None:
     assert [r["DelaySeconds"] for r in sent] == [900, 42, 0]
     assert delivery_task_of(sent[0]["MessageBody"]) == task
     assert delivery_task_of('{"webhook_delivery": {"endpoint_id": 1}}') is None
+
+
+class CountingStore(Store):
+    def __init__(self) -> None:
+        super().__init__()
+        self.endpoint_reads = 0
+
+    def endpoints(self, tenant: str) -> list[Endpoint]:
+        self.endpoint_reads += 1
+        return super().endpoints(tenant)
+
+
+@dataclass
+class Instance:
+    """One webhooks function instance: its remembered endpoints, on a clock of its own."""
+
+    bench: Bench
+    store: CountingStore
+    seconds: list[float] = field(default_factory=lambda: [0.0])
+
+    def __post_init__(self) -> None:
+        self.remembered = RememberedEndpoints(self.store.endpoints, clock=lambda: self.seconds[0])
+
+    def service(self) -> Webhooks:
+        bench = self.bench
+        return Webhooks(
+            self.store,
+            endpoints_of=self.remembered,
+            queue=lambda: bench.queue,
+            sender=lambda: bench.sender,
+            clock=lambda: bench.now[0],
+        )
+
+    def later(self, seconds: float) -> Instance:
+        self.seconds[0] += seconds
+        return self
+
+
+@pytest.fixture
+def instance() -> Instance:
+    store = CountingStore()
+    return Instance(Bench(store, Queue(), Sender(), Notices(), [START]), store)
+
+
+def test_a_tenant_without_endpoints_costs_one_read_a_minute_however_many_events(
+    instance: Instance,
+) -> None:
+    for n in range(50):
+        assert instance.service().fan_out(event(event_id=f"e{n}")) == []
+    assert instance.store.endpoint_reads == 1
+    instance.later(ENDPOINTS_KEPT.total_seconds()).service().fan_out(event(event_id="late"))
+    assert instance.store.endpoint_reads == 2
+
+
+def test_an_endpoint_registered_gets_the_events_of_at_most_a_minute_later(
+    instance: Instance,
+) -> None:
+    # given an instance that has just seen the tenant with no endpoint
+    assert instance.service().fan_out(event(event_id="before")) == []
+    endpoint = register(instance.bench)
+    # then an event within the minute still finds none; one after it reaches the endpoint
+    assert instance.later(59).service().fan_out(event(event_id="within")) == []
+    made = instance.later(1).service().fan_out(event(event_id="after"))
+    assert [d.endpoint_id for d in made] == [endpoint.id]
+
+
+def test_an_endpoint_removed_or_disabled_within_the_minute_gets_no_post(
+    instance: Instance,
+) -> None:
+    removed, disabled = register(instance.bench), register(instance.bench)
+    assert len(instance.service().fan_out(event(event_id="first"))) == 2
+    instance.service().remove(ACME, removed.id)
+    instance.store.endpoints_[disabled.id] = Endpoint(
+        **{**disabled.__dict__, "status": EndpointStatus.DISABLED}
+    )
+    # when an event comes while the instance still remembers both
+    made = instance.later(1).service().fan_out(event(event_id="second"))
+    assert len(made) == 2
+    outcomes = {
+        d.endpoint_id: instance.service().deliver(DeliveryTask(d.endpoint_id, d.id)) for d in made
+    }
+    # then the delivery reads each endpoint first: nothing is posted to either
+    assert outcomes == {removed.id: "endpoint removed", disabled.id: "endpoint disabled"}
+    assert instance.bench.sender.posts == []

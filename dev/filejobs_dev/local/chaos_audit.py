@@ -141,6 +141,7 @@ def audit(evidence: Evidence) -> Report:
     jobs_by_file: dict[str, list[ProcessingJob]] = defaultdict(list)
     for job in evidence.jobs:
         jobs_by_file[job.file_id].append(job)
+    report.check("uploads never recorded", never_recorded(evidence.uploads, files_by_upload))
     report.check("lost files", lost_files(evidence.uploads, files_by_upload, jobs_by_file))
     report.check("duplicate files", duplicate_files(files_by_upload))
     report.check("duplicate jobs", duplicate_jobs(jobs_by_file))
@@ -198,20 +199,32 @@ def _files_by_upload(files: Iterable[StoredFile]) -> dict[str, list[StoredFile]]
     return found
 
 
+def never_recorded(uploads: list[Upload], files: Mapping[str, list[StoredFile]]) -> list[str]:
+    """Every upload is recorded as a file, its notification dropped or not (the reconciler
+    ingests what no notification announced)."""
+    return [f"{upload.key}: no file recorded" for upload in uploads if not files.get(upload.key)]
+
+
+def dropped_notification_keys(injections: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The uploads whose S3 notification a `drop` fault lost (faults.py logs the keys)."""
+    return {
+        str(key)
+        for line in injections
+        if line.get("kind") == "drop"
+        for key in line.get("keys") or []
+    }
+
+
 def lost_files(
     uploads: list[Upload],
     files: Mapping[str, list[StoredFile]],
     jobs_by_file: Mapping[str, list[ProcessingJob]],
 ) -> list[str]:
-    """Every upload is recorded as a file, of the version put (when S3's event carried one),
-    with one job of each type its content calls for."""
+    """Every recorded upload is a file of the version put (when S3's event carried one), with
+    one job of each type its content calls for (one not recorded at all is never_recorded's)."""
     problems = []
     for upload in uploads:
-        recorded = files.get(upload.key, [])
-        if not recorded:
-            problems.append(f"{upload.key}: no file recorded")
-            continue
-        for stored in recorded:
+        for stored in files.get(upload.key, []):
             if stored.version_id not in (None, upload.version_id):
                 problems.append(f"{upload.key}: recorded as version {stored.version_id}")
             wanted = {t.value for t in job_types_for(stored.content_type)}
@@ -517,9 +530,13 @@ def _outcome_figures(evidence: Evidence) -> dict[str, int]:
     statuses = Counter(job.status.value for job in jobs)
     injected = Counter(str(line.get("kind")) for line in evidence.injections)
     crashed, recovered = crashed_attempts(evidence.injections), recovered_attempts(jobs)
+    dropped = dropped_notification_keys(evidence.injections)
+    recorded_keys = {stored.key for stored in evidence.files}
     return {
         "files uploaded": len(evidence.uploads),
         "files recorded": len(evidence.files),
+        "uploads whose notification was dropped": len(dropped),
+        "of them recorded (the reconciler found them)": len(dropped & recorded_keys),
         "jobs": len(jobs),
         **{f"jobs {s}": statuses.get(s, 0) for s in ("completed", "failed", "cancelled")},
         # Each letter the sweep's review settled: the job failed, saying its message was

@@ -134,6 +134,12 @@ def register(
         type=int,
         help="hide received messages this long instead of the queues' visibility timeouts",
     )
+    dev_command.add_argument(
+        "--stream-batching-windows",
+        action="store_true",
+        help="let stream event sources gather records for their MaximumBatchingWindowInSeconds "
+        "before they invoke, as Lambda does (default: invoke at once)",
+    )
     dev_command.set_defaults(run=lambda arguments: dev(arguments, project_root()))
     invoke_command = commands.add_parser("invoke", help="invoke one function on an event file")
     invoke_command.add_argument("function", help="its logical id in template.yaml")
@@ -183,6 +189,7 @@ def dev(arguments: argparse.Namespace, root: Path) -> int:
         grace_seconds=arguments.grace_seconds,
         faults=arguments.faults.read_text() if arguments.faults else "",
         visibility_seconds=arguments.visibility_seconds,
+        stream_batching_windows=arguments.stream_batching_windows,
         parameters=dict(arguments.parameter or []),
         environment=dict(arguments.environment or []),
         fault_log=arguments.fault_log,

@@ -36,7 +36,10 @@ GROUPS_OF_FUNCTIONS = {
     "SweepFunction": "sweep",
     "DefinitionsUpdater": "definitions",
     "RescanPolicy": "rescan_policy",
+    "ReconcilerFunction": "reconciler",
 }
+# The groups that run on their schedule, whatever the traffic: priced per run, never per job.
+SCHEDULED_GROUPS = ("sweep", "reconciler")
 DYNAMODB_READS = {"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"}
 # S3 bills LIST with PUT, COPY and POST; DELETE and aborting an upload are free.
 S3_PUT_CLASS = {
@@ -165,8 +168,9 @@ def tally(
 
 def dynamodb_per_job(usage: Mapping[str, Usage], jobs: int) -> tuple[float, float]:
     """DynamoDB requests and reads per job of a path, counting every group but the API's (a
-    cancel's own cost) and the sweep's (it runs on its schedule, whatever the traffic)."""
-    counted = [u for group, u in usage.items() if group not in ("api", "sweep")]
+    cancel's own cost) and the scheduled ones' (the sweep's, the reconciler's: they run on their
+    schedule, whatever the traffic)."""
+    counted = [u for group, u in usage.items() if group not in ("api", *SCHEDULED_GROUPS)]
     per = max(jobs, 1)
     return (
         sum(u.dynamodb_requests for u in counted) / per,
@@ -239,9 +243,9 @@ SERVICES = (
 )  # fmt: skip
 
 
-def dollars(usage: Usage, prices: Prices, scale: float) -> dict[str, float]:
+def dollars(usage: Usage, prices: Prices, scale: float, *, traced: bool = True) -> dict[str, float]:
     """What `usage` costs, by service, when it happens `scale` times (in a month, for X-Ray's
-    sampling)."""
+    sampling); not `traced` (FunctionTracing=PassThrough, nothing upstream sampled), no trace."""
     invocations = usage.invocations * scale
     return {
         "lambda": scale
@@ -260,7 +264,9 @@ def dollars(usage: Usage, prices: Prices, scale: float) -> dict[str, float]:
         "api_gateway": scale * usage.api_requests * prices.api_gateway_request,
         "eventbridge": scale * usage.events * prices.eventbridge_event,
         "logs": scale * usage.log_bytes / 1e9 * prices.logs_ingested_gb,
-        "xray": invocations * prices.sampled_share(invocations) * prices.xray_trace,
+        "xray": invocations * prices.sampled_share(invocations) * prices.xray_trace
+        if traced
+        else 0.0,
     }
 
 

@@ -11,7 +11,8 @@ it matches, by job type and by a substring of the uploaded object's key:
      {"kind": "crash", "probability": 0.05},
      {"kind": "throttle", "function": "SweepFunction", "every": 30, "seconds": 3,
       "probability": 0.5},
-     {"kind": "noop", "job_type": "compression"}]
+     {"kind": "noop", "job_type": "compression"},
+     {"kind": "drop", "function": "IngestRouterFunction", "probability": 0.03}]
 
 - transient: the job's processor raises a TransientError on its first `attempts` attempts;
 - slow: each attempt waits `seconds` before working, stopping early when the job is cancelled;
@@ -26,6 +27,10 @@ it matches, by job type and by a substring of the uploaded object's key:
 - throttle: bursts of DynamoDB throttling. Every `every` seconds a burst of `seconds` starts,
   during which each DynamoDB request of the function is refused with ThrottlingException
   before it is sent; botocore's retries see it as they would see AWS's;
+- drop: every message the function receives is deleted unread, as if it had never been sent: on
+  the ingest router, an S3 notification lost before the ingest queue (a changed notification
+  configuration, a deleted queue policy, an outage; issue 46's emulator race). Nothing but the
+  reconciler (services/reconciler.py) can then find the upload;
 - noop: the job's processor is not run: the attempt returns NOOP_RESULT at once, and the job is
   claimed and completed as any other (a virus scan's result has no INFECTED verdict, so its file
   is recorded clean and its gated jobs are released). The machinery alone is then measured
@@ -33,10 +38,10 @@ it matches, by job type and by a substring of the uploaded object's key:
   apply around it (a matching crash, transient or slow rule strikes as usual).
 
 `probability` (default 1) makes a rule apply to that share of what it matches: attempts
-(transient, crash, noop), messages (duplicate), requests within a burst (throttle). The draw is
-made from `seed` and what it decides on (job and attempt, message id), so a decision is the same
-in whichever process makes it. With FILEJOBS_LOCAL_FAULT_LOG set, each injection appends a line of
-JSON to that file, for a harness to count.
+(transient, crash, noop), messages (duplicate, drop), requests within a burst (throttle). The
+draw is made from `seed` and what it decides on (job and attempt, message id), so a decision is
+the same in whichever process makes it. With FILEJOBS_LOCAL_FAULT_LOG set, each injection
+appends a line of JSON to that file, for a harness to count.
 
 Nothing here is imported by the deployed code: the host applies the rules around the handler.
 """
@@ -52,6 +57,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+from urllib.parse import unquote_plus
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.compat import HTTPHeaders
@@ -78,6 +84,7 @@ class FaultKind(StrEnum):
     CRASH = "crash"
     THROTTLE = "throttle"
     NOOP = "noop"
+    DROP = "drop"
 
 
 @dataclass(frozen=True)
@@ -85,8 +92,9 @@ class Fault:
     kind: FaultKind
     job_type: str | None = None  # None: every job type
     key_contains: str | None = None  # None: every object
-    # duplicate: the function (logical id) whose messages repeat; throttle: the function whose
-    # requests are refused (None: every function but the API's)
+    # duplicate: the function (logical id) whose messages repeat; drop: whose messages are
+    # lost; throttle: the function whose requests are refused (None: every function but the
+    # API's)
     function: str | None = None
     attempts: int = 1
     seconds: float = 5.0
@@ -160,6 +168,33 @@ def record_injection(kind: FaultKind, **details: object) -> None:
 def crash() -> None:
     """The process dies on the spot: no exception handler, no finally, no buffered write runs."""
     os._exit(CRASH_EXIT_CODE)
+
+
+def dropped_messages(
+    faults: list[Fault], function: str, received: list[dict[str, Any]]
+) -> set[str]:
+    """The ids of the received messages (SQS's ReceiveMessage entries) the function's drop
+    rules lose: each logged with what its body names, for the audit to tell which uploads no
+    notification announced."""
+    rules = [f for f in faults if f.kind is FaultKind.DROP and f.function == function]
+    dropped: set[str] = set()
+    for message in received:
+        if any(rule.fires(message["MessageId"]) for rule in rules):
+            record_injection(
+                FaultKind.DROP, function=function, message=message["MessageId"],
+                keys=_keys_named(message.get("Body", "")),
+            )  # fmt: skip
+            dropped.add(message["MessageId"])
+    return dropped
+
+
+def _keys_named(body: str) -> list[str]:
+    """The object keys an S3 notification names (URL-decoded); [] for any other body."""
+    try:
+        records = json.loads(body).get("Records", [])
+        return [unquote_plus(str(r["s3"]["object"]["key"])) for r in records]
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return []
 
 
 PROCESSOR_KINDS = (FaultKind.TRANSIENT, FaultKind.SLOW, FaultKind.CRASH, FaultKind.NOOP)

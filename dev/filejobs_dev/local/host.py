@@ -58,6 +58,7 @@ from filejobs_dev.local.faults import (
     POISONED_BODY,
     Fault,
     FaultKind,
+    dropped_messages,
     parse_faults,
     record_injection,
     throttle_dynamodb,
@@ -74,6 +75,10 @@ from filejobs_dev.local.resources import ACCOUNT, Resources
 log = logging.getLogger("filejobs_dev.local")
 # Seconds a received message stays hidden, instead of the queue's own visibility timeout.
 VISIBILITY_VARIABLE = "FILEJOBS_LOCAL_VISIBILITY_SECONDS"
+# "1": a stream event source gathers records for its MaximumBatchingWindowInSeconds before it
+# invokes, as Lambda does (`filejobs dev --stream-batching-windows`; off by default, so that a
+# test or a demo sees a stream's effect within a second, not after the window).
+STREAM_BATCHING_VARIABLE = "FILEJOBS_LOCAL_STREAM_BATCHING"
 # The stack's per-run secret, which its router sends with each invocation of an API host.
 INVOKE_SECRET_VARIABLE = "FILEJOBS_LOCAL_INVOKE_SECRET"  # noqa: S105 (a name, not a secret)
 INVOKE_SECRET_HEADER = "X-Filejobs-Invoke-Secret"  # noqa: S105 (a name, not a secret)
@@ -140,11 +145,13 @@ class Host:
         *,
         faults: list[Fault] | None = None,
         visibility_seconds: int | None = None,
+        stream_batching: bool = False,
     ) -> None:
         self.name, self.spec, self.resources = name, spec, resources
         self.stop = threading.Event()
         self._faults = faults or []
         self._visibility = visibility_seconds
+        self.stream_batching = stream_batching
         # Metered (FILEJOBS_LOCAL_METER_LOG): every client built from here on, the handler's too.
         meter = metering.start(name, os.environ.get("JOB_TYPE"))
         self._invocations = metering.Invocations(meter, spec.memory)
@@ -278,6 +285,17 @@ class Host:
         return True
 
     def _handle_batch(self, sqs: Any, url: str, arn: str, received: list[dict[str, Any]]) -> None:
+        # Injected: messages lost as if never sent (faults.py "drop"), acknowledged unread.
+        lost = dropped_messages(self._faults, self.name, received)
+        if lost:
+            gone = [m for m in received if m["MessageId"] in lost]
+            entries = [
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(gone)
+            ]
+            sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+            received = [m for m in received if m["MessageId"] not in lost]
+            if not received:
+                return
         event = sqs_event(received, arn, self.resources.region)
         poisoned = self._poison(event)
         # A mangled message is not copied: its copy would take the same way to the dead-letter
@@ -422,6 +440,34 @@ def invocation_server(
     return ThreadingHTTPServer(("127.0.0.1", port), Invocations)
 
 
+class BatchGathering:
+    """Lambda's MaximumBatchingWindowInSeconds for a stream, per shard: records are held until a
+    batch is full or the first of them has waited the window (at once with no window)."""
+
+    def __init__(self, batch_size: int, window_seconds: float) -> None:
+        self._size, self._window = batch_size, window_seconds
+        self._held: dict[str, tuple[float, list[dict[str, Any]]]] = {}
+
+    def due(
+        self, shard: str, records: list[dict[str, Any]], now: float
+    ) -> list[list[dict[str, Any]]]:
+        """The batches to invoke with now: every full one, and what is held once it waited."""
+        since, held = self._held.pop(shard, (now, []))
+        held = held + records
+        full = len(held) - len(held) % self._size
+        batches = [held[start : start + self._size] for start in range(0, full, self._size)]
+        rest = held[full:]
+        if rest and now - since >= self._window:
+            batches.append(rest)
+        elif rest:
+            self._held[shard] = (since if not batches else now, rest)
+        return batches
+
+    def rest(self, shard: str) -> list[dict[str, Any]]:
+        """What is held for a shard that ended: delivered without waiting."""
+        return self._held.pop(shard, (0.0, []))[1]
+
+
 class StreamSource:
     """A DynamoDB stream event source: filter, batch, retry, then the OnFailure destination."""
 
@@ -437,6 +483,10 @@ class StreamSource:
         # Lambda. (The window's final invocation, with no records, is not emulated.)
         self._window_seconds = int(properties.get("TumblingWindowInSeconds", 0))
         self._states: dict[str, tuple[datetime, dict[str, Any]]] = {}
+        # MaximumBatchingWindowInSeconds, where honoured: records read are held (per shard)
+        # until a batch is full or the first of them has waited this long.
+        gather = properties.get("MaximumBatchingWindowInSeconds", 0) if host.stream_batching else 0
+        self._gathering = BatchGathering(self._batch, float(gather))
         destination = properties.get("DestinationConfig", {}).get("OnFailure", {})
         target = destination.get("Destination")
         self._on_failure = None if target is None else host.resources.resolve(target)
@@ -465,14 +515,18 @@ class StreamSource:
         for shard_id, iterator in list(iterators.items()):
             page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
             records = [r for r in page.get("Records", []) if passes(self._patterns, r)]
-            for start in range(0, len(records), self._batch):
+            for batch in self._gathering.due(shard_id, records, time.monotonic()):
                 busy = True
-                self._deliver(records[start : start + self._batch], shard_id)
+                self._deliver(batch, shard_id)
             # Moved on only once the page was delivered (or given up on by _deliver).
             if page.get("NextShardIterator"):
                 iterators[shard_id] = page["NextShardIterator"]
             else:
                 del iterators[shard_id]  # a closed shard: read to its end
+                held = self._gathering.rest(shard_id)
+                if held:
+                    busy = True
+                    self._deliver(held, shard_id)
         return busy
 
     def _deliver(self, records: list[dict[str, Any]], shard_id: str) -> None:
@@ -619,6 +673,7 @@ def main() -> int:
         root,
         faults=faults,
         visibility_seconds=None if visibility is None else int(visibility),
+        stream_batching=os.environ.get(STREAM_BATCHING_VARIABLE) == "1",
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: host.stop.set())

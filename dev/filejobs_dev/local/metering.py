@@ -197,10 +197,17 @@ class Meter:
             units = read_units([item], consistent=bool(params.get("ConsistentRead")))
             return {"table": params["TableName"], "rru": units, "items": int(item is not None)}
         if operation == "BatchGetItem":
+            # Each key is read as a GetItem would be, found or not: an absent item still costs
+            # the least a read costs (a unit strongly consistent, half a unit eventually).
             units = 0.0
-            for table, items in parsed.get("Responses", {}).items():
-                consistent = bool(params["RequestItems"][table].get("ConsistentRead"))
-                units += sum(read_units([item], consistent=consistent) for item in items)
+            responses = parsed.get("Responses", {})
+            for table, asked in params["RequestItems"].items():
+                consistent = bool(asked.get("ConsistentRead"))
+                found = responses.get(table, [])
+                units += sum(read_units([item], consistent=consistent) for item in found)
+                unprocessed = parsed.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+                missing = max(0, len(asked.get("Keys", [])) - len(found) - len(unprocessed))
+                units += missing * read_units([None], consistent=consistent)
             return {
                 "rru": units,
                 "items": sum(len(i) for i in parsed.get("Responses", {}).values()),

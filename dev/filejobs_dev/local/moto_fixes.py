@@ -42,6 +42,14 @@ answers, are in moto_speedups.py):
   a standard queue's message but delivers in the order sent. Receives now take the groups in
   turn, those with the fewest messages in flight first (fair_queues.py says exactly what is
   emulated and what is not).
+- A queue's messages change one request at a time. moto server answers each request on a thread
+  of its own, and its SQS queue has a lock that only a send takes: a delete copies the queue's
+  list of messages without the one deleted and puts the copy in its place, so a message sent
+  meanwhile (an S3 notification of an upload going on at the same moment) was in neither and
+  vanished, with no error anywhere (issue 46: one upload of 120 never recorded, every queue
+  empty); and two receives could hand out the same message, each unaware of the other. A
+  receive, a delete, a visibility change and a purge of a queue now hold the queue's lock (a
+  long poll gives it up while it waits, as a send's wait does), as each is atomic on AWS.
 - Browser uploads are held to their form's policy and answered with CORS headers. moto stored
   any form POST whatever its signed policy said (any key, any size, a `tagging` field) and
   answered it with no CORS header, so a page could not read S3's answer (s3_forms.py).
@@ -271,6 +279,35 @@ def _removals_notified(backend: type[Any], notifications: Any, marker_type: type
     backend.delete_object = delete_object_notified
 
 
+def _holding_the_queue(original: Callable[..., Any], queue_of: Callable[..., Any]) -> Any:
+    """`original`, run holding its queue's lock: the one moto's send takes (a re-entrant lock
+    under a Condition, whose wait, in a long poll, releases it whole)."""
+
+    @functools.wraps(original)
+    def holding(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with queue_of(self, *args, **kwargs)._messages_lock:
+            return original(self, *args, **kwargs)
+
+    holding._filejobs_atomic = True  # type: ignore[attr-defined]
+    return holding
+
+
+def _atomic_queues(backend: type[Any], queue: type[Any]) -> None:
+    """Each request that changes a queue's messages runs alone on that queue."""
+    if getattr(queue.delete_message, "_filejobs_atomic", False):
+        return
+
+    def named(self: Any, queue_name: str, *_: Any, **__: Any) -> Any:
+        return self.get_queue(queue_name)
+
+    def itself(self: Any, *_: Any, **__: Any) -> Any:
+        return self
+
+    queue.delete_message = _holding_the_queue(queue.delete_message, itself)
+    for operation in ("receive_message", "change_message_visibility", "purge_queue"):
+        setattr(backend, operation, _holding_the_queue(getattr(backend, operation), named))
+
+
 def apply(*, speedups: bool = True) -> None:
     """Apply every fix once per process, before moto server makes any object.
     `speedups=False` leaves out those that only make it faster (routing, queries, scans,
@@ -282,6 +319,7 @@ def apply(*, speedups: bool = True) -> None:
     from moto.dynamodbstreams.responses import DynamoDBStreamsHandler  # noqa: PLC0415
     from moto.s3 import notifications  # noqa: PLC0415
     from moto.s3.models import FakeDeleteMarker, S3Backend  # noqa: PLC0415
+    from moto.sqs.models import Queue, SQSBackend  # noqa: PLC0415
 
     backend = models.DynamoDBBackend
     if getattr(backend.transact_write_items, "_filejobs_fixed", False):
@@ -314,6 +352,7 @@ def apply(*, speedups: bool = True) -> None:
     notifications.send_event = _unless_removing(notifications.send_event)
     _removals_notified(S3Backend, notifications, FakeDeleteMarker)
     fair_queues.apply()
+    _atomic_queues(SQSBackend, Queue)  # after fair_queues: a delete's timing is inside the lock
     s3_forms.apply()
     if speedups:
         from filejobs_dev.local import moto_speedups  # noqa: PLC0415 (it builds on these)

@@ -65,6 +65,7 @@ from filejobs_dev.local.host import (
     INVOKE_SECRET_HEADER,
     INVOKE_SECRET_VARIABLE,
     SHORT_POLL_VARIABLE,
+    STREAM_BATCHING_VARIABLE,
     VISIBILITY_VARIABLE,
     ready_folder,
     ready_marker,
@@ -152,6 +153,10 @@ class StackOptions:
     # Hide received messages this long instead of the queues' visibility timeouts (minutes in
     # the template): lets a failed record come back, and reach its DLQ, within a demo.
     visibility_seconds: int | None = None
+    # Stream event sources gather records for their MaximumBatchingWindowInSeconds, as Lambda
+    # does (the cost bench measures the batching the template asks for); off, they invoke at
+    # once, so a test sees a stream's effect within a second.
+    stream_batching_windows: bool = False
     # Template parameters' values instead of their defaults (sam deploy --parameter-overrides).
     parameters: dict[str, str] = field(default_factory=dict)
     # Values of the template's function environment variables instead of its own, in every
@@ -431,6 +436,8 @@ class LocalStack:
             knobs[FAULTS_VARIABLE] = self.options.faults
         if self.options.visibility_seconds is not None:
             knobs[VISIBILITY_VARIABLE] = str(self.options.visibility_seconds)
+        if self.options.stream_batching_windows:
+            knobs[STREAM_BATCHING_VARIABLE] = "1"
         if self.options.baseline:
             knobs[SHORT_POLL_VARIABLE] = "1"
         if self.options.fault_log is not None:

@@ -9,7 +9,7 @@ ingest results, dead letters) are defined here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -35,6 +35,7 @@ from filejobs.domain.quotas import (
     RescanCharge,
     UsageCharge,
 )
+from filejobs.domain.reconciliation import ListedVersion
 from filejobs.domain.schedules import Schedule
 from filejobs.domain.stats import FailureGroupSummary, Overview
 from filejobs.domain.transition_result import TransitionResult
@@ -81,6 +82,11 @@ class TenantSlots(Protocol):
     def give_back(self, tenant: str, job_type: JobType, job_id: str) -> None: ...
 
 
+# Told of a stored job item no job can be read from (a status no JobStatus names, an attribute
+# gone, a corrupt map): its id and the error, never its content.
+type UnreadableItem = Callable[[str, Exception], None]
+
+
 class JobStore(Protocol):
     """The jobs, each change one conditional write: `apply` checks the transition's guard and
     makes its changes atomically, or says who won the race (`Lost`)."""
@@ -97,7 +103,9 @@ class JobStore(Protocol):
 
     def apply(self, job_id: str, job_type: JobType, transition: Transition) -> TransitionResult: ...
 
-    def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
+    def jobs_of(
+        self, stored: StoredFile, status: JobStatus | None = None, *, consistent: bool = True
+    ) -> list[ProcessingJob]:
         """A file's jobs, oldest first, deleted ones left out; with `status`, only those in it."""
         ...
 
@@ -124,9 +132,14 @@ class JobStore(Protocol):
         """Every tenant's jobs in one status, in their queue order."""
         ...
 
-    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
+    def due_for_sweep(
+        self, now: datetime, *, per_shard: int = 100, on_unreadable: UnreadableItem | None = None
+    ) -> Iterator[ProcessingJob]:
         """Jobs whose sweep check is due: oldest check first within a shard, the shards in an
-        order that moves from run to run (so a run cut short leaves no shard always last)."""
+        order that moves from run to run (so a run cut short leaves no shard always last).
+
+        A due item no job can be read from is told to `on_unreadable` (its id, and why) and
+        skipped, the rest still yielded; without `on_unreadable` its error is raised."""
         ...
 
     def erase(self, job_id: str) -> bool:
@@ -298,6 +311,43 @@ class FileStore(Protocol):
 
 
 # --- a file's life after its upload (domain/file_lifecycle.py) ---------------------------------
+
+
+@dataclass(frozen=True)
+class Notification:
+    """A message of S3's queue, to be re-sent: `message_id` names it in a partial batch failure."""
+
+    message_id: str
+    body: str
+    tenant: str | None  # None: a tenant of its own on the fair queue
+
+    @property
+    def size(self) -> int:
+        return len(self.body.encode())
+
+
+class IngestQueue(Protocol):
+    """The fair ingest queue: S3's notifications, each in its tenant's group."""
+
+    def send_all(self, notifications: Sequence[Notification]) -> list[str]:
+        """Sends them; the message ids of those refused."""
+        ...
+
+
+class UploadListing(Protocol):
+    """The uploads bucket's object versions under a prefix (the reconciler's listing)."""
+
+    def versions(self, prefix: str) -> Iterable[ListedVersion]:
+        """Every object version under `prefix`, delete markers left out."""
+        ...
+
+
+class RecordedFiles(Protocol):
+    """Which file ids the files table holds (the reconciler's lookup)."""
+
+    def recorded(self, file_ids: Sequence[str]) -> set[str]:
+        """Those of `file_ids` the files table holds."""
+        ...
 
 
 class UploadVersions(Protocol):

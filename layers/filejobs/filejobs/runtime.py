@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from filejobs.data.webhook_repository import WebhookRepository
     from filejobs.domain.definitions import DefinitionsManifest
     from filejobs.domain.job import JobType
+    from filejobs.domain.quotas import TenantQuotas
     from filejobs.ports import OutputLinks, WebhookSender
     from filejobs.services.api import StatusApi
     from filejobs.services.console import ConsoleViews
@@ -155,6 +156,14 @@ def tenant_limits() -> TenantLimits:
     return TenantLimits(QuotaRepository(), settings().tenant_quotas)
 
 
+def ingest_limits() -> Callable[[str], TenantQuotas]:
+    """The ingest's: each tenant's quotas in force, kept a minute in this function instance
+    (services/quotas.RememberedLimits), so an upload reads no quota item in the common case."""
+    from filejobs.services.quotas import RememberedLimits  # noqa: PLC0415 (the ingest's)
+
+    return once("ingest limits", lambda: RememberedLimits(tenant_limits().limits))
+
+
 def dispatcher() -> SqsDispatcher:
     return SqsDispatcher(sqs(), settings().queue_urls)
 
@@ -184,10 +193,11 @@ def tenant_slots() -> DynamoTenantSlots | None:
 
 def stats_table() -> StatsRepository:
     """The console's aggregates in OpsTable (data/stats_repository.py): the stats function keeps
-    them from the jobs' stream, the API reads them."""
+    them from the jobs' stream, the API reads them. One per container: it remembers each stream
+    shard's cursor it wrote, so a shard's next batch is written without reading it first."""
     from filejobs.data.stats_repository import StatsRepository  # noqa: PLC0415 (two handlers)
 
-    return StatsRepository(dynamodb(), settings().require_ops_table())
+    return once("stats table", lambda: StatsRepository(dynamodb(), settings().require_ops_table()))
 
 
 def in_flight_caps() -> Callable[[str], int | None]:
@@ -317,9 +327,12 @@ def webhooks(
         PinnedSender,
         SqsWebhookQueue,
     )
-    from filejobs.services.webhooks import Webhooks  # noqa: PLC0415
+    from filejobs.services.webhooks import RememberedEndpoints, Webhooks  # noqa: PLC0415
 
     loaded = settings()
+    store = webhook_repository()
+    # Each tenant's endpoints (and that it has none) kept a minute per container, for fan_out.
+    remembered = once("webhook endpoints", lambda: RememberedEndpoints(store.endpoints))
 
     def queue() -> SqsWebhookQueue:
         return SqsWebhookQueue(sqs(), loaded.require_webhooks_queue())
@@ -331,7 +344,8 @@ def webhooks(
         return EventBridgeWebhookNotices(events(), loaded.require_event_bus())
 
     return Webhooks(
-        webhook_repository(),
+        store,
+        endpoints_of=remembered,
         queue=queue,
         sender=pinned,
         notices=notices if loaded.event_bus else None,

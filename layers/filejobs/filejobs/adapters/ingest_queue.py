@@ -10,10 +10,10 @@ the group, which makes the queue the ingest reads an SQS fair queue, as the job 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from filejobs.adapters.sqs import MAX_BATCH_ENTRIES
+from filejobs.ports import Notification
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -22,19 +22,6 @@ if TYPE_CHECKING:
 # SendMessageBatch also takes at most 256 KiB of bodies in all (a queue's default largest
 # message, so any one message fits alone).
 MAX_BATCH_BYTES = 256 * 1024
-
-
-@dataclass(frozen=True)
-class Notification:
-    """A message of S3's queue, to be re-sent: `message_id` names it in a partial batch failure."""
-
-    message_id: str
-    body: str
-    tenant: str | None  # None: a tenant of its own on the fair queue
-
-    @property
-    def size(self) -> int:
-        return len(self.body.encode())
 
 
 class SqsIngestQueue:

@@ -136,7 +136,8 @@ _IDEMPOTENCY_HEADER = {
     "required": False,
     "description": (
         "1 to 128 visible ASCII characters. The same key on the same file answers the job it "
-        "made (200, Idempotent-Replayed: true); with another request, 409. Without one, every "
+        "made (200, Idempotent-Replayed: true) for as long as that job is kept (active, or "
+        "finished until its retention ends); with another request, 409. Without one, every "
         "request makes a new job."
     ),
     "schema": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[!-~]+$"},
@@ -585,7 +586,10 @@ GET_QUOTAS = _doc(
 SET_QUOTAS = _doc(
     "Set a tenant's upload quotas (operators)",
     "Each field given sets that limit for the tenant (0: unlimited); null puts it back to the "
-    "stack's default; a field left out is left as it is. One write. A tenant is refused (403).",
+    "stack's default; a field left out is left as it is. One write. The upload limits and "
+    "`max_in_flight_jobs` hold uploads ingested and jobs started at most a minute later (the "
+    "ingest and the workers keep a tenant's quotas a minute per function instance); the "
+    "others hold at once. A tenant is refused (403).",
     ok=(200, "The tenant's quotas, as changed", "TenantQuotas"),
     errors=(400, 401, 403, 422),
     body={

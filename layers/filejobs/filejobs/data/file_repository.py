@@ -356,7 +356,7 @@ class FileRepository:
         False (nothing written) when the job exists already. A rescan's `charge` is counted in
         the same transaction (QuotaSpentError when a limit refuses it). Not `named` (the file
         names all it may: domain/quotas.NAMED_JOBS_PER_FILE), the file only counts it in
-        `unnamed_jobs`: the job is found through the by_file index."""
+        `unnamed_jobs`: the job is found through its tenant's index (JobRepository.jobs_of)."""
 
         def refusal(_error: TransactWriteError, codes: list[str]) -> bool | None:
             if _refused(codes, 0):

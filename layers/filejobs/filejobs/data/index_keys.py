@@ -30,8 +30,18 @@ def shard_of(item_id: str, shards: int) -> int:
     return uuid.UUID(item_id).int % shards
 
 
-def status_type_key(status: JobStatus, job_type: JobType, job_id: str) -> str:
+def status_type_key(status: JobStatus, job_type: JobType, job_id: str) -> str | None:
+    """The job's `by_status_type` key, or None for a running job, which that index leaves out:
+    a claim and a completion then move no key there (a delete and a put each, 4 write units a
+    job), and `by_sweep`, which holds every running job already, lists them."""
+    if not listed_by_status(status):
+        return None
     return f"{status.value}#{job_type.value}#{shard_of(job_id, STATUS_SHARDS):02d}"
+
+
+def listed_by_status(status: JobStatus) -> bool:
+    """Whether jobs in `status` are in `by_status_type` (every status but running)."""
+    return status is not JobStatus.RUNNING
 
 
 def status_type_partitions(status: JobStatus, job_type: JobType) -> list[str]:

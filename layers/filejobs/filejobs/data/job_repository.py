@@ -33,10 +33,12 @@ from filejobs.data.mapping import (
 )
 from filejobs.data.models import JobModel
 from filejobs.domain.attempt_notes import AttemptProgress
+from filejobs.domain.file import StoredFile
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.quotas import names_another_job
 from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.domain.transitions import Changes, Conflict, Guard, Transition
-from filejobs.ports import InvalidCursorError, JobPage, PageCursor
+from filejobs.ports import InvalidCursorError, JobPage, PageCursor, UnreadableItem
 
 _J = JobModel
 
@@ -112,18 +114,52 @@ class JobRepository:
 
     # --- queries (Query or GetItem only, never Scan) ---------------------------------------
 
-    def jobs_of_file(self, file_id: str, status: JobStatus | None = None) -> list[ProcessingJob]:
-        """A file's jobs in creation order, deleted ones left out; a file has a handful, so the
-        status and the deletion are filters (the file index keeps a deleted job's keys)."""
-        condition = _J.deleted_at.does_not_exist()
-        if status is not None:
-            condition &= _J.status == status.value
-        return [job_from_model(m) for m in _J.by_file.query(file_id, filter_condition=condition)]
+    def jobs_of(
+        self, stored: StoredFile, status: JobStatus | None = None, *, consistent: bool = True
+    ) -> list[ProcessingJob]:
+        """A file's jobs in creation order, deleted ones left out; with `status`, only those in it.
+
+        The jobs its item names (`job_ids`, written in the same write as each job) in one
+        BatchGetItem: no index. Only a file whose item cannot name them all (it names
+        NAMED_JOBS_PER_FILE already, or it was recorded before files named their jobs) has its
+        other jobs looked up in its tenant's index, from the file's creation on.
+        """
+        found = {job.id: job for job in self.get_many(stored.job_ids, consistent=consistent)}
+        if not stored.job_ids or not names_another_job(stored):
+            for job in self._tenant_jobs_of_file(stored):
+                found.setdefault(job.id, job)
+        jobs = [
+            job
+            for job in found.values()
+            if job.metadata.deleted_at is None and (status is None or job.status is status)
+        ]
+        return sorted(jobs, key=lambda job: (job.metadata.created_at, job.id))
+
+    def _tenant_jobs_of_file(self, stored: StoredFile) -> list[ProcessingJob]:
+        """The file's jobs through `by_tenant` (every page of each shard from the file's
+        creation, filtered on `file_id`): a read that grows with the tenant's jobs since, for
+        the rare file that has more jobs than its item names."""
+        since = stored.metadata.created_at
+
+        def shard(partition: str) -> list[str]:
+            query = _J.by_tenant.query(
+                partition,
+                range_key_condition=_J.created_at >= since,
+                filter_condition=_J.file_id == stored.id,
+            )
+            return [entry.id for entry in query]
+
+        ids = [job_id for ids in _parallel(shard, index_keys.tenant_partitions(stored.tenant))
+               for job_id in ids]  # fmt: skip
+        return self.get_many(ids) if ids else []
 
     def jobs_by_status(
         self, status: JobStatus, *, job_type: JobType | None = None, limit: int = 100
     ) -> list[ProcessingJob]:
-        """Jobs in `status`, higher priority first, then oldest first: merged across shards."""
+        """Jobs in `status`, higher priority first, then oldest first: merged across shards
+        (running jobs: soonest lease expiry first, from `by_sweep`)."""
+        if not index_keys.listed_by_status(status):
+            return self.status_page(status, job_type=job_type, limit=limit).jobs
         types = [job_type] if job_type else list(JobType)
         partitions = [p for t in types for p in index_keys.status_type_partitions(status, t)]
         streams: list[list[JobModel]] = _parallel(
@@ -187,7 +223,19 @@ class JobRepository:
         after: PageCursor | None = None,
         limit: int = 50,
     ) -> JobPage:
-        """One page of jobs in `status` across tenants, in queue order (priority, then oldest)."""
+        """One page of jobs in `status` across tenants, in queue order (priority, then oldest);
+        running jobs, which `by_status_type` leaves out, from `by_sweep` in the order their
+        leases expire."""
+        if not index_keys.listed_by_status(status):
+            return self._keyset_page(
+                _J.by_sweep,
+                index_keys.sweep_partitions(),
+                _J.sweep_at,
+                descending=False,
+                after=after,
+                limit=limit,
+                filter_condition=_filters(status=status, job_type=job_type),
+            )
         types = [job_type] if job_type else list(JobType)
         return self._keyset_page(
             _J.by_status_type,
@@ -283,7 +331,9 @@ class JobRepository:
             cursor = PageCursor(range_attribute.serialize(frontier[0]), frontier[1])
         return JobPage(self._full(entries), cursor)
 
-    def due_for_sweep(self, now: datetime, *, per_shard: int = 100) -> Iterator[ProcessingJob]:
+    def due_for_sweep(
+        self, now: datetime, *, per_shard: int = 100, on_unreadable: UnreadableItem | None = None
+    ) -> Iterator[ProcessingJob]:
         """Active jobs whose sweep check is due: cost grows with them, not with the table.
 
         The shards are read 16 at a time as the caller takes their jobs, from a shard picked
@@ -303,7 +353,7 @@ class JobRepository:
         ordered = partitions[start:] + partitions[:start]
         for group in itertools.batched(ordered, _FAN_OUT, strict=False):
             for models in _parallel(shard, group):
-                yield from (job_from_model(m) for m in models)
+                yield from _readable_jobs(models, on_unreadable)
 
     def erase(self, job_id: str) -> bool:
         """The job's item deleted for good (an erasure), whatever its status: a worker still
@@ -380,10 +430,15 @@ def _actions(job_id: str, job_type: JobType, changes: Changes) -> list[Action]:
         actions.append(_attribute(name).add(delta))
     new_status = changes.set.get("status")
     if new_status is not None:
-        # The status index key moves with the status, in the same write.
+        # The status index key moves with the status, in the same write; a running job leaves
+        # that index (index_keys.status_type_key).
+        status_key = index_keys.status_type_key(new_status, job_type, job_id)
         actions.append(
-            _J.status_type_shard.set(index_keys.status_type_key(new_status, job_type, job_id))
+            _J.status_type_shard.remove()
+            if status_key is None
+            else _J.status_type_shard.set(status_key)
         )
+    actions.extend(_sweep_shard_actions(job_id, changes))
     if "deleted_at" in changes.set:
         # A deleted job leaves the listings: their indexes are sparse, so without its keys no
         # listing query reads it and none needs a filter for it.
@@ -394,6 +449,16 @@ def _actions(job_id: str, job_type: JobType, changes: Changes) -> list[Action]:
     if changes.dropped_attempt is not None:
         actions.append(_J.attempts[str(changes.dropped_attempt)].remove())
     return actions
+
+
+def _sweep_shard_actions(job_id: str, changes: Changes) -> list[Action]:
+    """The sweep index's shard key lives and goes with `sweep_at`: a finished job's item does
+    not carry it (a smaller item: the table and `by_sweep` count a write unit per started KB)."""
+    if "sweep_at" in changes.set and changes.set["sweep_at"] is not None:
+        return [_J.sweep_shard.set(index_keys.sweep_key(job_id))]
+    if "sweep_at" in changes.remove:
+        return [_J.sweep_shard.remove()]
+    return []
 
 
 def _attribute(name: str) -> Attribute[Any]:
@@ -443,6 +508,22 @@ def _filters(*, status: JobStatus | None, job_type: JobType | None) -> Condition
         by_type = _J.job_type == job_type.value
         condition = by_type if condition is None else condition & by_type
     return condition
+
+
+def _readable_jobs(
+    models: Iterable[JobModel], on_unreadable: UnreadableItem | None
+) -> Iterator[ProcessingJob]:
+    """The jobs read from the items; one no job can be read from is told to `on_unreadable` and
+    skipped (the generator raising would end it, and the sweep run with it)."""
+    for model in models:
+        try:
+            job = job_from_model(model)
+        except Exception as error:
+            if on_unreadable is None:
+                raise
+            on_unreadable(model.id, error)
+            continue
+        yield job
 
 
 def _parallel[T, R](work: Callable[[T], R], items: Iterable[T]) -> list[R]:

@@ -60,7 +60,7 @@ def job_to_model(job: ProcessingJob) -> JobModel:
         status_type_shard=index_keys.status_type_key(job.status, job.job_type, job.id),
         queue_order=index_keys.queue_order(job.priority, meta.created_at),
         tenant_shard=index_keys.tenant_key(job.tenant, job.id),
-        sweep_shard=index_keys.sweep_key(job.id),
+        sweep_shard=None if job.sweep_at is None else index_keys.sweep_key(job.id),
         sweep_at=job.sweep_at,
     )
 

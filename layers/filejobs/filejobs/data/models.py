@@ -40,16 +40,10 @@ class _Audited(Model):
     deleted_by = UnicodeAttribute(null=True)
 
 
-class JobsByFile(GlobalSecondaryIndex["JobModel"]):
-    class Meta:
-        index_name = "by_file"
-        projection = AllProjection()
-
-    file_id = UnicodeAttribute(hash_key=True)
-    created_at = UTCDateTimeAttribute(range_key=True)
-
-
 class JobsByStatusAndType(GlobalSecondaryIndex["JobModel"]):
+    """Sparse: a running job is not in it (docs/TABLE_DESIGN.md): a claim and a completion then
+    move no key here, and running jobs are listed from `by_sweep`, which holds every one."""
+
     class Meta:
         index_name = "by_status_type"
         projection = IncludeProjection(
@@ -116,13 +110,12 @@ class JobModel(_Audited):
     progress: MapAttribute[Any, Any] = MapAttribute(null=True)
 
     # Index keys, derived from the fields above by the repository on every write.
-    status_type_shard = UnicodeAttribute()
+    status_type_shard = UnicodeAttribute(null=True)  # None while running (by_status_type)
     queue_order = UnicodeAttribute()
     tenant_shard = UnicodeAttribute()
-    sweep_shard = UnicodeAttribute()
+    sweep_shard = UnicodeAttribute(null=True)  # only with a sweep_at (by_sweep is sparse)
     sweep_at = UTCDateTimeAttribute(null=True)
 
-    by_file = JobsByFile()
     by_status_type = JobsByStatusAndType()
     by_tenant = JobsByTenant()
     by_sweep = JobsDueForSweep()
@@ -200,7 +193,8 @@ class FileModel(_Audited):
     api_jobs = NumberAttribute(null=True)
     # The file's jobs, ADDed in the same write as each job (domain/file.py), up to
     # domain/quotas.NAMED_JOBS_PER_FILE; the jobs added past them are only counted here (found
-    # through the jobs' by_file index), so the item does not grow with every rescan.
+    # through the jobs' by_tenant index from the file's creation on), so the item does not grow
+    # with every rescan.
     job_ids = UnicodeSetAttribute(null=True)
     unnamed_jobs = NumberAttribute(null=True)
     # The file's last completion (domain/file_completion.py): its fingerprint and version are

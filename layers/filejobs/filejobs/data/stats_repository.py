@@ -21,7 +21,8 @@ Key layout (`pk` / `sk`: attributes; TTL in `expires_at`; every time UTC):
 another, so the last 60 minutes are one or two Queries (midnight) and the last 24 hours one or two
 (a month's end): `overview` makes at most 5 requests, whatever the number of jobs.
 
-Exactly once: `apply` reads the shard's cursor (consistently), skips the records at or below it,
+Exactly once: `apply` reads the shard's cursor (consistently: once per shard for the life of the
+repository, which then remembers what it wrote, see below), skips the records at or below it,
 merges the deltas of the others by aggregate, and writes them in one TransactWriteItems with the
 cursor, on the condition that the cursor is still what was read. A redelivered batch finds its
 records at or below the cursor; a batch another invocation applied meanwhile cancels the
@@ -29,6 +30,15 @@ transaction on that condition, and is read again and skipped. More than 99 aggre
 transaction holds 100 items, the cursor one of them) are written as consecutive transactions of
 consecutive records, each advancing the cursor to its last record. A batch whose records change
 no aggregate (a heartbeat) advances the cursor alone, with one conditional UpdateItem.
+
+The cursor remembered: Lambda hands a shard's batches over one at a time, in order, so the
+instance that applied a shard's last batch usually gets its next one. The repository (kept for the
+container's life: runtime.stats_table) remembers the cursor each of its writes left and writes the
+next batch against it without reading it: one TransactWriteItems per batch instead of a GetItem
+and a TransactWriteItems. The condition keeps it exact: a remembered cursor that is no longer the
+stored one (another instance applied a batch of the shard since, or the cursor expired) cancels
+the transaction, and the cursor is read again, as after any refused write. Only what this
+instance itself wrote is remembered, so a record at or below it was applied: skipping it is right.
 """
 
 from __future__ import annotations
@@ -75,6 +85,9 @@ CURSOR_KEPT = timedelta(days=2)  # a stream keeps its records 24 hours
 TRANSACTION_ITEMS = 100
 # Failure groups read per call at most (pages of 1 MB each).
 GROUP_PAGES = 10
+# Shards whose cursors an instance remembers at most (a stream's shards roll over every few hours:
+# the oldest is forgotten first, and read again if it ever comes back).
+CURSORS_REMEMBERED = 256
 # Transactions cancelled by a concurrent one on the same item (another shard's batch on the `*`
 # gauge): tried again this many times, after a short random wait, then the batch fails and
 # Lambda retries it.
@@ -164,6 +177,8 @@ class StatsRepository:
     ) -> None:
         self._client, self._table = client, table
         self._clock, self._sleep = clock, sleep
+        # Each shard's cursor as this repository last wrote or read it (module docstring).
+        self._cursors: dict[str, str] = {}
 
     # --- writing -------------------------------------------------------------------------------
 
@@ -171,13 +186,14 @@ class StatsRepository:
         """Adds the deltas of the records after the shard's cursor, once each: how many records
         it applied (0 when every one was applied before)."""
         ordered = sorted(records, key=lambda r: sequence_key(r.sequence))
-        cursor = self.cursor(shard_id)
+        cursor = self._cursors.get(shard_id) or self.cursor(shard_id)
         applied, conflicts = 0, 0
         while pending := [r for r in ordered if _after(r.sequence, cursor)]:
             chunk, deltas = _first_chunk(pending)
             outcome = self._write(shard_id, cursor, chunk[-1].sequence, deltas)
             if outcome is _Outcome.WRITTEN:
                 cursor = chunk[-1].sequence
+                self._remember(shard_id, cursor)
                 applied += len(chunk)
                 continue
             if outcome is _Outcome.CONFLICT:
@@ -197,7 +213,18 @@ class StatsRepository:
             Key={"pk": {"S": pk}, "sk": {"S": sk}},
             ConsistentRead=True,
         ).get("Item")
-        return None if item is None else item["sequence"]["S"]
+        if item is None:
+            self._cursors.pop(shard_id, None)
+            return None
+        sequence: str = item["sequence"]["S"]
+        self._remember(shard_id, sequence)
+        return sequence
+
+    def _remember(self, shard_id: str, sequence: str) -> None:
+        self._cursors.pop(shard_id, None)  # re-inserted last: the most recent is kept longest
+        self._cursors[shard_id] = sequence
+        if len(self._cursors) > CURSORS_REMEMBERED:
+            del self._cursors[next(iter(self._cursors))]
 
     def _write(self, shard_id: str, read: str | None, last: str, deltas: Deltas) -> _Outcome:
         now = self._clock()

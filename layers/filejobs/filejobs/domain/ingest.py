@@ -9,7 +9,13 @@ from datetime import datetime
 from filejobs.domain import keys
 from filejobs.domain.delays import first_sweep_at
 from filejobs.domain.file import StoredFile
-from filejobs.domain.job import AuditMetadata, JobStatus, JobType, ProcessingJob
+from filejobs.domain.job import (
+    DEFAULT_MAX_RETRIES,
+    AuditMetadata,
+    JobStatus,
+    JobType,
+    ProcessingJob,
+)
 from filejobs.domain.presets import UploadPlan, default_plan
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.domain.tenant_prefixes import UPLOAD_PREFIX
@@ -162,9 +168,9 @@ def new_job(
         input_data={**_object_location(stored), **(input_data or {})},
         triggered_by=created_by,
         sweep_at=now + dispatch.grace,
+        # Given to the constructor, not set after it: its check refuses a budget out of range.
+        max_retries=DEFAULT_MAX_RETRIES if max_retries is None else max_retries,
     )
-    if max_retries is not None:
-        job.max_retries = max_retries
     if run_at is not None and run_at > now:
         job.status = JobStatus.SCHEDULED
         job.scheduled_at = run_at

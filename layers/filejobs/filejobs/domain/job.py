@@ -45,11 +45,24 @@ __all__ = [
     "Attempt",
     "AttemptOutcome",
     "AuditMetadata",
+    "InvalidJobError",
     "JobError",
     "JobStatus",
     "JobType",
     "ProcessingJob",
 ]
+
+
+def is_retry_budget(value: object) -> bool:
+    """A `max_retries` a job may have: an integer (not a bool) from 1 to MAX_RETRIES_LIMIT."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return 1 <= value <= MAX_RETRIES_LIMIT
+
+
+class InvalidJobError(ValueError):
+    """A job that may not exist: a value outside what the API accepts (a priority, a retry
+    budget). Whatever path builds it (the API, a preset, an operation, a schedule, the CLI)."""
 
 
 class JobError(Exception):
@@ -104,9 +117,13 @@ class ProcessingJob:
 
     def __post_init__(self) -> None:
         if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
-            raise ValueError(f"priority must be within {PRIORITY_MIN}..{PRIORITY_MAX}")
-        if not 1 <= self.max_retries <= MAX_RETRIES_LIMIT:
-            raise ValueError(f"max_retries must be within 1..{MAX_RETRIES_LIMIT}")
+            raise InvalidJobError(f"priority must be within {PRIORITY_MIN}..{PRIORITY_MAX}")
+        if not is_retry_budget(self.max_retries):
+            # In the API's words (api/parsing.py): whichever path built the job, the same rule.
+            raise InvalidJobError(
+                f"max_retries: must be an integer from 1 to {MAX_RETRIES_LIMIT} (retries after "
+                f"the first attempt); got {repr(self.max_retries)[:40]}"
+            )
 
     # --- the spec's methods -------------------------------------------------------------
 
@@ -199,8 +216,8 @@ class ProcessingJob:
         problems: list[str] = []
         if not 0 <= self.retry_count <= self.max_retries:
             problems.append(f"retry_count {self.retry_count} outside 0..{self.max_retries}")
-        if self.max_retries < 1:
-            problems.append("max_retries must be positive")
+        if not is_retry_budget(self.max_retries):
+            problems.append(f"max_retries {self.max_retries!r} outside 1..{MAX_RETRIES_LIMIT}")
         if self.status is JobStatus.RUNNING and self.started_at is None:
             problems.append("running without started_at")
         if self.status is JobStatus.RUNNING and self.lease_expires_at is None:

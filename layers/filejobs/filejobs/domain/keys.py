@@ -32,12 +32,22 @@ def file_id_for(bucket: str, key: str, version: str) -> str:
 
 
 def job_id_for(tenant: str, idempotency_key: str) -> str:
-    """The idempotency key *is* the job's identity within its tenant: it is never released."""
+    """The idempotency key *is* the job's identity within its tenant: it is held for as long as
+    the job's item is kept, and free again once TTL has deleted it (docs/JOBS.md)."""
     return str(uuid.uuid5(_NAMESPACE, f"job\x00{tenant}\x00{idempotency_key}"))
 
 
 def ingest_idempotency_key(file_id: str, job_type: JobType) -> str:
     return f"ingest:{file_id}:{job_type.value}"
+
+
+def ingest_job_types(tenant: str, file_id: str) -> dict[str, JobType]:
+    """The id the ingest gives each type's job on a file, and that type: a file's ingest jobs
+    are found (or a job id told to be one) with no read."""
+    return {
+        job_id_for(tenant, ingest_idempotency_key(file_id, job_type)): job_type
+        for job_type in JobType
+    }
 
 
 def object_ref(bucket: str, key: str) -> str:

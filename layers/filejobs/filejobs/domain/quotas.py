@@ -209,8 +209,8 @@ def rejected(plan: IngestPlan, reason: str) -> IngestPlan:
 # The jobs a file's item names in its `job_ids`, at most (a few more when adds race): the ingest's
 # (one per type) and the API's (API_JOBS_PER_FILE) fit with room. A job added to a file that
 # names this many already (rescans, schedule runs, restores, over months) is not named: it is
-# found through the jobs table's by_file index, and the item stays a few KB instead of growing
-# with every rescan toward DynamoDB's 400 KB.
+# found through the jobs table's by_tenant index (from the file's creation on), and the item
+# stays a few KB instead of growing with every rescan toward DynamoDB's 400 KB.
 NAMED_JOBS_PER_FILE = 32
 
 

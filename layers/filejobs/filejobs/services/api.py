@@ -555,7 +555,7 @@ class StatusApi:
     def _jobs_of(
         self, caller: Caller, stored: StoredFile, status: JobStatus | None = None
     ) -> list[ProcessingJob]:
-        jobs = self.jobs.jobs_of_file(stored.id, status)
+        jobs = self.jobs.jobs_of(stored, status, consistent=False)
         return [j for j in jobs if caller.may_see(j.tenant)]
 
     def _visible_job(self, caller: Caller, job_id: str) -> ProcessingJob:

@@ -2,10 +2,11 @@
 that content, and the file records both.
 
 The first file of a tenant with a hash owns it; later files get `duplicate_of` = the owner. The
-claim is one conditional put (exactly one of any number of concurrent claimants wins) and the
-file's hash and `duplicate_of` are one write: a re-run gives the same answer and writes the same.
-As with the virus scan (services/virus_scan.py), the processor only reads bytes and the use case
-records what they mean.
+claim is one UpdateItem of the content index item that sets its owner only where it has none
+and answers the owner (data/content_index.py: exactly one of any number of concurrent claimants
+wins, and each learns the winner from its own request) and the file's hash and `duplicate_of`
+are one write: a re-run gives the same answer and writes the same. As with the virus scan
+(services/virus_scan.py), the processor only reads bytes and the use case records what they mean.
 """
 
 from __future__ import annotations

@@ -6,40 +6,92 @@ of a file's jobs is handled last reads every other one's committed end, so one c
 the file complete, however the jobs' ends are spread over shards and invocations. The write is
 conditioned on the completion being newer than the one recorded, so two checks of the same
 moment (a record delivered again, two jobs that ended together) record it once.
+
+One request, most of the time: the ingest's jobs have ids derived from the tenant, the file and
+the job type (domain/keys.ingest_job_types), so the check reads the file and each type's possible
+ingest job together, in one BatchGetItem across both tables (data/completion_reads.py), before it
+knows which of them exist. Only a file whose `job_ids` names other jobs (requested through the
+API, rescans) costs a second request, for those. The argument above is unchanged: every read of
+the batch is strongly consistent and sent after the triggering end was committed, so it sees that
+end and every end committed before it, exactly as the file's read followed by its jobs' did.
+(Each key asked costs a read unit, found or not: up to 7 for a check, against 1 + the file's jobs
+before; the request saved is the larger cost.)
+
+No check is skipped. A virus scan that ended clean and released its file's gated jobs might look
+like an end that cannot be the last (those jobs were pending when it released them), but the
+release happens *before* the scan job's own terminal write: a released job can run and end, and
+have its check read the scan job still running, before the scan's end is committed (a slow or
+crashed scan worker commits it seconds or minutes later, on a retry). The scan's own check is then
+the only one that sees the file complete, so it must run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Protocol
 
+from filejobs.domain import keys
+from filejobs.domain.file import StoredFile
 from filejobs.domain.file_completion import FileCompletion, completion_of
 from filejobs.domain.job import ProcessingJob
 from filejobs.domain.time import utcnow
 from filejobs.ports import FileStore, JobStore
 
 
+class FileAndJobs(Protocol):
+    def file_and_jobs(
+        self, file_id: str, job_ids: Iterable[str]
+    ) -> tuple[StoredFile | None, list[ProcessingJob]]:
+        """The file and those of `job_ids` stored, each read strongly consistently."""
+        ...
+
+
+class SeparateReads:
+    """The file, then its jobs: two requests (stores that cannot read both tables at once)."""
+
+    def __init__(self, jobs: JobStore, files: FileStore) -> None:
+        self._jobs, self._files = jobs, files
+
+    def file_and_jobs(
+        self, file_id: str, job_ids: Iterable[str]
+    ) -> tuple[StoredFile | None, list[ProcessingJob]]:
+        stored = self._files.get(file_id, consistent=True)
+        wanted = set(job_ids)
+        return stored, (self._jobs.get_many(wanted, consistent=True) if wanted else [])
+
+
 class FileCompletions:
     def __init__(
-        self, jobs: JobStore, files: FileStore, *, clock: Callable[[], datetime] = utcnow
+        self,
+        jobs: JobStore,
+        files: FileStore,
+        *,
+        together: FileAndJobs | None = None,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._jobs, self._files, self._clock = jobs, files, clock
+        self._together = together or SeparateReads(jobs, files)
 
     def job_ended(self, job: ProcessingJob) -> FileCompletion | None:
         """The completion this job's end recorded for its file, or None (a job still open, the
         completion recorded already, or no such file)."""
-        stored = self._files.get(job.file_id, consistent=True)
+        asked = set(keys.ingest_job_types(job.tenant, job.file_id)) | {job.id}
+        stored, read = self._together.file_and_jobs(job.file_id, asked)
         if stored is None:
             return None
         gone: frozenset[str] = frozenset()
         if stored.job_ids:
-            jobs = self._jobs.get_many(stored.job_ids | {job.id}, consistent=True)
+            wanted = stored.job_ids | {job.id}
+            jobs = [found for found in read if found.id in wanted]
+            if unread := wanted - asked:
+                jobs += self._jobs.get_many(unread, consistent=True)
             # Put in the same write as their id, so missing now means expired or removed.
             gone = stored.job_ids - {found.id for found in jobs}
         else:
-            # A file recorded before files kept their job ids: its jobs by the file index, which
-            # is eventually consistent (a completion may be missed, never invented).
-            jobs = self._jobs.jobs_of_file(stored.id)
+            # A file recorded before files kept their job ids: its jobs through its tenant's
+            # index (JobStore.jobs_of), which is eventually consistent.
+            jobs = self._jobs.jobs_of(stored)
         completion = completion_of(jobs, at=self._clock())
         if completion is None:
             return None

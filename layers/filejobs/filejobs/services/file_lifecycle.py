@@ -160,18 +160,15 @@ class FileLifecycle:
 
     def _jobs_of(self, stored: StoredFile) -> list[ProcessingJob]:
         """The file's jobs: the ones its item names, and, once it names all it may
-        (domain/quotas.NAMED_JOBS_PER_FILE), the others through the by_file index."""
-        named = self._jobs.get_many(stored.job_ids)
-        if names_another_job(stored):
-            return named
-        return list({job.id: job for job in [*named, *self._jobs.jobs_of_file(stored.id)]}.values())
+        (domain/quotas.NAMED_JOBS_PER_FILE), the others (JobStore.jobs_of)."""
+        return self._jobs.jobs_of(stored)
 
     def _unnamed_job_ids(self, stored: StoredFile) -> set[str]:
         """The ids of the file's jobs its item may not name (none while it names fewer than it
-        may: no read). The index leaves soft-deleted jobs out: those expire by their TTL."""
-        if names_another_job(stored):
+        may and names any: no read). Soft-deleted jobs are left out: those expire by their TTL."""
+        if stored.job_ids and names_another_job(stored):
             return set()
-        return {job.id for job in self._jobs.jobs_of_file(stored.id)}
+        return {job.id for job in self._jobs.jobs_of(stored)} - stored.job_ids
 
     def _restore(self, change: Restore) -> None:
         """The jobs first (pending, not sent: a worker would find the file deleted still), then

@@ -171,7 +171,7 @@ class UploadIntake:
         """Raises `InvalidUploadError` for a record that can never become an upload."""
         result = self._ingest.ingest(record)
         if isinstance(result, AlreadyIngested):
-            pending = self._jobs.jobs_of_file(result.file_id, JobStatus.PENDING)
+            pending = self._pending_ingest_jobs(tenant_of(record.key), result.file_id)
             resent = sent_at_ingest(pending)
             self._dispatcher.dispatch_all(resent)
             if not pending:
@@ -193,6 +193,13 @@ class UploadIntake:
             rejected=reason,
             preset=None if applied is None else f"{applied.name} v{applied.version}",
         )
+
+    def _pending_ingest_jobs(self, tenant: str, file_id: str) -> list[ProcessingJob]:
+        """The file's ingest jobs still pending, by their derived ids: one BatchGetItem."""
+        candidates = keys.ingest_job_types(tenant, file_id)
+        found = self._jobs.get_many(candidates)
+        pending = [job for job in found if job.status is JobStatus.PENDING]
+        return sorted(pending, key=lambda job: (job.metadata.created_at, job.id))
 
     def _remove_if_rejected(self, record: ObjectCreated, file_id: str) -> None:
         if self._files is None or self._uploads is None:

@@ -5,6 +5,7 @@ only). The rules are domain/quotas.py; counting is the file store's ingest (port
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,36 @@ from filejobs.services.errors import ForbiddenError, NotFoundError
 
 logger = logging.getLogger(__name__)
 
+# How long a function instance keeps a tenant's quotas (the ingest's, the workers' own cap): an
+# operator's change applies to what starts at most this long after it, and a warm instance reads
+# a tenant's quota item at most once per this, not once per upload or job.
+REMEMBERED_SECONDS = 60.0
+
+
+@dataclass
+class RememberedLimits:
+    """The limits in force for each tenant (`read`: TenantLimits.limits), read at most once per
+    `ttl_seconds` per function instance, "no quota item" (the defaults) included. The ingest's:
+    an upload costs no read of `quota#{tenant}` in the common case. A read that fails raises, as
+    the read itself would: the upload is retried, never let through unlimited."""
+
+    read: Callable[[str], TenantQuotas]
+    ttl_seconds: float = REMEMBERED_SECONDS
+    monotonic: Callable[[], float] = time.monotonic
+    _known: dict[str, tuple[float, TenantQuotas]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, tenant: str) -> TenantQuotas:
+        now = self.monotonic()
+        with self._lock:
+            known = self._known.get(tenant)
+        if known is not None and now - known[0] < self.ttl_seconds:
+            return known[1]
+        fresh = self.read(tenant)
+        with self._lock:
+            self._known[tenant] = (now, fresh)
+        return fresh
+
 
 @dataclass
 class InFlightCaps:
@@ -33,7 +64,7 @@ class InFlightCaps:
     without a read per job; a read that fails answers the default rather than failing the job."""
 
     store: QuotaStore
-    ttl_seconds: float = 60.0
+    ttl_seconds: float = REMEMBERED_SECONDS
     monotonic: Callable[[], float] = time.monotonic
     _known: dict[str, tuple[float, int | None]] = field(default_factory=dict)
 

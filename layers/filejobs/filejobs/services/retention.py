@@ -9,17 +9,17 @@ each write that moved a job into a terminal status. Not the worker, nor the swee
   API or bulk cancel. Hooked into the worker, a file whose last finish was a cancel would keep
   N+1 until the TTL; the sweep reads only active jobs (its index is sparse) and would need a
   scan of finished ones to do it.
-- It adds nothing to the worker's critical path or role: one Query of the file's jobs (a
-  handful, on the `by_file` index) per finish of a type that keeps N, and one conditional write
-  per job retired, in a function already subscribed to exactly those writes (its filter passes
-  terminal statuses only). A type the setting does not name costs nothing.
+- It adds nothing to the worker's critical path or role: a read of the file and one
+  BatchGetItem of the jobs its item names per finish of a type that keeps N, and one
+  conditional write per job retired, in a function already subscribed to exactly those
+  writes (its filter passes terminal statuses only). A type the setting does not name costs nothing.
 - A stream batch that fails is retried: every step is idempotent (a retired job is deleted, so
   a second retirement loses on its guard), so a retry retires nothing twice.
 
 Each retirement is one conditional UpdateItem guarded on the job being finished still, and
 finished when it was read (`completed_at`): a job retried since (running, or finished again and
-so among the newest) is left alone. The file's jobs come from an eventually consistent index
-that may not show the job that just finished, so that job is taken from the stream record.
+so among the newest) is left alone. The file's jobs are read eventually consistent and may not
+show the job that just finished as finished, so that job is taken from the stream record.
 Retirement writes are themselves terminal-to-terminal changes on the stream: they announce
 nothing and trigger no retention (only a change *into* a terminal status does).
 """
@@ -35,16 +35,21 @@ from filejobs.domain.job import ProcessingJob
 from filejobs.domain.retention import KeepLast, to_retire
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
-from filejobs.ports import JobStore
+from filejobs.ports import FileStore, JobStore
 
 logger = logging.getLogger(__name__)
 
 
 class Retention:
     def __init__(
-        self, jobs: JobStore, keep: KeepLast, clock: Callable[[], datetime] = utcnow
+        self,
+        jobs: JobStore,
+        files: FileStore,
+        keep: KeepLast,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._jobs = jobs
+        self._files = files
         self._keep = keep
         self._clock = clock
 
@@ -64,7 +69,11 @@ class Retention:
 
     def trim(self, finished: ProcessingJob) -> list[str]:
         retired: list[str] = []
-        for old in to_retire(finished, self._jobs.jobs_of_file(finished.file_id), self._keep):
+        stored = self._files.get(finished.file_id, consistent=False)
+        if stored is None:  # erased: its jobs went with it
+            return retired
+        jobs_of_file = self._jobs.jobs_of(stored, consistent=False)
+        for old in to_retire(finished, jobs_of_file, self._keep):
             result = self._jobs.apply(
                 old.id, old.job_type, transitions.retire(old, now=self._clock())
             )

@@ -11,7 +11,9 @@ when it is queued: its queue's progress (domain/backlog.py) says whether the que
 the moment the job's message became visible. One that may still be queued, or whose gate has not
 opened (its file's virus scan has no verdict yet: its worker could only skip it), is put off to
 a later check, sending nothing and counting nothing. A run stops taking jobs when its time is
-nearly up; the rest are still due, for the next run.
+nearly up; the rest are still due, for the next run. A due item no job can be read from (a
+status no JobStatus names, an attribute gone, a corrupt map) is logged by its id, counted and
+skipped: the rest of the run, and the dead-letter review after it, go on.
 
 `DeadLetterReview`, run by the same schedule, reads the job types' dead-letter queues: a job
 whose message SQS gave up on (a poison message) is failed with that reason in one conditional
@@ -78,6 +80,9 @@ class SweepReport:
     actions: Counter[str] = field(default_factory=Counter)
     lost_races: int = 0
     errors: int = 0
+    # Due items no job could be read from: skipped, left as they are for a person (a retry
+    # cannot mend them), so counted apart from the errors and again at every run.
+    unreadable: int = 0
     # The run stopped taking jobs before the last due one (its time was nearly up).
     cut_short: bool = False
 
@@ -111,7 +116,18 @@ class SweepService:
 
     def run(self, *, should_stop: Callable[[], bool] = _never) -> SweepReport:
         run = _Run(self._clock(), SweepReport())
-        for job in self._jobs.due_for_sweep(run.now):
+
+        def skip_unreadable(job_id: str, error: Exception) -> None:
+            # The id only: the item's content (its input, its errors) stays out of the logs.
+            logger.warning(
+                "job item %s cannot be read as a job (%s): skipped",
+                job_id,
+                type(error).__name__,
+                extra={"job_id": job_id},
+            )
+            run.report.unreadable += 1
+
+        for job in self._jobs.due_for_sweep(run.now, on_unreadable=skip_unreadable):
             if should_stop():
                 run.report.cut_short = True
                 break

@@ -6,7 +6,9 @@ The virus_scan worker's processor. One attempt:
    TransientError, retried later; never a CLEAN from fewer engines than configured;
 2. records the verdict and its evidence on the file, in one conditional write, *before* anything
    is done about it: whatever happens next, the verdict is known and no decoder is let in;
-3. acts: CLEAN tags the version and sends the file's waiting jobs; INFECTED first marks the file
+3. acts: CLEAN tags the version and sends the file's waiting jobs (the result's `released`: how
+   many messages; the gate reads nothing more than the verdict's write returned in the common
+   case, services/scan_gate.py); INFECTED first marks the file
    quarantined (its `File Quarantined` event comes from that write; from then on the API gives
    no link to its outputs), cancels its other jobs and withdraws every derived output made from
    it (a rescan can find what the first scan did not), and only then moves the version to the
@@ -79,7 +81,7 @@ class VirusScan:
             # unscannable rescan leaves a clean verdict standing): that one is acted on.
             result["recorded_verdict"] = None if recorded is None else recorded.value
             work.log(f"the file keeps its verdict {result['recorded_verdict']}: acted on that")
-        acted = self._act(after, result)
+        acted = self._act(job, after, result)
         if acted.get("quarantine_key"):
             work.log(f"quarantined as {acted['quarantine_key']}; derived outputs withdrawn")
         else:
@@ -97,7 +99,7 @@ class VirusScan:
         if stored is None or stored.scan_status is not ScanStatus.INFECTED:
             return None
         recorded = {**_recorded_result(stored), "rescan": _is_rescan(job)}
-        return self._quarantine(stored, recorded, resumed=True)
+        return self._quarantine(job, stored, recorded, resumed=True)
 
     def _record(self, job: ProcessingJob, result: dict[str, Any]) -> ScanRecord:
         """The verdict's record, from the scan's result (processors/scan ScanReport)."""
@@ -116,16 +118,19 @@ class VirusScan:
             reason=result.get("unscannable_reason"),
         )
 
-    def _act(self, stored: StoredFile, result: dict[str, Any]) -> dict[str, Any]:
+    def _act(
+        self, job: ProcessingJob, stored: StoredFile, result: dict[str, Any]
+    ) -> dict[str, Any]:
         if stored.scan_status is ScanStatus.INFECTED:
-            return self._quarantine(stored, result, resumed=False)
+            return self._quarantine(job, stored, result, resumed=False)
         tag = _TAGS.get(stored.scan_status) if stored.scan_status else None
         if tag is not None:
             self._marks.tag(
                 _location(stored), tag.value, keep_displaced=self._keeper_of_displaced(stored)
             )
-        self._gate.settle(stored.id, stored)
-        return {**result, "quarantine_key": None}
+        # The file as the verdict's write returned it: the gate reads no more (scan_gate.py).
+        released = self._gate.settle(stored.id, stored, job)
+        return {**result, "quarantine_key": None, "released": released}
 
     def _keeper_of_displaced(self, stored: StoredFile) -> Callable[[dict[str, str]], None]:
         def keep(tags: dict[str, str]) -> None:
@@ -134,7 +139,7 @@ class VirusScan:
         return keep
 
     def _quarantine(
-        self, stored: StoredFile, result: dict[str, Any], *, resumed: bool
+        self, job: ProcessingJob, stored: StoredFile, result: dict[str, Any], *, resumed: bool
     ) -> dict[str, Any]:
         # Refused before a byte moves: the file marked (no job runs on it, no link is given to
         # its outputs), its other jobs cancelled and its outputs deleted. The move can fail
@@ -143,7 +148,7 @@ class VirusScan:
         after = self._files.quarantine(
             stored.id, reason=reason or "infected", at=self._clock(), by=SCANNER
         )
-        self._gate.settle(stored.id, after or stored)
+        self._gate.settle(stored.id, after or stored, job)
         withdrawn = self._marks.withdraw_outputs(stored.tenant, stored.id)
         moved = self._marks.quarantine(
             _location(stored),
@@ -154,6 +159,7 @@ class VirusScan:
         )
         return {
             **result,
+            "released": 0,
             "quarantine_key": moved.key,
             "quarantine": {
                 "copied": moved.copied,

@@ -6,7 +6,11 @@ delivery attempted, retried, logged, and re-sent by hand (domain/webhooks.py has
 - `fan_out`: an event of the stack's bus (through its rule and the webhooks queue) becomes one
   delivery per enabled endpoint of its tenant subscribed to its type, each recorded (its id made
   from the endpoint and the event, so a repeated event makes none twice) and sent as a message of
-  its own: a slow endpoint holds up no other.
+  its own: a slow endpoint holds up no other. The tenant's endpoints are read through
+  `RememberedEndpoints` (the webhooks function keeps one per instance): at most one Query per
+  tenant a minute, and none at all for each event of a tenant known to have no endpoint, which
+  is most events. An endpoint registered or enabled is served within ENDPOINTS_KEPT; one removed
+  or disabled stops at once, as `deliver` reads the endpoint before every attempt.
 - `deliver`: one attempt of one delivery, when due; a message that arrives early is sent again
   for the time left (SQS delays at most 15 minutes). The attempt is recorded by one conditional
   write, then the next attempt's message is sent; the endpoint's failing streak (or its
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 import json
 import random
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -45,6 +51,11 @@ from filejobs.services.errors import (
 )
 
 _ENDPOINT_RACES = 5
+# How long a function instance uses a tenant's endpoints as it read them (none, often) before it
+# reads them again: the delay before a new or re-enabled endpoint gets its first event.
+ENDPOINTS_KEPT = timedelta(seconds=60)
+# Tenants whose endpoints an instance remembers at most (the least recently used forgotten).
+TENANTS_REMEMBERED = 10_000
 
 
 @dataclass(frozen=True)
@@ -92,11 +103,43 @@ def bus_event(raw: dict[str, Any]) -> BusEvent | None:
     return BusEvent(event_id, str(event_type), time.astimezone(UTC), tenant, detail)
 
 
+class RememberedEndpoints:
+    """Each tenant's endpoints as read at most `kept` ago (an empty list remembered like any
+    other): what `fan_out` sends an event to. Stale by at most `kept`, and only in one way that
+    matters: an endpoint added late misses events for that long; one removed, disabled or
+    re-keyed is re-read by `deliver` before anything is sent to it."""
+
+    def __init__(
+        self,
+        read: Callable[[str], list[Endpoint]],
+        *,
+        kept: timedelta = ENDPOINTS_KEPT,
+        tenants: int = TENANTS_REMEMBERED,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read, self._kept, self._tenants, self._clock = read, kept, tenants, clock
+        self._known: OrderedDict[str, tuple[float, list[Endpoint]]] = OrderedDict()
+
+    def __call__(self, tenant: str) -> list[Endpoint]:
+        now = self._clock()
+        known = self._known.get(tenant)
+        if known is not None and now - known[0] < self._kept.total_seconds():
+            self._known.move_to_end(tenant)
+            return known[1]
+        endpoints = self._read(tenant)
+        self._known[tenant] = (now, endpoints)
+        self._known.move_to_end(tenant)
+        if len(self._known) > self._tenants:
+            self._known.popitem(last=False)
+        return endpoints
+
+
 class Webhooks:
     def __init__(
         self,
         store: WebhookStore,
         *,
+        endpoints_of: Callable[[str], list[Endpoint]] | None = None,
         queue: Callable[[], WebhookQueue],
         sender: Callable[[], WebhookSender] | None = None,
         notices: Callable[[], WebhookNotices] | None = None,
@@ -105,6 +148,9 @@ class Webhooks:
         rng: random.Random | None = None,
     ) -> None:
         self._store = store
+        # The tenant's endpoints for fan_out: the store's own answer unless told (a remembered
+        # one: RememberedEndpoints).
+        self._endpoints_of = endpoints_of or store.endpoints
         self._queue = queue
         self._sender = sender
         self._notices = notices
@@ -241,7 +287,7 @@ class Webhooks:
     def fan_out(self, event: BusEvent) -> list[Delivery]:
         """One delivery per enabled endpoint of the event's tenant that wants its type."""
         made: list[Delivery] = []
-        for endpoint in self._store.endpoints(event.tenant):
+        for endpoint in self._endpoints_of(event.tenant):
             if not endpoint.wants(event.event_type):
                 continue
             body = json.dumps(
