@@ -114,7 +114,11 @@ QUARANTINED = {job: ("cancelled",) for job in PARSING_JOBS}
 # run announced again every upload still queued (harmless, idempotent, but load).
 DROPPED_SHARE = 0.05
 RECONCILE_GRACE_SECONDS = 60
-RECONCILE_LOOK_BACK_MINUTES = 0.5
+# A run lists every upload (about 50 s for a full run's 2,000 on the emulator, under load), so
+# the look-back must outlast a run and the grace with room: with 0.5 (a 2-minute window) a full
+# run's reconciler runs took longer than the band they could check, and 23 dropped uploads fell
+# between two runs, never checked.
+RECONCILE_LOOK_BACK_MINUTES = 5
 RECONCILER_OPTIONS = (
     "--parameter", "ReconcileEveryMinutes=2",
     "--parameter", f"ReconcileGraceSeconds={RECONCILE_GRACE_SECONDS}",

@@ -208,7 +208,7 @@ def counted_stores(
     return jobs, files, list(plan.jobs), CountedReads(jobs, files)
 
 
-def test_an_ingested_file_is_checked_by_one_read_of_the_file_and_each_type_s_ingest_job(
+def test_an_ingested_file_is_checked_by_one_read_of_the_file_and_its_default_jobs(
     clock: FakeClock,
 ) -> None:
     jobs, files, made, reads = counted_stores(clock)
@@ -216,8 +216,10 @@ def test_an_ingested_file_is_checked_by_one_read_of_the_file_and_each_type_s_ing
     ends = [end_in_store(jobs, job, clock) for job in made]
     jobs.get_many_calls = 0
     assert completions.job_ended(ends[-1]) is not None
-    # one read, of the file and every id the ingest could have given it a job under
-    assert reads.asked == [set(keys.ingest_job_types(made[0].tenant, made[0].file_id))]
+    # one read, of the file and the ids of the ingest jobs its content gets by default: no key
+    # asked for a type it has no job of (each costs a read unit, found or not)
+    assert reads.asked == [{job.id for job in made}]
+    assert len(keys.ingest_job_types(made[0].tenant, made[0].file_id)) > len(made)
     # and no read of jobs beside it (the fake answers it with one get_many)
     assert jobs.get_many_calls == 1
 

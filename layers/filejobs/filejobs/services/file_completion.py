@@ -8,14 +8,17 @@ conditioned on the completion being newer than the one recorded, so two checks o
 moment (a record delivered again, two jobs that ended together) record it once.
 
 One request, most of the time: the ingest's jobs have ids derived from the tenant, the file and
-the job type (domain/keys.ingest_job_types), so the check reads the file and each type's possible
-ingest job together, in one BatchGetItem across both tables (data/completion_reads.py), before it
-knows which of them exist. Only a file whose `job_ids` names other jobs (requested through the
-API, rescans) costs a second request, for those. The argument above is unchanged: every read of
-the batch is strongly consistent and sent after the triggering end was committed, so it sees that
-end and every end committed before it, exactly as the file's read followed by its jobs' did.
-(Each key asked costs a read unit, found or not: up to 7 for a check, against 1 + the file's jobs
-before; the request saved is the larger cost.)
+the job type (domain/keys.ingest_job_types), so the check reads the file and the ingest jobs its
+content gets by default (the ended job's `content_type`: domain/content.job_types_for) together,
+in one BatchGetItem across both tables (data/completion_reads.py), before it knows which of them
+exist. Only a file whose `job_ids` names other jobs (a preset's other types, jobs requested
+through the API, rescans) costs a second request, for those. The argument above is unchanged:
+every read of the batch is strongly consistent and sent after the triggering end was committed,
+so it sees that end and every end committed before it, exactly as the file's read followed by
+its jobs' did.
+(Each key asked costs a read unit, found or not: asking only for the default plan's jobs keeps a
+check at the units of the file's read and its jobs' read before, 1 + the file's jobs, in one
+request instead of two; asking for every type's would cost up to 7.)
 
 No check is skipped. A virus scan that ended clean and released its file's gated jobs might look
 like an end that cannot be the last (those jobs were pending when it released them), but the
@@ -32,6 +35,7 @@ from datetime import datetime
 from typing import Protocol
 
 from filejobs.domain import keys
+from filejobs.domain.content import job_types_for
 from filejobs.domain.file import StoredFile
 from filejobs.domain.file_completion import FileCompletion, completion_of
 from filejobs.domain.job import ProcessingJob
@@ -76,7 +80,7 @@ class FileCompletions:
     def job_ended(self, job: ProcessingJob) -> FileCompletion | None:
         """The completion this job's end recorded for its file, or None (a job still open, the
         completion recorded already, or no such file)."""
-        asked = set(keys.ingest_job_types(job.tenant, job.file_id)) | {job.id}
+        asked = likely_ingest_jobs(job) | {job.id}
         stored, read = self._together.file_and_jobs(job.file_id, asked)
         if stored is None:
             return None
@@ -99,3 +103,16 @@ class FileCompletions:
             return None  # recorded already: no write
         recorded = self._files.record_completion(stored.id, completion, gone=gone)
         return completion if recorded else None
+
+
+def likely_ingest_jobs(job: ProcessingJob) -> set[str]:
+    """The ids of the ingest jobs the ended job's file most likely has: those the default plan
+    gives its content type (with cover art or without), and the ended job's own type."""
+    content_type = str((job.input_data or {}).get("content_type", ""))
+    likely = {
+        job.job_type,
+        *job_types_for(content_type),
+        *job_types_for(content_type, cover_art=True),
+    }
+    ingest_jobs = keys.ingest_job_types(job.tenant, job.file_id)
+    return {job_id for job_id, job_type in ingest_jobs.items() if job_type in likely}
