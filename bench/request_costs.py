@@ -595,9 +595,15 @@ def default_tracing() -> str:
 
 
 def _parameter(value: Any, parameters: dict[str, str]) -> str:
-    """A template value that may be a parameter's (`!Ref DefinitionsUpdateSchedule`)."""
+    """A template value that may be a parameter's (`!Ref DefinitionsUpdateSchedule`), or a
+    text with parameters in it (`!Sub "rate(${ReconcileEveryMinutes} minutes)"`)."""
     if isinstance(value, dict) and "Ref" in value:
         return parameters[str(value["Ref"])]
+    if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+        text = str(value["Fn::Sub"])
+        for name, given in parameters.items():
+            text = text.replace("${" + name + "}", given)
+        return text
     return str(value)
 
 

@@ -155,3 +155,23 @@ def test_the_gate_runs_at_the_size_its_figures_were_written_at(
     assert bench["gate_files"](None, written) == 5  # --check: like with like
     assert bench["gate_files"](written, None) == bench["CHECK_FILES"] == 3  # --write-figures
     assert bench["gate_files"](None, None) == bench["FILES"] == 12  # the bench itself
+
+
+def test_every_scheduled_function_of_the_template_has_a_rate_the_idle_month_can_price(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A schedule may be a parameter (`!Ref`) or a text with one in it (`!Sub`, the reconciler's):
+    # a run that measured the function prices its month from it (a crash here failed the bench)
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    bench = runpy.run_path(str(ROOT / "bench" / "request_costs.py"), run_name="request_costs")
+    template = bench["load_template"](ROOT / "template.yaml")
+    functions = bench["function_definitions"](template)
+    defaults = {k: str(v.get("Default", "")) for k, v in template["Parameters"].items()}
+    rates = {
+        function: bench["rate_seconds"](bench["_parameter"](p["ScheduleExpression"], defaults))
+        for function in bench["SCHEDULED"]
+        for kind, p in functions[function].events
+        if kind in ("Schedule", "ScheduleV2")
+    }
+    assert rates["ReconcilerFunction"] == 15 * 60
+    assert rates["SweepFunction"] > 0 and rates["DefinitionsUpdater"] > 0
