@@ -280,7 +280,8 @@ def test_a_replayed_key_of_a_deleted_job_is_409(api: Api) -> None:
     assert job is not None
     cancelled(job)
     assert api.raw("DELETE", f"/jobs/{job.id}", who=ACME)["statusCode"] == 204
-    # when the same request is repeated, then 409: a key is never reused
+    # when the same request is repeated, then 409: the key stays taken while the job's item is
+    # kept (docs/JOBS.md: until its TTL)
     status, body, _ = request_job(api, plan.file.id, {"job_type": THUMBNAIL}, key="gone")
     assert (status, error_code(body)) == (409, "conflict")
 

@@ -304,8 +304,8 @@ class StatusApi:
         existing = self.jobs.get(job.id)
         if existing is None or existing.metadata.deleted_at is not None:
             raise ConflictError(
-                f"Idempotency-Key {key!r} was used for a job of file {stored.id} that no longer "
-                "exists; a key is never reused: send another",
+                f"Idempotency-Key {key!r} was used for a job of file {stored.id} that was "
+                "deleted; the key stays taken until the job's record expires: send another",
                 log="idempotency key of a deleted job",
             )
         # The time is not compared: a delay is from each request's own moment, and a job that
