@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,31 @@ def test_the_profile_turns_macros_off_and_sends_every_fetch_to_a_dead_proxy() ->
         ("ooInetHTTPSProxyPort", "9"),
     ):
         assert f'<prop oor:name="{key}" oor:op="fuse"><value>{value}</value>' in settings
+
+
+def test_two_documents_converted_at_once_each_come_out_whole(
+    documents: dict[str, bytes], tmp_path: Path
+) -> None:
+    # Two conversions sharing one profile interfered (a profile per user once): each has its own.
+    def convert(kind: str) -> bytes:
+        source = tmp_path / f"document.{kind}"
+        source.write_bytes(documents[kind])
+        content_type = DOCUMENTS[kind][0]
+        pdf = office.convert_to_pdf(source, tmp_path / kind, soffice(), content_type=content_type)
+        return pdf.read_bytes()
+
+    # when a 10-page document and a 4-slide presentation are converted at the same time
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        docx, pptx = pool.map(convert, ["docx", "pptx"])
+    # then each is its own whole PDF
+    assert docx.startswith(b"%PDF") and pptx.startswith(b"%PDF")
+    assert pdf_pages(docx) == 10 and pdf_pages(pptx) == 4
+
+
+def pdf_pages(pdf: bytes) -> int:
+    import pypdfium2  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    return len(pypdfium2.PdfDocument(pdf))
 
 
 def test_a_conversion_past_the_time_limit_fails_permanently_naming_it(

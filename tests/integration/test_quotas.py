@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from datetime import date
 
 import pytest
 
@@ -17,11 +18,12 @@ from filejobs.data.file_repository import FileRepository
 from filejobs.data.quota_repository import QuotaRepository
 from filejobs.domain.file import FileStatus, StoredFile
 from filejobs.domain.ingest import ObjectCreated
-from filejobs.domain.quotas import TenantQuotas, rejected, usage_day
+from filejobs.domain.quotas import TenantQuotas, rejected
 from filejobs.domain.time import utcnow
 from filejobs.ports import Ingested
 from filejobs.services.ingest import IngestService
 from functions.ingest import app as ingest
+from tests.days import a_whole_usage_day
 from tests.factories import ingest_plan
 from tests.integration.test_api import ACME, OPERATOR, Api, error_code, ingested
 from tests.integration.test_api import stack as api_stack  # noqa: F401 (the fixture api_ builds on)
@@ -29,7 +31,10 @@ from tests.integration.test_handlers import Stack, invoke, receive
 from tests.integration.test_handlers import stack as handler_stack  # noqa: F401
 from tests.listing import jobs_of_file
 
-TODAY = usage_day(utcnow())
+
+@pytest.fixture
+def today() -> date:
+    return a_whole_usage_day()
 
 
 @pytest.fixture
@@ -59,6 +64,7 @@ def versions_in_bucket(stack: Stack, name: str) -> list[str]:
 
 def test_the_ingest_handler_records_the_upload_past_the_quota_rejected_with_no_jobs(
     stack: Stack,
+    today: date,
 ) -> None:
     # given three small uploads of acme, one after another, with room for two a day
     records = []
@@ -74,7 +80,7 @@ def test_the_ingest_handler_records_the_upload_past_the_quota_rejected_with_no_j
     third = stored["3.txt"]
     assert third.status is FileStatus.REJECTED
     assert third.status_reason == (
-        f"tenant acme is over its 2 files per day quota (2 used on {TODAY.isoformat()})"
+        f"tenant acme is over its 2 files per day quota (2 used on {today.isoformat()})"
     )
     # and deleted from the bucket (the record keeps why); the accepted ones are there
     assert versions_in_bucket(stack, "3.txt") == []
@@ -85,12 +91,14 @@ def test_the_ingest_handler_records_the_upload_past_the_quota_rejected_with_no_j
     # when every record is delivered again
     assert invoke(ingest.handler, records) == []
     # then nothing is counted twice, and the rejection stands as it was
-    usage = QuotaRepository().usage("acme", TODAY)
+    usage = QuotaRepository().usage("acme", today)
     assert (usage.files, usage.bytes) == (2, 12)
     assert files_of(stack, "3.txt")["3.txt"] == third
 
 
-def test_a_file_over_the_max_file_size_is_rejected_and_counts_nothing(stack: Stack) -> None:
+def test_a_file_over_the_max_file_size_is_rejected_and_counts_nothing(
+    stack: Stack, today: date
+) -> None:
     stack.s3.put_object(Bucket=stack.uploads, Key="uploads/acme/big.txt", Body=b"x" * 101)
 
     assert invoke(ingest.handler, receive(stack, "IngestQueue")) == []
@@ -101,11 +109,13 @@ def test_a_file_over_the_max_file_size_is_rejected_and_counts_nothing(stack: Sta
         "file uploads/acme/big.txt is 101 bytes, over tenant acme's 100 bytes max file size quota"
     )
     assert jobs_of_file(big.id) == []
-    assert QuotaRepository().usage("acme", TODAY).files == 0
+    assert QuotaRepository().usage("acme", today).files == 0
     assert versions_in_bucket(stack, "big.txt") == []
 
 
-def test_of_uploads_racing_for_a_quotas_last_file_exactly_one_is_accepted(stack: Stack) -> None:
+def test_of_uploads_racing_for_a_quotas_last_file_exactly_one_is_accepted(
+    stack: Stack, today: date
+) -> None:
     # given eight uploads of acme, with room for one more today
     runtime.tables()  # the repositories on the stack's tables
     limits = TenantQuotas(files_per_day=1, bytes_per_day=0, max_file_bytes=0, max_in_flight_jobs=0)
@@ -125,7 +135,7 @@ def test_of_uploads_racing_for_a_quotas_last_file_exactly_one_is_accepted(stack:
     assert len(accepted) == 1
     statuses = [FileRepository().versions_of(r.bucket, r.key)[0].status for r in records]
     assert sorted(statuses) == sorted([FileStatus.ACTIVE] + [FileStatus.REJECTED] * 7)
-    assert QuotaRepository().usage("acme", TODAY).files == 1
+    assert QuotaRepository().usage("acme", today).files == 1
 
 
 # --- through the API -----------------------------------------------------------------------------
@@ -136,7 +146,7 @@ def api(api_stack: Api) -> Api:  # noqa: F811
     return api_stack
 
 
-def test_an_operator_sets_a_tenants_quota_and_the_tenant_reads_it(api: Api) -> None:
+def test_an_operator_sets_a_tenants_quota_and_the_tenant_reads_it(api: Api, today: date) -> None:
     status, body = api.call(
         "PUT",
         "/tenants/acme/quotas",
@@ -160,7 +170,7 @@ def test_an_operator_sets_a_tenants_quota_and_the_tenant_reads_it(api: Api) -> N
     assert shown["overrides"] == {"files_per_day": 5, "max_file_bytes": 0}
     assert shown["overrides_updated_by"] == "api:operator"
     assert shown["usage"] == {
-        "day": TODAY.isoformat(),
+        "day": today.isoformat(),
         "files": 0,
         "bytes": 0,
         "rescans": 0,
@@ -224,8 +234,8 @@ def test_jobs_requested_without_a_key_stop_at_the_files_cap(api: Api) -> None:
     assert len(jobs_of_file(plan.file.id)) == len(plan.jobs) + 20
 
 
-def test_a_rejected_upload_shows_its_reason_in_the_files_view(api: Api) -> None:
-    reason = f"tenant acme is over its 2 files per day quota (2 used on {TODAY.isoformat()})"
+def test_a_rejected_upload_shows_its_reason_in_the_files_view(api: Api, today: date) -> None:
+    reason = f"tenant acme is over its 2 files per day quota (2 used on {today.isoformat()})"
     refused = rejected(ingest_plan(utcnow(), "image/png", name="seen.png"), reason)
     FileRepository().record_ingest(refused)
 
