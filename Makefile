@@ -54,6 +54,7 @@ locks: $(UV)
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python tools/template.py --check
 	$(BIN)/cfn-lint template.yaml
 
 typecheck: install
