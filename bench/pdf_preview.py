@@ -125,7 +125,7 @@ def scanned_pdf(path: Path, pages: int = PAGES) -> None:
 
 def child(source: Path, out: Path) -> None:
     """One fresh process: the core once cold, then WARM_REPS more; prints the warm timings."""
-    from filejobs.processors.document import encode_webp, render_pdf_first_page  # noqa: PLC0415
+    from filejobs.processors.pdf_page import encode_webp, render_pdf_first_page  # noqa: PLC0415
 
     timings = []
     for _ in range(1 + WARM_REPS):

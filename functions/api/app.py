@@ -10,15 +10,13 @@ the result (filejobs/api/rendering.py). A refusal answers its HTTP status with o
 from __future__ import annotations
 
 import json
-import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 
@@ -28,7 +26,7 @@ from filejobs.adapters.s3 import S3OutputLinks
 from filejobs.api import openapi, parsing, rendering
 from filejobs.api import webhooks as webhook_requests
 from filejobs.domain.time import utcnow
-from filejobs.observability import SERVICE, TRACED_MODULES
+from filejobs.instrumentation import instruments
 from filejobs.ports import PageCursor
 from filejobs.services.api import Requested, StatusApi
 from filejobs.services.errors import (
@@ -47,25 +45,19 @@ from filejobs.services.webhooks import Webhooks, endpoint_view
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+observed = instruments(measured=False)
+logger, tracer = observed.logger, observed.tracer
 
 
-def allowed_origins(environment: Mapping[str, str] = os.environ) -> list[str]:
-    """The web apps' origins (the template's UploadsAllowedOrigins, joined by ','): pages there
-    may call the API from the browser. None by default: no CORS header at all."""
-    return [o.strip() for o in environment.get("API_ALLOWED_ORIGINS", "").split(",") if o.strip()]
-
-
-def cors(origins: list[str]) -> CORSConfig | None:
+def cors(origins: Sequence[str]) -> CORSConfig | None:
     """Powertools answers each listed origin with its own name (never '*') and a preflight
     (OPTIONS, which API Gateway lets through unsigned on /uploads) with the methods routed."""
     if not origins:
         return None
-    return CORSConfig(allow_origin=origins[0], extra_origins=origins[1:], max_age=600)
+    return CORSConfig(allow_origin=origins[0], extra_origins=list(origins[1:]), max_age=600)
 
 
-app = APIGatewayRestResolver(cors=cors(allowed_origins()))
+app = APIGatewayRestResolver(cors=cors(runtime.api_settings().allowed_origins))
 
 
 def page_tokens() -> PageTokens:
@@ -105,7 +97,7 @@ def uploads() -> Uploads:
 def caller() -> Caller:
     # From the authorizer context (the local stack's tokens) or, with IAM auth, from the
     # assumed role of the signer (access.py); anyone else is refused.
-    found = caller_from(app.current_event.raw_event)
+    found = caller_from(app.current_event.raw_event, runtime.callers())
     if found is None:
         raise UnidentifiedCallerError("the request carries no valid caller identity")
     return found
@@ -204,7 +196,7 @@ def find_files() -> dict[str, Any]:
     who = caller()
     if "key" not in params() and params().keys() & {"prefix", "tenant", "limit", "next_token"}:
         return rendering.file_listing(service().list_files(who, parsing.list_files(params())))
-    query = parsing.find_file(params(), os.environ.get("UPLOADS_BUCKET"))
+    query = parsing.find_file(params(), runtime.api_settings().uploads_bucket)
     return rendering.file_versions(service().file_by_key(who, query))
 
 
@@ -573,7 +565,6 @@ def console_asset(asset: str) -> Response[str]:
     return _console_file(asset)
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)  # job views stay out of the traces
+@observed.entry_point(clear_state=True, capture_response=False)  # job views stay out of traces
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -17,25 +17,23 @@ DefinitionsUpdateFailed, DefinitionsPublished and DefinitionsUpdateSkipped (1 or
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
 from filejobs.adapters.definitions import DefinitionsStore
-from filejobs.config import ConfigurationError, endpoint_from
+from filejobs.config import ConfigurationError
 from filejobs.domain.definitions import Backoff, format_time
 from filejobs.domain.time import utcnow
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.instrumentation import instruments
 from filejobs.ports import BACKOFF_STATE
 from filejobs.processors.scan.freshclam import (
     Freshclam,
@@ -49,11 +47,9 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
     from mypy_boto3_s3 import S3Client
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
 
-ENGINES = ("clamav+yara", "yara")
 # One resource per stack: the same id on every Update, so CloudFormation never replaces it
 # (and never sends a Delete for an old one).
 PHYSICAL_RESOURCE_ID = "filejobs-scan-definitions"
@@ -79,51 +75,36 @@ class UpdaterSettings:
     endpoint_url: str | None
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> UpdaterSettings:
-        bucket = env.get("SIGNATURES_BUCKET")
-        if not bucket:
-            raise ConfigurationError("environment variable SIGNATURES_BUCKET is not set")
-        engines = env.get("SCAN_ENGINES", ENGINES[0])
-        if engines not in ENGINES:
-            raise ConfigurationError(f"SCAN_ENGINES must be one of {', '.join(ENGINES)}")
+    def from_env(cls) -> UpdaterSettings:
+        """The function's (config.UpdaterVariables), the mirror's three parsed and checked."""
+        variables = runtime.updater_variables()
         try:
             mirror = MirrorSettings.parse(
-                env.get("DEFINITIONS_MIRROR", ""),
-                env.get("OFFICIAL_DATABASES", "main,daily,bytecode"),
-                env.get("DEFINITIONS_CUSTOM_URLS", ""),
-                loopback_http=local_mirror_allowed(env),
+                variables.mirror,
+                variables.official_databases,
+                variables.custom_urls,
+                loopback_http=local_mirror_allowed(variables.endpoint_url),
             )
         except SettingsError as error:
             raise ConfigurationError(str(error)) from None
         return cls(
-            bucket=bucket,
-            prefix=env.get("SIGNATURES_PREFIX", "signatures/"),
-            freshclam=env.get("FRESHCLAM", "freshclam"),
-            clamscan=env.get("CLAMSCAN", "clamscan"),
+            bucket=variables.bucket,
+            prefix=variables.prefix,
+            freshclam=variables.freshclam,
+            clamscan=variables.clamscan,
             mirror=mirror,
-            uses_clamav=engines == "clamav+yara",
-            max_age=timedelta(hours=_number(env, "MAX_DEFINITIONS_AGE_HOURS", "48", minimum=1)),
-            keep=int(_number(env, "DEFINITIONS_KEEP", "3", minimum=1)),
-            endpoint_url=endpoint_from(env),
+            uses_clamav=variables.uses_clamav,
+            max_age=variables.max_age,
+            keep=variables.keep,
+            endpoint_url=variables.endpoint_url,
         )
 
 
-def local_mirror_allowed(env: Mapping[str, str]) -> bool:
+def local_mirror_allowed(endpoint_url: str | None) -> bool:
     """Whether definitions may come over plain http from 127.0.0.1: only when the updater runs
-    against local emulators (the local stack and its mirror); a deployed function has no
-    endpoint override, and fetches over https alone."""
-    return endpoint_from(env) is not None
-
-
-def _number(env: Mapping[str, str], name: str, default: str, *, minimum: float) -> float:
-    value = env.get(name, default)
-    try:
-        number = float(value)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be a number, got {value!r}") from None
-    if number < minimum:
-        raise ConfigurationError(f"{name} must be at least {minimum:g}, got {value!r}")
-    return number
+    against local emulators (the local stack and its mirror, an endpoint override); a deployed
+    function has no endpoint override, and fetches over https alone."""
+    return endpoint_url is not None
 
 
 def store(settings: UpdaterSettings) -> DefinitionsStore:
@@ -332,9 +313,7 @@ def respond(url: str, response: dict[str, Any], attempts: int = 4) -> None:
 # --- the handler -------------------------------------------------------------------------------
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if is_custom_resource(event):
         return custom_resource(event, context)

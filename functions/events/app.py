@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -37,14 +36,13 @@ from filejobs.adapters.eventbridge import EventBridgePublisher
 from filejobs.data.completion_reads import FileAndJobsReader
 from filejobs.data.stream import file_from_image, job_from_image
 from filejobs.domain.job import ProcessingJob
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.instrumentation import instruments
 from filejobs.services.file_completion import FileCompletions
 from filejobs.services.outcomes import Change, FileChange, JobChange, OutcomeService
 from filejobs.services.retention import Retention
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
 processor = BatchProcessor(
     event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
 )
@@ -133,9 +131,7 @@ def retire_beyond_keep_last(change: JobChange) -> None:
         metrics.add_metric(name="JobsRetired", unit=MetricUnit.Count, value=len(retired))
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

@@ -14,30 +14,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
+from aws_lambda_powertools.utilities.batch import process_partial_response
 
 from filejobs import runtime
 from filejobs.adapters.s3_lifecycle import outputs_purge_of, removal_again_of
 from filejobs.adapters.s3_notifications import object_removed_records
 from filejobs.domain.file_lifecycle import ObjectRemoved, OutputsPurge, Restore
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
+from filejobs.instrumentation import instruments, sqs_batch
+from filejobs.observability import record_scope
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
 # A failed record comes back (its queue's redrive policy moves it aside after a few tries).
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+processor = sqs_batch()
 
 
 def follow(removed: ObjectRemoved) -> None:
@@ -70,9 +65,7 @@ def record_handler(record: SQSRecord) -> None:
             follow(removed)
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

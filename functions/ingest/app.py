@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
+from aws_lambda_powertools.utilities.batch import process_partial_response
 
 from filejobs import runtime
 from filejobs.adapters.s3 import S3HeadReader
@@ -18,7 +13,8 @@ from filejobs.adapters.s3_lifecycle import S3UploadVersions
 from filejobs.adapters.s3_notifications import object_created_records
 from filejobs.domain import keys
 from filejobs.domain.ingest import InvalidUploadError, ObjectCreated
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
+from filejobs.instrumentation import instruments, sqs_batch
+from filejobs.observability import record_scope
 from filejobs.services.ingest import IngestService, UploadIntake
 
 if TYPE_CHECKING:
@@ -26,11 +22,9 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
-# A batch whose every record failed is reported item by item, like any other: no function error.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
+processor = sqs_batch()
 
 
 def file_id_of(created: ObjectCreated) -> str | None:
@@ -101,9 +95,7 @@ def record_handler(record: SQSRecord) -> None:
             ingest_one(created)
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

@@ -15,22 +15,20 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 
 from filejobs import runtime
 from filejobs.adapters.s3_notifications import tenant_of_body
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.instrumentation import instruments
 from filejobs.ports import Notification
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
 
 
 def notifications(event: dict[str, Any]) -> list[Notification]:
@@ -40,9 +38,7 @@ def notifications(event: dict[str, Any]) -> list[Notification]:
     ]
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     routed = notifications(event)
     refused = set(runtime.fair_ingest_queue().send_all(routed))

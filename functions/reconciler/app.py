@@ -3,12 +3,10 @@ no S3 notification announced (services/reconciler.py)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
@@ -16,25 +14,19 @@ from filejobs.adapters.upload_listing import S3UploadListing
 from filejobs.data.recorded_files import DynamoRecordedFiles
 from filejobs.domain.reconciliation import Window
 from filejobs.domain.time import utcnow
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.instrumentation import instruments
 from filejobs.services.reconciler import Reconciler
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-# The template's defaults, for a run outside it (a test).
-DEFAULT_EVERY_MINUTES = 15
-DEFAULT_GRACE_SECONDS = 120
-
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
 
 
 def window() -> Window:
-    every = float(os.environ.get("RECONCILE_EVERY_MINUTES") or DEFAULT_EVERY_MINUTES)
-    grace = float(os.environ.get("RECONCILE_GRACE_SECONDS") or DEFAULT_GRACE_SECONDS)
-    return Window.for_schedule(timedelta(minutes=every), timedelta(seconds=grace))
+    settings = runtime.reconciler_settings()
+    return Window.for_schedule(settings.every, settings.grace)
 
 
 def reconciler(clock: Callable[[], datetime] = utcnow) -> Reconciler:
@@ -50,9 +42,7 @@ def reconciler(clock: Callable[[], datetime] = utcnow) -> Reconciler:
     )
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = reconciler().run()
     found = len(report.unannounced)

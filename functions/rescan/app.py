@@ -8,41 +8,29 @@ parameters unset it does nothing, reading nothing.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
-from filejobs.config import ConfigurationError
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.instrumentation import instruments
 from filejobs.services.rescans import Rescans
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
-
-DEFAULT_MAX_PER_RUN = 500
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
 
 
 def policy() -> tuple[timedelta | None, str | None, int]:
     """(rescan verdicts older than, rescan verdicts given with definitions before, per run)."""
-    days = os.environ.get("RESCAN_AFTER_DAYS", "0") or "0"
-    per_run = os.environ.get("RESCAN_MAX_PER_RUN", str(DEFAULT_MAX_PER_RUN))
-    if not days.isdigit() or not per_run.isdigit() or int(per_run) < 1:
-        raise ConfigurationError("RESCAN_AFTER_DAYS and RESCAN_MAX_PER_RUN must be whole numbers")
-    before = os.environ.get("RESCAN_DEFINITIONS_BEFORE", "").strip() or None
-    return (timedelta(days=int(days)) if int(days) else None), before, int(per_run)
+    settings = runtime.rescan_settings()
+    return settings.older_than, settings.definitions_before, settings.per_run
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     older_than, definitions_before, per_run = policy()
     if older_than is None and definitions_before is None:

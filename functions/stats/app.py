@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -31,11 +30,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from filejobs import runtime
 from filejobs.data.stats_repository import change_of_record
 from filejobs.domain.stats import StatsChange
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.instrumentation import instruments
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
 
 
 def shard_of(event: DynamoDBStreamEvent) -> str:
@@ -67,9 +65,7 @@ def readable(records: list[dict[str, Any]]) -> list[StatsChange]:
     return changes
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     stream = DynamoDBStreamEvent(event)
     records: list[dict[str, Any]] = event.get("Records") or []

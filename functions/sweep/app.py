@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from filejobs import runtime
 from filejobs.adapters.aws_errors import AWS_RETRY_POLICY
 from filejobs.data.job_repository import JobRepository
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES
+from filejobs.instrumentation import instruments
 from filejobs.services.sweep import DeadLetterReview, SweepService
 
 if TYPE_CHECKING:
@@ -22,13 +22,13 @@ if TYPE_CHECKING:
     from filejobs.domain.job import ProcessingJob
     from filejobs.ports import UnreadableItem
 
-# The share of the function's timeout a run may spend on due jobs: the rest is for the dead
-# letters, and for a slow call in hand when the time is up. Jobs not reached stay due.
+# The share of the function's timeout a run may spend before it stops taking due jobs (the dead
+# letters, reviewed first, included): the rest is for a slow call in hand when the time is up.
+# Jobs not reached stay due.
 SWEEP_TIME_SHARE = 0.5
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
 
 
 class SweptJobs(JobRepository):
@@ -44,9 +44,7 @@ class SweptJobs(JobRepository):
                 yield job
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     settings = runtime.settings()
     runtime.tables()  # SweptJobs is a JobRepository: its models must be bound first
@@ -64,14 +62,18 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         SweptJobs(), runtime.dead_letters(), held=held, retention=settings.retention
     )
     total_ms = context.get_remaining_time_in_millis()
+    reviewed: Counter[str] = Counter()
     try:
+        # The letters first: a job whose message SQS gave up on is failed before the sweep can
+        # take it for one whose message was lost and send a copy (a poisoned message's copy
+        # went through all its deliveries again, and its job's end waited for them).
+        reviewed = letters.run()
+    finally:
+        # Whatever ended the review, the due jobs are still attended to; its error is raised
+        # after (and a failed run's, for its alarm and Lambda's retry).
         report = sweep.run(
             should_stop=lambda: context.get_remaining_time_in_millis() < total_ms * SWEEP_TIME_SHARE
         )
-    finally:
-        # Whatever ended the run (a throttled query), the letters are still reviewed: their
-        # jobs are failed now, not after the run succeeds again. Its error is raised after.
-        reviewed = letters.run()
     summary = {
         "examined": report.examined,
         "actions": dict(report.actions),

@@ -11,16 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
+from aws_lambda_powertools.utilities.batch import process_partial_response
 
 from filejobs import runtime
 from filejobs.adapters.webhook_http import bus_event_of, delivery_task_of
-from filejobs.observability import SERVICE, TRACED_MODULES
+from filejobs.instrumentation import instruments, sqs_batch
 from filejobs.services.webhooks import bus_event
 
 if TYPE_CHECKING:
@@ -28,9 +23,9 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+observed = instruments(measured=False)
+logger, tracer = observed.logger, observed.tracer
+processor = sqs_batch()
 
 
 def record_handler(record: SQSRecord) -> None:
@@ -55,8 +50,7 @@ def record_handler(record: SQSRecord) -> None:
     )
 
 
-@logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@observed.entry_point(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

@@ -3,17 +3,12 @@
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
+from aws_lambda_powertools import single_metric
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
+from aws_lambda_powertools.utilities.batch import process_partial_response
 
 from filejobs import runtime
 from filejobs.adapters.aws_errors import AWS_RETRY_POLICY
@@ -23,7 +18,8 @@ from filejobs.domain.fairness import TenantCap
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import JobMessage
 from filejobs.domain.time import utcnow
-from filejobs.observability import METRICS_NAMESPACE, SERVICE, TRACED_MODULES, record_scope
+from filejobs.instrumentation import instruments, sqs_batch
+from filejobs.observability import METRICS_NAMESPACE, SERVICE, record_scope
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.registry import ScanSettings, processor_for
 from filejobs.processors.sandbox import privileges
@@ -35,11 +31,9 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE, patch_modules=TRACED_MODULES)
-# A batch whose every record failed is reported item by item, like any other: no function error.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+observed = instruments()
+logger, tracer, metrics = observed.logger, observed.tracer, observed.measured
+processor = sqs_batch()
 # The worker holds the function's credentials: no process of its user (clamd, clamscan, a
 # decoder that broke out of its sandbox) may read its /proc environ or memory.
 privileges.make_non_dumpable()
@@ -57,7 +51,7 @@ _NOT_STARTED = frozenset({Disposition.SKIPPED, Disposition.DEFERRED})
 
 
 def job_type() -> JobType:
-    return JobType(os.environ["JOB_TYPE"])
+    return runtime.job_type()
 
 
 @tracer.capture_method(capture_response=False)
@@ -95,7 +89,13 @@ def build_processor() -> Processor:
     if kind is JobType.DEDUPLICATION_CHECK:
         return deduplication_check()
     if kind is not JobType.VIRUS_SCAN:
-        return processor_for(kind, runtime.s3(), None)
+        return processor_for(
+            kind,
+            runtime.s3(),
+            None,
+            thumbnail_sizes=settings.thumbnail_sizes,
+            office=runtime.office_settings(),
+        )
     from filejobs.adapters.quarantine import S3VerdictStore  # noqa: PLC0415
     from filejobs.services.virus_scan import VirusScan  # noqa: PLC0415
 
@@ -232,13 +232,11 @@ def scan_verdict(result: WorkResult) -> str | None:
 
 # Lambda sets it in a real execution environment only: tests and the local stack, which start
 # many workers at once, keep starting the sandbox with the first job.
-if os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE"):
+if runtime.in_lambda():
     start_decoders_early()
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@observed.entry_point()
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     # Every figure of the invocation by its job type, and the same again under the stack alone
     # (a second EMF dimension set, added once per flush): a CloudWatch metric is its exact

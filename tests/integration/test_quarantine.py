@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from filejobs.adapters.quarantine import S3VerdictStore
 from filejobs.domain import keys
-from filejobs.processors.source import ObjectLocation
+from filejobs.domain.objects import ObjectLocation
 from tests.processing import MediaBench
 
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"

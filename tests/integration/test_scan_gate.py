@@ -24,12 +24,12 @@ from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.messages import JobMessage
+from filejobs.domain.objects import ObjectLocation
 from filejobs.domain.retry import ObjectGoneError, PermanentError, TransientError
 from filejobs.domain.scanning import GATED_JOB_TYPES, UnscannablePolicy
 from filejobs.domain.transition_result import Applied
 from filejobs.ports import Quarantined
 from filejobs.processors.base import Processor, Work
-from filejobs.processors.source import ObjectLocation
 from filejobs.services.scan_gate import ScanGate
 from filejobs.services.virus_scan import VirusScan
 from filejobs.services.worker import Disposition, WorkerService

@@ -27,7 +27,7 @@ from filejobs.data.file_repository import FileRepository
 from filejobs.data.models import FileModel
 from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.ingest import IngestPlan
-from filejobs.processors.source import ObjectLocation
+from filejobs.domain.objects import ObjectLocation
 from filejobs_dev.infra.template import load_template, resources_of_type, role_policies
 from tests.factories import ingest_plan
 from tests.iam import (

@@ -433,12 +433,12 @@ def test_declared_dimensions_over_the_limit_are_refused_before_decoding(
     )
 
 
-def test_the_deployment_picks_the_sizes_of_a_job_that_names_none(
-    media: MediaBench, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # given a worker deployed with ThumbnailSizes=512 (the template's THUMBNAIL_SIZES)
-    monkeypatch.setenv("THUMBNAIL_SIZES", "512")
-    processor = registry.processor_for(JobType.THUMBNAIL_GENERATION, media.s3, None)
+def test_the_deployment_picks_the_sizes_of_a_job_that_names_none(media: MediaBench) -> None:
+    # given a worker deployed with ThumbnailSizes=512 (the template's THUMBNAIL_SIZES, read by
+    # config.Settings and passed in by the worker)
+    processor = registry.processor_for(
+        JobType.THUMBNAIL_GENERATION, media.s3, None, thumbnail_sizes="512"
+    )
     data = encoded(scene((1200, 800)), "JPEG")
     # when a job names no sizes, then one thumbnail is written, at the deployment's size
     work = media.work_for(JobType.THUMBNAIL_GENERATION, "one.jpg", data)

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from filejobs.domain.job import JobType
+from filejobs.domain.objects import ObjectLocation
 from filejobs.domain.retry import ErrorKind, TransientError, classify
 from filejobs.processors.base import StopRequested, Work
 from filejobs.processors.scan.engines import (
@@ -36,7 +37,6 @@ from filejobs.processors.scan.engines import (
 from filejobs.processors.scan.isolated import SandboxedYara
 from filejobs.processors.scan.processor import VirusScanProcessor
 from filejobs.processors.scan.sealed import SealedFile
-from filejobs.processors.source import ObjectLocation
 from tests.encrypted_media import encrypted_pdf, encrypted_zip
 from tests.processing import MediaBench
 

@@ -8,13 +8,8 @@ from typing import Any
 
 import pytest
 
-from filejobs.access import (
-    LOCAL_CALLERS_VARIABLE,
-    SAM_LOCAL_VARIABLE,
-    Caller,
-    caller_from,
-    local_callers_allowed,
-)
+from filejobs.access import Caller, caller_from
+from filejobs.config import LOCAL_CALLERS_VARIABLE, SAM_LOCAL_VARIABLE, CallerSettings
 from filejobs_dev.infra.template import function_definitions, load_template
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
@@ -86,12 +81,14 @@ def assumed(role: str, session: str, account: str = ACCOUNT) -> str:
 
 def test_an_iam_caller_of_the_tenant_role_is_the_tenant_of_its_session_name() -> None:
     signed = iam_event(assumed(TENANT_ROLE, "acme"), f"{TENANT_ROLE_ID}:acme")
-    assert caller_from(signed, ROLES) == Caller(tenant="acme", operator=False)
+    assert caller_from(signed, CallerSettings.from_env(ROLES)) == Caller(
+        tenant="acme", operator=False
+    )
 
 
 def test_an_iam_caller_of_the_operator_role_is_an_operator() -> None:
     signed = iam_event(assumed(OPERATOR_ROLE, "alice"), f"{OPERATOR_ROLE_ID}:alice")
-    assert caller_from(signed, ROLES) == Caller(tenant=None, operator=True)
+    assert caller_from(signed, CallerSettings.from_env(ROLES)) == Caller(tenant=None, operator=True)
 
 
 @pytest.mark.parametrize(
@@ -106,7 +103,10 @@ def test_an_iam_caller_of_the_operator_role_is_an_operator() -> None:
     ],
 )
 def test_any_other_iam_caller_is_refused(arn: object) -> None:
-    assert caller_from(iam_event(arn, f"{TENANT_ROLE_ID}:acme"), ROLES) is None
+    assert (
+        caller_from(iam_event(arn, f"{TENANT_ROLE_ID}:acme"), CallerSettings.from_env(ROLES))
+        is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ def test_any_other_iam_caller_is_refused(arn: object) -> None:
 def test_a_role_of_the_right_name_that_is_not_the_stack_s_is_refused(
     arn: str, user: object
 ) -> None:
-    assert caller_from(iam_event(arn, user), ROLES) is None
+    assert caller_from(iam_event(arn, user), CallerSettings.from_env(ROLES)) is None
 
 
 @pytest.mark.parametrize("missing", ["API_ACCOUNT_ID", "API_OPERATOR_ROLE_ID", "API_OPERATOR_ROLE"])
@@ -136,8 +136,8 @@ def test_without_the_stack_s_identity_configured_no_iam_operator_is_accepted(
 ) -> None:
     signed = iam_event(assumed(OPERATOR_ROLE, "alice"), f"{OPERATOR_ROLE_ID}:alice")
     partial = {k: v for k, v in ROLES.items() if k != missing}
-    assert caller_from(signed, partial) is None
-    assert caller_from(signed, {}) is None
+    assert caller_from(signed, CallerSettings.from_env(partial)) is None
+    assert caller_from(signed, CallerSettings.from_env({})) is None
 
 
 # --- a Cognito user pool authorizer (docs/API_AUTH.md) -----------------------------------------
@@ -148,21 +148,21 @@ def claims(**values: str) -> dict[str, Any]:
 
 
 def test_a_cognito_user_is_the_tenant_of_its_custom_attribute() -> None:
-    caller = caller_from(claims(**{"custom:tenant": "acme"}), {})
+    caller = caller_from(claims(**{"custom:tenant": "acme"}), CallerSettings.from_env({}))
     assert caller == Caller(tenant="acme", operator=False)
 
 
 @pytest.mark.parametrize("groups", ["operators", "readers,operators", "[readers operators]"])
 def test_a_member_of_the_operator_group_is_an_operator(groups: str) -> None:
     # given the group list as a REST API's (commas) or an HTTP API's (brackets) authorizer sends it
-    caller = caller_from(claims(**{"cognito:groups": groups}), {})
+    caller = caller_from(claims(**{"cognito:groups": groups}), CallerSettings.from_env({}))
     assert caller == Caller(tenant=None, operator=True)
 
 
 def test_the_operator_group_is_configurable() -> None:
     raw = claims(**{"cognito:groups": "operators", "custom:tenant": "acme"})
     # given API_OPERATOR_GROUP names another group, then "operators" is no longer enough
-    caller = caller_from(raw, {"API_OPERATOR_GROUP": "filejobs-admins"})
+    caller = caller_from(raw, CallerSettings.from_env({"API_OPERATOR_GROUP": "filejobs-admins"}))
     assert caller == Caller(tenant="acme", operator=False)
 
 
@@ -179,7 +179,7 @@ def test_the_operator_group_is_configurable() -> None:
 def test_a_cognito_user_without_a_valid_tenant_or_the_group_is_no_caller(
     values: dict[str, str],
 ) -> None:
-    assert caller_from(claims(**values), {}) is None
+    assert caller_from(claims(**values), CallerSettings.from_env({})) is None
 
 
 # --- the stack's own Cognito API (ApiAuth=COGNITO): its stage names the console's app client ----
@@ -194,9 +194,9 @@ def on_console_api(claims_event: dict[str, Any], client: str = CONSOLE_CLIENT) -
 
 def test_an_id_token_of_the_console_s_client_is_read_as_before() -> None:
     raw = on_console_api(claims(aud=CONSOLE_CLIENT, **{"custom:tenant": "acme"}))
-    assert caller_from(raw, {}) == Caller(tenant="acme", operator=False)
+    assert caller_from(raw, CallerSettings.from_env({})) == Caller(tenant="acme", operator=False)
     operator = on_console_api(claims(aud=CONSOLE_CLIENT, **{"cognito:groups": "operators"}))
-    assert caller_from(operator, {}) == Caller(tenant=None, operator=True)
+    assert caller_from(operator, CallerSettings.from_env({})) == Caller(tenant=None, operator=True)
 
 
 @pytest.mark.parametrize(
@@ -214,14 +214,14 @@ def test_an_id_token_of_the_console_s_client_is_read_as_before() -> None:
 def test_on_the_console_s_api_a_token_not_issued_to_its_client_is_no_caller(
     values: dict[str, str],
 ) -> None:
-    assert caller_from(on_console_api(claims(**values)), {}) is None
+    assert caller_from(on_console_api(claims(**values)), CallerSettings.from_env({})) is None
 
 
 def test_an_api_whose_stage_names_no_client_leaves_the_audience_to_its_authorizer() -> None:
     # given an HTTP API's JWT authorizer, which checks the audience itself (no stage variable)
     raw = {**claims(aud="whatever-the-authorizer-took", **{"custom:tenant": "acme"})}
     raw["stageVariables"] = None
-    assert caller_from(raw, {}) == Caller(tenant="acme", operator=False)
+    assert caller_from(raw, CallerSettings.from_env({})) == Caller(tenant="acme", operator=False)
 
 
 # --- the local caller: `sam local` only ------------------------------------------------------
@@ -256,15 +256,19 @@ def test_under_sam_local_the_header_names_the_caller_of_an_unsigned_request(
     value: str, expected: Caller
 ) -> None:
     event = sam_start_api_event({"X-Filejobs-Local-Caller": value})
-    assert caller_from(event, SAM_LOCAL) == expected
+    assert caller_from(event, CallerSettings.from_env(SAM_LOCAL)) == expected
 
 
 def test_the_header_is_read_whatever_its_case_and_from_either_map() -> None:
     lower = sam_start_api_event({"x-filejobs-local-caller": "tenant:acme"})
-    assert caller_from(lower, SAM_LOCAL) == Caller(tenant="acme", operator=False)
+    assert caller_from(lower, CallerSettings.from_env(SAM_LOCAL)) == Caller(
+        tenant="acme", operator=False
+    )
     only_multi = sam_start_api_event(None)
     only_multi["multiValueHeaders"] = {"X-FILEJOBS-LOCAL-CALLER": ["tenant:acme"]}
-    assert caller_from(only_multi, SAM_LOCAL) == Caller(tenant="acme", operator=False)
+    assert caller_from(only_multi, CallerSettings.from_env(SAM_LOCAL)) == Caller(
+        tenant="acme", operator=False
+    )
 
 
 @pytest.mark.parametrize(
@@ -283,7 +287,7 @@ def test_the_header_is_read_whatever_its_case_and_from_either_map() -> None:
 )
 def test_the_header_is_ignored_unless_both_switches_are_on(environment: dict[str, str]) -> None:
     event = sam_start_api_event({"X-Filejobs-Local-Caller": "operator"})
-    assert caller_from(event, environment) is None
+    assert caller_from(event, CallerSettings.from_env(environment)) is None
 
 
 @pytest.mark.parametrize(
@@ -293,13 +297,13 @@ def test_the_header_is_ignored_unless_both_switches_are_on(environment: dict[str
 )  # fmt: skip
 def test_a_malformed_local_caller_is_no_caller(value: str) -> None:
     event = sam_start_api_event({"X-Filejobs-Local-Caller": value})
-    assert caller_from(event, SAM_LOCAL) is None
+    assert caller_from(event, CallerSettings.from_env(SAM_LOCAL)) is None
 
 
 def test_two_local_callers_that_disagree_name_no_one() -> None:
     event = sam_start_api_event({"X-Filejobs-Local-Caller": "tenant:acme"})
     event["multiValueHeaders"] = {"x-filejobs-local-caller": ["tenant:acme", "operator"]}
-    assert caller_from(event, SAM_LOCAL) is None
+    assert caller_from(event, CallerSettings.from_env(SAM_LOCAL)) is None
 
 
 def test_the_header_never_overrides_an_identity_the_request_has() -> None:
@@ -307,14 +311,18 @@ def test_the_header_never_overrides_an_identity_the_request_has() -> None:
     # a signed request is its signer, or no one: never the header's operator
     signed = iam_event(assumed(TENANT_ROLE, "acme"), f"{TENANT_ROLE_ID}:acme")
     signed["headers"] = header
-    assert caller_from(signed, {**ROLES, **SAM_LOCAL}) == Caller(tenant="acme", operator=False)
+    assert caller_from(signed, CallerSettings.from_env({**ROLES, **SAM_LOCAL})) == Caller(
+        tenant="acme", operator=False
+    )
     stranger = iam_event("arn:aws:iam::123456789012:user/someone", "AIDAEXAMPLE")
     stranger["headers"] = header
-    assert caller_from(stranger, {**ROLES, **SAM_LOCAL}) is None
+    assert caller_from(stranger, CallerSettings.from_env({**ROLES, **SAM_LOCAL})) is None
     # and an authorizer's context is the authorizer's
     authorized = event({"tenant": "acme", "role": "tenant"})
     authorized["headers"] = header
-    assert caller_from(authorized, SAM_LOCAL) == Caller(tenant="acme", operator=False)
+    assert caller_from(authorized, CallerSettings.from_env(SAM_LOCAL)) == Caller(
+        tenant="acme", operator=False
+    )
 
 
 def test_the_template_turns_neither_switch_on_for_any_function() -> None:
@@ -329,4 +337,5 @@ def test_the_template_turns_neither_switch_on_for_any_function() -> None:
     }
     assert declared == {"ApiFunction": ""}
     for spec in functions.values():
-        assert not local_callers_allowed({k: str(v) for k, v in spec.environment.items()})
+        environment = {k: str(v) for k, v in spec.environment.items()}
+        assert not CallerSettings.from_env(environment).local_callers

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from filejobs.access import caller_from
+from filejobs.config import CallerSettings
 from filejobs_dev.infra.template import load_template
 from filejobs_dev.local.resources import Resources
 
@@ -104,7 +105,7 @@ def test_without_the_roles_the_api_function_takes_no_iam_caller() -> None:
         "user": "AROAAPITENANTROLE:acme",
     }
     event = {"requestContext": {"identity": identity}}
-    assert caller_from(event, environment) is None
+    assert caller_from(event, CallerSettings.from_env(environment)) is None
 
 
 def test_with_the_roles_the_api_function_knows_their_names_and_ids() -> None:
@@ -121,7 +122,9 @@ def test_with_the_roles_the_api_function_knows_their_names_and_ids() -> None:
         "user": "AROAAPITENANTROLE:acme",
     }
     event = {"requestContext": {"identity": identity}}
-    caller = caller_from(event, {**environment, "API_ACCOUNT_ID": "123456789012"})
+    caller = caller_from(
+        event, CallerSettings.from_env({**environment, "API_ACCOUNT_ID": "123456789012"})
+    )
     assert caller is not None and (caller.tenant, caller.operator) == ("acme", False)
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from filejobs.access import Caller, caller_from
 from filejobs.api import parsing
+from filejobs.config import CallerSettings
 from filejobs.domain.presets import METADATA_KEY, check_jobs
 from filejobs_cli.main import parser
 from tests.doc_snippets import LOCAL, ROOT, SNIPPETS, Call, run
@@ -124,8 +125,10 @@ def test_the_sam_local_example_names_the_template_s_functions_and_events(tmp_pat
     name, _, value = header.partition(": ")
     request = {"headers": {name: value}, "requestContext": {"identity": {"sourceIp": "127.0.0.1"}}}
     under_sam = {"AWS_SAM_LOCAL": "true", "FILEJOBS_LOCAL_CALLERS": "header"}
-    assert caller_from(request, under_sam) == Caller(tenant="acme", operator=False)
-    assert caller_from(request, {}) is None
+    assert caller_from(request, CallerSettings.from_env(under_sam)) == Caller(
+        tenant="acme", operator=False
+    )
+    assert caller_from(request, CallerSettings.from_env({})) is None
 
 
 def test_every_option_of_make_dev_s_synopsis_is_one_of_filejobs_dev() -> None:

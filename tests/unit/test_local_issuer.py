@@ -19,6 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from filejobs.access import Caller, caller_from
+from filejobs.config import CallerSettings
 from filejobs_dev.local import issuer as issuer_module
 from filejobs_dev.local import tokens
 from filejobs_dev.local.issuer import (
@@ -295,7 +296,9 @@ def test_an_id_token_of_the_pool_gives_its_claims_as_api_gateway_passes_them(
     assert claims["cognito:groups"] == "operators,auditors"
     assert all(isinstance(value, str) for value in claims.values())
     # and the function reads an operator from them
-    assert caller_from({"requestContext": {"authorizer": found}}, {}) == Caller(None, True)
+    assert caller_from(
+        {"requestContext": {"authorizer": found}}, CallerSettings.from_env({})
+    ) == Caller(None, True)
 
 
 def test_the_authorizer_refuses_what_api_gateway_s_refuses(issuer: StandInIssuer) -> None:
@@ -331,4 +334,4 @@ def test_like_api_gateway_s_it_takes_any_client_of_the_pool_leaving_the_audience
     assert found is not None and found["claims"]["aud"] == issuer.another_client_id
     # then the function, told the console's client by the stage, refuses it
     event = {"requestContext": {"authorizer": found}, "stageVariables": issuer.stage_variables()}
-    assert caller_from(event, {}) is None
+    assert caller_from(event, CallerSettings.from_env({})) is None

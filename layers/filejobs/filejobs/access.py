@@ -33,13 +33,28 @@ AND the function's environment says it runs against the local stack
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from filejobs.config import (
+    LOCAL_CALLERS_BY_HEADER,
+    LOCAL_CALLERS_VARIABLE,
+    SAM_LOCAL_VARIABLE,
+    CallerSettings,
+)
 from filejobs.domain.keys import is_tenant
+
+# The switch's variables are read in config.py; the local stack names them from here.
+__all__ = [
+    "LOCAL_CALLERS_BY_HEADER",
+    "LOCAL_CALLERS_VARIABLE",
+    "LOCAL_CALLER_HEADER",
+    "NO_STACK_CALLERS",
+    "SAM_LOCAL_VARIABLE",
+    "Caller",
+    "caller_from",
+]
 
 # arn:aws:sts::123456789012:assumed-role/<role name>/<session name>
 _ASSUMED_ROLE = re.compile(
@@ -47,11 +62,11 @@ _ASSUMED_ROLE = re.compile(
 )
 
 
-# The local-caller switch (module docstring): the header, and the two variables that turn it on.
+# The local-caller header (module docstring); the two variables that turn it on are read by
+# config.CallerSettings.
 LOCAL_CALLER_HEADER = "X-Filejobs-Local-Caller"
-SAM_LOCAL_VARIABLE = "AWS_SAM_LOCAL"  # set by SAM in its containers, never by Lambda
-LOCAL_CALLERS_VARIABLE = "FILEJOBS_LOCAL_CALLERS"  # declared empty in template.yaml
-LOCAL_CALLERS_BY_HEADER = "header"
+# Whom a caller is recognised by when the function is given nothing: no IAM role, no header.
+NO_STACK_CALLERS = CallerSettings()
 
 
 @dataclass(frozen=True)
@@ -77,9 +92,10 @@ class Caller:
 
 
 def caller_from(
-    event: dict[str, Any], environment: Mapping[str, str] = os.environ
+    event: dict[str, Any], recognised: CallerSettings = NO_STACK_CALLERS
 ) -> Caller | None:
-    """The caller of an API Gateway (REST) event; None when its identity is missing or invalid."""
+    """The caller of an API Gateway (REST) event; None when its identity is missing or invalid.
+    `recognised`: the function's CallerSettings (the stack's roles, operator group, switches)."""
     context = event.get("requestContext")
     if not isinstance(context, dict):
         return None
@@ -88,30 +104,21 @@ def caller_from(
         audience = _required_audience(event)
         if audience is not None and not _issued_to(authorizer["claims"], audience):
             return None
-        return _from_claims(authorizer["claims"], environment)
+        return _from_claims(authorizer["claims"], recognised)
     if isinstance(authorizer, dict) and ("role" in authorizer or "tenant" in authorizer):
         return _from_authorizer(authorizer)
-    return _from_identity(event, context.get("identity"), environment)
+    return _from_identity(event, context.get("identity"), recognised)
 
 
 def _from_identity(
-    event: dict[str, Any], identity: object, environment: Mapping[str, str]
+    event: dict[str, Any], identity: object, recognised: CallerSettings
 ) -> Caller | None:
     """An IAM signer's caller; with no signer, the local-caller header's, where it is read."""
     if isinstance(identity, dict) and _names_a_signer(identity):
-        return _from_iam(identity, environment)
-    if local_callers_allowed(environment):
+        return _from_iam(identity, recognised)
+    if recognised.local_callers:
         return _local_caller(event)
     return None
-
-
-def local_callers_allowed(environment: Mapping[str, str] = os.environ) -> bool:
-    """Whether the local-caller header is read: both switches on, each set by something a
-    deployed function never runs under (SAM's container; the local stack's env file)."""
-    return (
-        environment.get(SAM_LOCAL_VARIABLE) == "true"
-        and environment.get(LOCAL_CALLERS_VARIABLE) == LOCAL_CALLERS_BY_HEADER
-    )
 
 
 def _names_a_signer(identity: dict[str, Any]) -> bool:
@@ -174,11 +181,11 @@ def _from_authorizer(authorizer: dict[str, Any]) -> Caller | None:
     return None
 
 
-def _from_claims(claims: dict[str, Any], environment: Mapping[str, str]) -> Caller | None:
+def _from_claims(claims: dict[str, Any], recognised: CallerSettings) -> Caller | None:
     tenant = claims.get("custom:tenant")
     if tenant is not None and not (isinstance(tenant, str) and is_tenant(tenant)):
         return None
-    if environment.get("API_OPERATOR_GROUP", "operators") in _groups(claims.get("cognito:groups")):
+    if recognised.operator_group in _groups(claims.get("cognito:groups")):
         return Caller(tenant=tenant, operator=True)
     if tenant is not None:
         return Caller(tenant=tenant, operator=False)
@@ -193,26 +200,27 @@ def _groups(claim: object) -> set[str]:
     return set(re.split(r"[,\s]+", claim.strip().strip("[]"))) - {""}
 
 
-def _from_iam(identity: dict[str, Any], environment: Mapping[str, str]) -> Caller | None:
+def _from_iam(identity: dict[str, Any], recognised: CallerSettings) -> Caller | None:
     arn = identity.get("userArn")
     match = _ASSUMED_ROLE.match(arn) if isinstance(arn, str) else None
-    if match is None or match["account"] != environment.get("API_ACCOUNT_ID"):
+    if match is None or match["account"] != recognised.account_id:
         return None
     role, session = match["role"], match["session"]
-    if _is_role(identity, role, session, "API_OPERATOR_ROLE", environment):
+    operator = (recognised.operator_role, recognised.operator_role_id)
+    if _is_role(identity, role, session, *operator):
         return Caller(tenant=None, operator=True)
-    if _is_role(identity, role, session, "API_TENANT_ROLE", environment) and is_tenant(session):
+    tenant = (recognised.tenant_role, recognised.tenant_role_id)
+    if _is_role(identity, role, session, *tenant) and is_tenant(session):
         return Caller(tenant=session, operator=False)
     return None
 
 
 def _is_role(
-    identity: dict[str, Any], role: str, session: str, variable: str, environment: Mapping[str, str]
+    identity: dict[str, Any], role: str, session: str, name: str | None, role_id: str | None
 ) -> bool:
-    """Whether the signer assumed the stack's role named by `variable` (and `variable`_ID): its
-    name, and its unique id, which API Gateway puts in `user` as `<role id>:<session>`. A role
-    deleted and made again under the name has another id, so a name alone is not enough."""
-    name, role_id = environment.get(variable), environment.get(f"{variable}_ID")
+    """Whether the signer assumed the stack's role `name` (API_*_ROLE) of unique id `role_id`
+    (API_*_ROLE_ID), which API Gateway puts in `user` as `<role id>:<session>`. A role deleted
+    and made again under the name has another id, so a name alone is not enough."""
     if not name or not role_id:
         return False
     return role == name and identity.get("user") == f"{role_id}:{session}"

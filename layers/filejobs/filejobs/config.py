@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from filejobs.domain.job import JobType
 from filejobs.domain.messages import Lane
@@ -27,6 +28,13 @@ CLAMAV_AND_YARA = "clamav+yara"
 YARA_ONLY = "yara"
 # Set by `filejobs dev` and the tests only: webhooks may then go to http://127.0.0.1.
 WEBHOOKS_LOCAL_MODE_VARIABLE = "FILEJOBS_WEBHOOKS_LOCAL_MODE"
+# The local-caller switch of the API (access.py): SAM sets the first in its containers, never
+# Lambda; the template declares the second empty, only the local stack's env file sets it.
+SAM_LOCAL_VARIABLE = "AWS_SAM_LOCAL"
+LOCAL_CALLERS_VARIABLE = "FILEJOBS_LOCAL_CALLERS"
+LOCAL_CALLERS_BY_HEADER = "header"
+# Where an unpacked LibreOffice layer is (processors/office_runtime.py reads its manifest there).
+LIBREOFFICE_LAYER_DIR = Path("/opt/libreoffice")
 
 
 class ConfigurationError(RuntimeError):
@@ -99,6 +107,13 @@ class Settings:
     # template's), or the secret itself (the tests); neither: unsigned tokens (page_tokens.py).
     page_token_secret_arn: str | None = None
     page_token_secret: str | None = None
+    # The region the tables are in (Lambda sets both variables; a test or a shell either).
+    region: str = "us-east-1"
+    # This function's name (Lambda's), which names the worker that holds a job's lease.
+    function_name: str = "worker"
+    # A thumbnail job's sizes when it names none (ThumbnailSizes; processors/thumbnail.py
+    # parses and checks them where the processor is built).
+    thumbnail_sizes: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
@@ -153,6 +168,9 @@ class Settings:
             keep_last=_keep_last(env),
             page_token_secret_arn=env.get("API_TOKEN_SECRET_ARN") or None,
             page_token_secret=env.get("API_TOKEN_SECRET") or None,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            function_name=env.get("AWS_LAMBDA_FUNCTION_NAME", "worker"),
+            thumbnail_sizes=env.get("THUMBNAIL_SIZES"),
         )
 
     @property
@@ -206,6 +224,185 @@ class Settings:
         if not self.event_bus:
             raise ConfigurationError("environment variable EVENT_BUS_NAME is not set")
         return self.event_bus
+
+
+@dataclass(frozen=True)
+class CallerSettings:
+    """Whom the API recognises as its callers (access.py): the Cognito group of operators, the
+    stack's API roles (API_*_ROLE and their unique ids, API_*_ROLE_ID, in API_ACCOUNT_ID), and
+    whether the local-caller header is read (both switches on: SAM's container and the local
+    stack's env file, neither of which a deployed function runs under)."""
+
+    operator_group: str = "operators"
+    account_id: str | None = None
+    operator_role: str | None = None
+    operator_role_id: str | None = None
+    tenant_role: str | None = None
+    tenant_role_id: str | None = None
+    local_callers: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> CallerSettings:
+        return cls(
+            operator_group=env.get("API_OPERATOR_GROUP", "operators"),
+            account_id=env.get("API_ACCOUNT_ID"),
+            operator_role=env.get("API_OPERATOR_ROLE"),
+            operator_role_id=env.get("API_OPERATOR_ROLE_ID"),
+            tenant_role=env.get("API_TENANT_ROLE"),
+            tenant_role_id=env.get("API_TENANT_ROLE_ID"),
+            local_callers=(
+                env.get(SAM_LOCAL_VARIABLE) == "true"
+                and env.get(LOCAL_CALLERS_VARIABLE) == LOCAL_CALLERS_BY_HEADER
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """The API function's own: the web apps' origins (the template's UploadsAllowedOrigins,
+    joined by ','), whose pages may call it from the browser; none by default (no CORS header),
+    and the uploads bucket GET /files?key= looks a key up in."""
+
+    allowed_origins: tuple[str, ...] = ()
+    uploads_bucket: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> ApiSettings:
+        origins = env.get("API_ALLOWED_ORIGINS", "").split(",")
+        return cls(
+            allowed_origins=tuple(o.strip() for o in origins if o.strip()),
+            uploads_bucket=env.get("UPLOADS_BUCKET"),
+        )
+
+
+@dataclass(frozen=True)
+class UpdaterVariables:
+    """The definitions updater's environment (template.yaml's DefinitionsUpdater), checked;
+    its handler parses the mirror's three (DEFINITIONS_MIRROR, OFFICIAL_DATABASES,
+    DEFINITIONS_CUSTOM_URLS) into the mirror's settings."""
+
+    bucket: str
+    prefix: str = "signatures/"
+    freshclam: str = "freshclam"
+    clamscan: str = "clamscan"
+    mirror: str = ""
+    official_databases: str = "main,daily,bytecode"
+    custom_urls: str = ""
+    uses_clamav: bool = True  # ScanEngines clamav+yara; "yara": no ClamAV database is fetched
+    max_age: timedelta = timedelta(hours=48)
+    keep: int = 3
+    endpoint_url: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> UpdaterVariables:
+        bucket = env.get("SIGNATURES_BUCKET")
+        if not bucket:
+            raise ConfigurationError("environment variable SIGNATURES_BUCKET is not set")
+        engines = env.get("SCAN_ENGINES", CLAMAV_AND_YARA)
+        if engines not in (CLAMAV_AND_YARA, YARA_ONLY):
+            raise ConfigurationError(
+                f"SCAN_ENGINES must be one of {', '.join((CLAMAV_AND_YARA, YARA_ONLY))}"
+            )
+        return cls(
+            bucket=bucket,
+            prefix=env.get("SIGNATURES_PREFIX", "signatures/"),
+            freshclam=env.get("FRESHCLAM", "freshclam"),
+            clamscan=env.get("CLAMSCAN", "clamscan"),
+            mirror=env.get("DEFINITIONS_MIRROR", ""),
+            official_databases=env.get("OFFICIAL_DATABASES", "main,daily,bytecode"),
+            custom_urls=env.get("DEFINITIONS_CUSTOM_URLS", ""),
+            uses_clamav=engines == CLAMAV_AND_YARA,
+            max_age=timedelta(hours=_at_least(env, "MAX_DEFINITIONS_AGE_HOURS", "48", 1)),
+            keep=int(_at_least(env, "DEFINITIONS_KEEP", "3", 1)),
+            endpoint_url=endpoint_from(env),
+        )
+
+
+def worker_job_type(env: Mapping[str, str] = os.environ) -> JobType:
+    """The job type a worker function runs (JOB_TYPE, one per worker in the template)."""
+    return JobType(env["JOB_TYPE"])
+
+
+def started_by_lambda(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether this process is a Lambda execution environment's (Lambda alone sets
+    AWS_LAMBDA_INITIALIZATION_TYPE): tests and the local stack, which start many workers at
+    once, do not pay a worker's warm-up at import."""
+    return bool(env.get("AWS_LAMBDA_INITIALIZATION_TYPE"))
+
+
+def powertools_names(env: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """(service, metrics namespace): Powertools' own variables, "filejobs" when unset or empty."""
+    service = env.get("POWERTOOLS_SERVICE_NAME") or "filejobs"
+    return service, env.get("POWERTOOLS_METRICS_NAMESPACE") or "filejobs"
+
+
+@dataclass(frozen=True)
+class ReconcilerSettings:
+    """The reconciler's schedule and how long an upload's notification may still be on its way
+    (RECONCILE_EVERY_MINUTES, RECONCILE_GRACE_SECONDS; the template's defaults when unset)."""
+
+    every: timedelta = timedelta(minutes=15)
+    grace: timedelta = timedelta(seconds=120)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> ReconcilerSettings:
+        defaults = cls()
+        every = env.get("RECONCILE_EVERY_MINUTES")
+        grace = env.get("RECONCILE_GRACE_SECONDS")
+        return cls(
+            every=timedelta(minutes=float(every)) if every else defaults.every,
+            grace=timedelta(seconds=float(grace)) if grace else defaults.grace,
+        )
+
+
+@dataclass(frozen=True)
+class RescanSettings:
+    """The rescan policy (RescanAfterDays, RescanDefinitionsBefore, RescanMaxPerRun): verdicts
+    older than `older_than`, or given with definitions before `definitions_before`, are scanned
+    again, at most `per_run` files a run. Neither: the policy is off."""
+
+    older_than: timedelta | None = None
+    definitions_before: str | None = None
+    per_run: int = 500
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> RescanSettings:
+        days = env.get("RESCAN_AFTER_DAYS", "0") or "0"
+        per_run = env.get("RESCAN_MAX_PER_RUN", str(cls.per_run))
+        if not days.isdigit() or not per_run.isdigit() or int(per_run) < 1:
+            raise ConfigurationError(
+                "RESCAN_AFTER_DAYS and RESCAN_MAX_PER_RUN must be whole numbers"
+            )
+        return cls(
+            older_than=timedelta(days=int(days)) if int(days) else None,
+            definitions_before=env.get("RESCAN_DEFINITIONS_BEFORE", "").strip() or None,
+            per_run=int(per_run),
+        )
+
+
+@dataclass(frozen=True)
+class OfficeSettings:
+    """Where LibreOffice is (processors/office_runtime.py): FILEJOBS_SOFFICE names a program
+    outright; else the layer unpacked at FILEJOBS_LIBREOFFICE_LAYER (/opt/libreoffice unless
+    set)."""
+
+    soffice: str | None = None
+    layer: Path = LIBREOFFICE_LAYER_DIR
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> OfficeSettings:
+        layer = env.get("FILEJOBS_LIBREOFFICE_LAYER")
+        return cls(
+            soffice=env.get("FILEJOBS_SOFFICE") or None,
+            layer=Path(layer) if layer else LIBREOFFICE_LAYER_DIR,
+        )
+
+
+def inherited(names: Iterable[str], env: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Those of `names` this process's environment holds, to hand on to a program it starts
+    (the decoders' zygote, ClamAV's programs): what the OS gave the process, not a setting, and
+    nothing beyond `names`, so no credential reaches a program that parses hostile files."""
+    return {name: env[name] for name in names if name in env}
 
 
 def endpoint_from(env: Mapping[str, str], service: str | None = None) -> str | None:
@@ -276,6 +473,18 @@ def _count(env: Mapping[str, str], name: str, default: int) -> int:
     if not value.isascii() or not value.isdigit():
         raise ConfigurationError(f"{name} must be a whole number (0: unlimited); got {value!r}")
     return int(value)
+
+
+def _at_least(env: Mapping[str, str], name: str, default: str, minimum: float) -> float:
+    """A number (a fraction allowed) of at least `minimum`."""
+    value = env.get(name, default)
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a number, got {value!r}") from None
+    if number < minimum:
+        raise ConfigurationError(f"{name} must be at least {minimum:g}, got {value!r}")
+    return number
 
 
 def _keep_last(env: Mapping[str, str]) -> dict[JobType, int]:

@@ -9,16 +9,16 @@ otherwise log as "service_undefined" and refuse to flush metrics.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from filejobs.config import powertools_names
+
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
 
-SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "filejobs"
-METRICS_NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "filejobs"
+SERVICE, METRICS_NAMESPACE = powertools_names()
 # What the Tracer instruments: botocore carries every AWS call (S3, SQS, and DynamoDB through
 # PynamoDB's botocore client). X-Ray's default, patch_all, would also load a patcher for every
 # library it can import (sqlite3, requests, psycopg...) at each cold start, some 40 ms more, and

@@ -24,6 +24,7 @@ from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.file_lifecycle import Erasure, KeyVersions, ObjectRemoved, OutputsPurge
 from filejobs.domain.ingest import IngestPlan
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
+from filejobs.domain.objects import ObjectLocation
 from filejobs.domain.operations import Operation
 from filejobs.domain.outcome_events import OutcomeEvent
 from filejobs.domain.presets import Preset, PresetSet
@@ -42,7 +43,6 @@ from filejobs.domain.transition_result import TransitionResult
 from filejobs.domain.transitions import Transition
 from filejobs.domain.uploads import UploadGrant
 from filejobs.domain.webhooks import Delivery, Endpoint
-from filejobs.processors.source import ObjectLocation
 
 # --- jobs ------------------------------------------------------------------------------------
 

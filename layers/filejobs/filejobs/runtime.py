@@ -10,7 +10,6 @@ multiprocessing), some 30 ms of each cold start, and none of it is used.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import datetime
 from functools import cache
@@ -20,7 +19,17 @@ import botocore.session
 
 from filejobs.adapters.ingest_queue import SqsIngestQueue
 from filejobs.adapters.sqs import SqsDeadLetters, SqsDispatcher, SqsQueueWatch
-from filejobs.config import Settings
+from filejobs.config import (
+    ApiSettings,
+    CallerSettings,
+    OfficeSettings,
+    ReconcilerSettings,
+    RescanSettings,
+    Settings,
+    UpdaterVariables,
+    started_by_lambda,
+    worker_job_type,
+)
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.models import Tables, bind_tables
 from filejobs.domain.time import utcnow
@@ -62,6 +71,43 @@ def settings() -> Settings:
     return Settings.from_env()
 
 
+# A function's own settings, read at each call as the handlers read them before they lived
+# here (a test changes them between invocations without a reset()).
+def api_settings() -> ApiSettings:
+    return ApiSettings.from_env()
+
+
+def callers() -> CallerSettings:
+    """Whom the API recognises (access.caller_from)."""
+    return CallerSettings.from_env()
+
+
+def reconciler_settings() -> ReconcilerSettings:
+    return ReconcilerSettings.from_env()
+
+
+def rescan_settings() -> RescanSettings:
+    return RescanSettings.from_env()
+
+
+def office_settings() -> OfficeSettings:
+    return OfficeSettings.from_env()
+
+
+def updater_variables() -> UpdaterVariables:
+    return UpdaterVariables.from_env()
+
+
+def job_type() -> JobType:
+    """The job type this worker function runs."""
+    return worker_job_type()
+
+
+def in_lambda() -> bool:
+    """Whether Lambda started this process (not a test, not the local stack)."""
+    return started_by_lambda()
+
+
 @cache
 def tables() -> Tables:
     """The environment's tables, the PynamoDB models bound to them. PynamoDB binds a model
@@ -71,6 +117,7 @@ def tables() -> Tables:
     return bind_tables(
         jobs_table=loaded.jobs_table,
         files_table=loaded.files_table,
+        region=loaded.region,
         endpoint_url=loaded.dynamodb_endpoint_url,
     )
 
@@ -390,7 +437,7 @@ def event_scheduler() -> EventBridgeScheduler:
 
 
 def worker_id(context_request_id: str | None = None) -> str:
-    name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "worker")
+    name = settings().function_name
     return f"{name}:{context_request_id}" if context_request_id else name
 
 

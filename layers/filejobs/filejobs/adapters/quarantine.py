@@ -38,8 +38,8 @@ from botocore.exceptions import ClientError
 from filejobs.adapters.aws_errors import is_missing_object
 from filejobs.adapters.s3_lifecycle import S3DerivedOutputs
 from filejobs.domain import keys
+from filejobs.domain.objects import ObjectLocation
 from filejobs.ports import Quarantined
-from filejobs.processors.source import ObjectLocation
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -6,7 +6,6 @@ The template is the source of truth for keys and indexes:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +24,21 @@ from pynamodb.indexes import (
 )
 from pynamodb.models import Model
 
-JOBS_TABLE_ENV = "JOBS_TABLE_NAME"
-FILES_TABLE_ENV = "FILES_TABLE_NAME"
+
+class InJobsTable:
+    """The Meta of every model stored in JobsTable: one table name and region for all of them.
+    bind_tables points them at the stack's table, region and endpoint (runtime.tables(), from
+    config.Settings; a test's own tables); these are the names before it has run."""
+
+    table_name = "filejobs-jobs"
+    region = "us-east-1"
+
+
+class InFilesTable:
+    """The Meta of every model stored in FilesTable (files, content index, quotas, usage)."""
+
+    table_name = "filejobs-files"
+    region = "us-east-1"
 
 
 class _Audited(Model):
@@ -75,9 +87,8 @@ class JobsDueForSweep(GlobalSecondaryIndex["JobModel"]):
 
 
 class JobModel(_Audited):
-    class Meta:
-        table_name = os.environ.get(JOBS_TABLE_ENV, "filejobs-jobs")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    class Meta(InJobsTable):
+        pass
 
     id = UnicodeAttribute(hash_key=True)
     file_id = UnicodeAttribute()
@@ -162,9 +173,8 @@ class FilesByContent(GlobalSecondaryIndex["FileModel"]):
 
 
 class FileModel(_Audited):
-    class Meta:
-        table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    class Meta(InFilesTable):
+        pass
 
     id = UnicodeAttribute(hash_key=True)
     tenant = UnicodeAttribute()
@@ -225,9 +235,8 @@ class ContentIndexModel(Model):
     `object_ref`, so it is not in `by_object`. Written once, by a conditional put.
     """
 
-    class Meta:
-        table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    class Meta(InFilesTable):
+        pass
 
     id = UnicodeAttribute(hash_key=True)
     file_id = UnicodeAttribute()
@@ -238,9 +247,8 @@ class QuotaModel(Model):
     """A tenant's own upload limits, in FilesTable (id `quota#{tenant}`): an attribute only for
     each limit an operator set (the rest are the defaults). Written by one UpdateItem."""
 
-    class Meta:
-        table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    class Meta(InFilesTable):
+        pass
 
     id = UnicodeAttribute(hash_key=True)
     tenant = UnicodeAttribute()
@@ -260,9 +268,8 @@ class UsageModel(Model):
     """What a tenant uploaded in one UTC day, in FilesTable (id `usage#{tenant}#{YYYY-MM-DD}`):
     counted by the ingest's transaction with a conditional ADD, expired by TTL."""
 
-    class Meta:
-        table_name = os.environ.get(FILES_TABLE_ENV, "filejobs-files")
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    class Meta(InFilesTable):
+        pass
 
     id = UnicodeAttribute(hash_key=True)
     tenant = UnicodeAttribute()

@@ -21,7 +21,6 @@ import json
 import string
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
@@ -29,9 +28,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final
 import pypdfium2 as pdfium  # type: ignore[import-untyped]
 from PIL import Image, ImageDraw, ImageFont
 
+from filejobs.config import OfficeSettings
 from filejobs.domain.content import OFFICE_DOCUMENTS
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.pdf_page import PDF_PREVIEW, Preview, encode_webp, render_pdf_first_page
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded, Task
@@ -46,16 +47,12 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 MAX_PDF_BYTES = 500_000_000
-PDF_LONG_EDGE = 1024
 TEXT_HEAD_BYTES = 64 * 1024
-WEBP_QUALITY = 85
-WEBP_METHOD = 2  # libwebp effort 0-6: 2 is about twice as fast as the default 4
 # What one preview may use in the sandbox: a page bitmap is a few MB, but PDFium holds the
 # document's objects (fonts, images, streams) while it renders.
 LIMITS: Final = DecoderLimits(memory_bytes=2048 * MiB, cpu_seconds=30, wall_seconds=90)
 
 PDF = "application/pdf"
-PDF_PREVIEW = "preview-page1.webp"
 TEXT_PREVIEW = "preview.webp"
 # Office documents, as content_type_of gives them (lower case: `...macroenabled.12`).
 OFFICE_TYPES = frozenset(mime.lower() for mime in OFFICE_DOCUMENTS)
@@ -80,57 +77,6 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16-le"),
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
-
-
-@dataclass(frozen=True)
-class Preview:
-    image: Image.Image
-    facts: dict[str, Any]
-
-
-# --- PDF ---------------------------------------------------------------------------------------
-
-
-def render_pdf_first_page(path: Path | BinaryIO, long_edge: int = PDF_LONG_EDGE) -> Preview:
-    """Page 1 of the PDF at `path` (a path or an open file), scaled so its long edge is
-    `long_edge` px; its page count."""
-    try:
-        document = pdfium.PdfDocument(str(path) if isinstance(path, Path) else path)
-    except pdfium.PdfiumError as error:
-        if getattr(error, "err_code", None) == pdfium.raw.FPDF_ERR_PASSWORD:
-            raise PermanentError(
-                "the PDF is encrypted (password-protected): it cannot be previewed"
-            ) from error
-        raise PermanentError(f"not a readable PDF: {error}") from error
-    try:
-        page_count = len(document)
-        if page_count == 0:
-            raise PermanentError("the PDF has no pages")
-        try:
-            page = document[0]
-        except pdfium.PdfiumError as error:
-            # A page tree that names a page which is not there (or is no page) opens as a
-            # document and fails only here: corrupt input, not a transient error to retry.
-            raise PermanentError(f"the PDF's first page cannot be loaded: {error}") from error
-        try:
-            width_pt, height_pt = page.get_size()
-            if min(width_pt, height_pt) <= 0:
-                raise PermanentError("the PDF's first page has no area")
-            scale = long_edge / max(width_pt, height_pt)
-            bitmap = page.render(scale=scale, draw_annots=True)
-            image: Image.Image = bitmap.to_pil().convert("RGB")
-        except pdfium.PdfiumError as error:
-            raise PermanentError(f"the PDF's first page cannot be rendered: {error}") from error
-        finally:
-            page.close()
-    finally:
-        document.close()
-    facts = {
-        "page_count": page_count,
-        "page_width_pt": round(float(width_pt), 2),
-        "page_height_pt": round(float(height_pt), 2),
-    }
-    return Preview(image, facts)
 
 
 # --- text --------------------------------------------------------------------------------------
@@ -320,12 +266,6 @@ def render_text_preview(
 # --- the processor -----------------------------------------------------------------------------
 
 
-def encode_webp(image: Image.Image, quality: int = WEBP_QUALITY) -> bytes:
-    out = io.BytesIO()
-    image.save(out, format="WEBP", quality=quality, method=WEBP_METHOD)
-    return out.getvalue()
-
-
 def warm_up() -> None:
     """In the sandbox's zygote, before the first job: PDFium, the typesetting font and the
     WebP encoder used once, so their first-use setup is not redone in every job's process."""
@@ -372,11 +312,15 @@ class DocumentPreviewProcessor:
         *,
         sandbox: Sandbox | None = None,
         limits: DecoderLimits = LIMITS,
+        office: OfficeSettings | None = None,
     ) -> None:
+        """`office`: where LibreOffice is (the worker's, from config.py; None: read when an
+        office document comes)."""
         self._s3 = s3
         self._max_pdf_bytes = max_pdf_bytes
         self._sandbox = sandbox or shared_sandbox(__name__)
         self._limits = limits
+        self._office_settings = office
 
     def __call__(self, work: Work) -> dict[str, Any]:
         source = ObjectSource(self._s3)
@@ -441,12 +385,12 @@ class DocumentPreviewProcessor:
     ) -> tuple[Path, Task, dict[str, Any], DecoderLimits]:
         """The document downloaded, and how the sandbox converts it: soffice is found (on
         Lambda, unpacked from its layer) here, by the worker, before any byte is parsed."""
-        # Imported here: the office converter renders its PDF with this module's previewer.
+        # Imported here: only an office document's preview loads the converter.
         from filejobs.processors import office, office_runtime  # noqa: PLC0415
 
         local = downloaded(work, source, "document", max_bytes=office.MAX_OFFICE_BYTES, until=0.4)
         work.log(f"read {human_size(local.stat().st_size)} {content_type}")
-        program = office_runtime.soffice()
+        program = office_runtime.soffice(self._office_settings)
         options = {
             "content_type": content_type,
             "soffice": list(program.argv),

@@ -4,7 +4,7 @@ and 97-2003), OpenDocument, RTF and EPUB.
 `decode_office_preview` is a decoder-sandbox task (processors/sandbox): it runs in the process
 forked per job, with no AWS credentials, no capabilities and `no_new_privs`, under the job's
 rlimits, and there it starts `soffice --headless --convert-to pdf` on a private copy of the
-file, then renders the PDF's first page with the PDF previewer (processors/document.py). soffice
+file, then renders the PDF's first page as a PDF's is (processors/pdf_page.py). soffice
 inherits all of it (the limits, the empty environment); what the sandbox cannot give it, the
 profile does:
 
@@ -55,8 +55,8 @@ from urllib.parse import unquote, urlparse
 
 from filejobs.domain.content import EPUB, OOXML_DOCUMENTS, RTF
 from filejobs.domain.retry import PermanentError
-from filejobs.processors.document import PDF_PREVIEW, Preview, encode_webp, render_pdf_first_page
 from filejobs.processors.office_runtime import OfficeProgram
+from filejobs.processors.pdf_page import PDF_PREVIEW, Preview, encode_webp, render_pdf_first_page
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
 

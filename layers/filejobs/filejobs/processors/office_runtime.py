@@ -45,11 +45,11 @@ from typing import Any
 
 import zstandard
 
-from filejobs.config import ConfigurationError
+from filejobs.config import LIBREOFFICE_LAYER_DIR, ConfigurationError, OfficeSettings
 from filejobs.processors.sandbox import recycling
 
 # Where Lambda mounts a layer's libreoffice/ folder; FILEJOBS_LIBREOFFICE_LAYER names another.
-LAYER_DIR = Path("/opt/libreoffice")
+LAYER_DIR = LIBREOFFICE_LAYER_DIR
 MANIFEST = "layer.json"
 MANIFEST_KEYS = ("libreoffice", "archive", "sha256", "unpacked_bytes", "tree", "loader", "program")
 # The layer's fontconfig file, with this mark where the unpacked tree's path goes.
@@ -87,11 +87,12 @@ class _Tree:
 _VERIFIED: dict[Path, _Tree] = {}
 
 
-def soffice() -> OfficeProgram:
-    named = os.environ.get("FILEJOBS_SOFFICE")
-    if named:
-        return OfficeProgram((named,))
-    layer = Path(os.environ.get("FILEJOBS_LIBREOFFICE_LAYER") or LAYER_DIR)
+def soffice(settings: OfficeSettings | None = None) -> OfficeProgram:
+    """The soffice `settings` name (the function's, config.OfficeSettings, unless given)."""
+    found = settings or OfficeSettings.from_env()
+    if found.soffice:
+        return OfficeProgram((found.soffice,))
+    layer = found.layer
     if (layer / MANIFEST).is_file():
         return unpacked_layer(layer)
     installed = shutil.which("soffice")

@@ -20,6 +20,8 @@ from filejobs.processors.base import Processor
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+    from filejobs.config import OfficeSettings
+
 MiB = 1024 * 1024
 # Where a warm environment keeps the definitions sets it fetched (Lambda's /tmp survives between
 # invocations of one environment).
@@ -37,11 +39,21 @@ class ScanSettings:
     max_bytes: int = 512 * MiB
 
 
-def processor_for(job_type: JobType, s3: S3Client, scan: ScanSettings | None) -> Processor:
+def processor_for(
+    job_type: JobType,
+    s3: S3Client,
+    scan: ScanSettings | None,
+    *,
+    thumbnail_sizes: str | None = None,
+    office: OfficeSettings | None = None,
+) -> Processor:
+    """`job_type`'s processor; `thumbnail_sizes` is the deployment's THUMBNAIL_SIZES
+    (config.Settings), the sizes of a thumbnail job that names none; `office`, where the
+    document preview finds LibreOffice (config.OfficeSettings)."""
     if job_type is JobType.THUMBNAIL_GENERATION:
         from filejobs.processors.thumbnail import ThumbnailProcessor, sizes_setting
 
-        sizes = sizes_setting(os.environ.get("THUMBNAIL_SIZES"))
+        sizes = sizes_setting(thumbnail_sizes)
         return ThumbnailProcessor(s3, default_sizes=sizes)
     if job_type is JobType.VIDEO_THUMBNAIL:
         from filejobs.processors.video import VideoPosterProcessor
@@ -50,7 +62,7 @@ def processor_for(job_type: JobType, s3: S3Client, scan: ScanSettings | None) ->
     if job_type is JobType.DOCUMENT_PREVIEW:
         from filejobs.processors.document import DocumentPreviewProcessor
 
-        return DocumentPreviewProcessor(s3)
+        return DocumentPreviewProcessor(s3, office=office)
     if job_type is JobType.COMPRESSION:
         from filejobs.processors.compression import CompressionProcessor
 

@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from filejobs.adapters.aws_errors import error_code, is_missing_object
 from filejobs.domain.content import EMPTY, SNIFF_BYTES, media_type, sniff_content_type
 from filejobs.domain.job import ProcessingJob
+from filejobs.domain.objects import ObjectLocation
 from filejobs.domain.retry import ObjectGoneError, PermanentError
 from filejobs.processors.base import StopRequested, Work
 
@@ -107,32 +108,6 @@ def _human(size: int) -> str:
         if size >= scale:
             return f"{size / scale:.1f} {unit}"
     return f"{size} bytes"
-
-
-@dataclass(frozen=True)
-class ObjectLocation:
-    bucket: str
-    key: str
-    version_id: str | None
-
-    @classmethod
-    def of(cls, job: ProcessingJob) -> ObjectLocation:
-        data = job.input_data or {}
-        bucket, key, version = data.get("bucket"), data.get("key"), data.get("version_id")
-        if not isinstance(bucket, str) or not isinstance(key, str):
-            raise PermanentError("job input_data names no object (bucket and key)")
-        return cls(bucket, key, version if isinstance(version, str) and version else None)
-
-    def request(self) -> dict[str, Any]:
-        """GetObject/HeadObject arguments for exactly this version."""
-        request: dict[str, Any] = {"Bucket": self.bucket, "Key": self.key}
-        if self.version_id:
-            request["VersionId"] = self.version_id
-        return request
-
-    def __str__(self) -> str:
-        version = f" (version {self.version_id})" if self.version_id else ""
-        return f"s3://{self.bucket}/{self.key}{version}"
 
 
 @contextmanager

@@ -30,13 +30,13 @@ from typing import Any
 
 from filejobs.domain.file import ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.job import ProcessingJob
+from filejobs.domain.objects import ObjectLocation
 from filejobs.domain.retry import ObjectGoneError, PermanentError
 from filejobs.domain.scanning import SCANNER
 from filejobs.domain.time import utcnow
 from filejobs.ports import FileStore, VerdictMarks
 from filejobs.processors.base import Processor, Work
 from filejobs.processors.scan.processor import ScanVerdict
-from filejobs.processors.source import ObjectLocation
 from filejobs.services.scan_gate import ScanGate
 
 _STATUS = {

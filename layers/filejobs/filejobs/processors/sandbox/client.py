@@ -42,6 +42,7 @@ from typing import IO, Any
 from aws_lambda_powertools import Logger
 
 from filejobs.adapters.workspace import private_root
+from filejobs.config import inherited
 from filejobs.domain.retry import PermanentError, TransientError
 from filejobs.processors.base import StopRequested
 from filejobs.processors.sandbox import frames, privileges, recycling
@@ -364,9 +365,8 @@ def _remove(root: Path) -> None:
 
 def zygote_environment() -> dict[str, str]:
     """The zygote's whole environment: how to find Python and its libraries, nothing more."""
-    environment = {name: os.environ[name] for name in _PASSED_VARIABLES if name in os.environ}
     return {
-        **environment,
+        **inherited(_PASSED_VARIABLES),
         "PATH": "/usr/bin:/bin",
         "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry),
         "PYTHONNOUSERSITE": "1",

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from filejobs.config import inherited
 from filejobs.processors.sandbox import confinement
 
 # A program that parses hostile bytes is started through this, in a fresh interpreter: it
@@ -48,7 +49,8 @@ def isolated_environment(program: str, **extra: str) -> dict[str, str]:
     and /opt/clamav/lib), LD_LIBRARY_PATH pointing at those libraries alone, so they never meet
     the Python runtime's.
     """
-    env = {"PATH": os.environ.get("PATH", os.defpath), "TMPDIR": tempfile.gettempdir(), **extra}
+    path = inherited(["PATH"]).get("PATH", os.defpath)
+    env = {"PATH": path, "TMPDIR": tempfile.gettempdir(), **extra}
     bundled = Path(program).parent.parent / "lib"
     if Path(program).is_absolute() and bundled.is_dir():
         env["LD_LIBRARY_PATH"] = str(bundled)

@@ -39,6 +39,7 @@ from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from filejobs.config import inherited
 from filejobs.domain.definitions import (
     CONTAINER_SUFFIXES,
     OFFICIAL_DATABASES,
@@ -229,7 +230,7 @@ def program_environment(program: str, home: Path) -> dict[str, str]:
     (nothing secret, the layer's libraries alone), with a HOME and TMPDIR of their own, UTC
     (freshclam prints its cool-down in local time) and a CA bundle when one is set and exists."""
     extra = {"HOME": str(home), "TMPDIR": str(home), "TZ": "UTC"}
-    bundle = os.environ.get("CURL_CA_BUNDLE")
+    bundle = inherited(["CURL_CA_BUNDLE"]).get("CURL_CA_BUNDLE")
     if bundle and Path(bundle).is_file():
         extra["CURL_CA_BUNDLE"] = bundle
     return isolated_environment(program, **extra)
