@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import boto3
+import pytest
 from botocore.exceptions import ClientError
 
 from filejobs_cli.local_stack_file import LOCAL_CREDENTIALS
@@ -156,6 +157,7 @@ def _without_connection(answers: list[Any]) -> list[Any]:
     ]
 
 
+@pytest.mark.slow
 def test_the_front_answers_every_request_of_the_hosts_as_moto_server_does() -> None:
     # given the S3, SQS and DynamoDB requests the function hosts make, when moto's app answers
     # them behind the front and behind moto server's own werkzeug server

@@ -32,13 +32,13 @@ from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.quotas import UsageCharge, over_quota, rejected, usage_day
 from filejobs.domain.retry import DispatchPolicy
 from filejobs.ports import Ingested, OverQuota
-from filejobs_dev.infra.event_filter import filter_patterns, passes
 from filejobs_dev.infra.template import (
     create_event_buses,
     create_tables,
     function_definitions,
     load_template,
 )
+from filejobs_dev.local.filter_criteria import filter_patterns, passes
 from functions.events import app as events_app
 from tests.aws_requests import DYNAMODB_READS, counting_requests
 from tests.conftest import FakeClock

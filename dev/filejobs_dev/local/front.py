@@ -11,6 +11,11 @@ This front does only what the hosts' clients need, as werkzeug does it: it build
 environ (moto's preserved `x-amz-meta-` header names included), answers `Expect: 100-continue`,
 reads `Content-Length` and chunked bodies, keeps connections alive, and writes each response in
 one piece. Everything the app decides (routing, parsing, the answer) is moto's own.
+
+Against werkzeug's threaded server (maintained, and moto's own dependency) serving the same app,
+8 client threads sending a job's DynamoDB calls (bench/front_servers.py, median of 5,
+2026-12-05): 562 requests/s against 435, and 1.10 ms of server CPU per request against 1.77.
+So the front stays.
 """
 
 from __future__ import annotations

@@ -49,7 +49,6 @@ import boto3
 
 from filejobs.processors import registry
 from filejobs.processors.base import Processor
-from filejobs_dev.infra.event_filter import filter_patterns, passes
 from filejobs_dev.infra.template import FunctionSpec, function_definitions, load_template
 from filejobs_dev.local import metering
 from filejobs_dev.local.faults import (
@@ -64,6 +63,7 @@ from filejobs_dev.local.faults import (
     throttle_dynamodb,
     with_processor_faults,
 )
+from filejobs_dev.local.filter_criteria import filter_patterns, passes
 from filejobs_dev.local.payloads import (
     TumblingWindow,
     dynamodb_event,

@@ -3,18 +3,23 @@ to their in-process moto, tests/conftest.py: they run on the moto the local stac
 
 Each one was found by running the local stack under load, and each makes the emulator behave as
 AWS does where the system depends on it (those that only make it faster, each keeping moto's
-answers, are in moto_speedups.py):
+answers, are in moto_speedups.py). Each names the moto issue it would close, written out in
+docs/MOTO_ISSUES.md with any upstream issue or pull request touching it: drop the fix, and its
+test of moto as released, when moto closes it. They patch moto's private internals, so moto is
+pinned exactly (pyproject.toml says how to upgrade):
 
 - No register of every object. moto appends every model object it ever makes to a list on its
   class, for its dashboard: every message sent, every stream record, every object version and
   every table backup of every transaction stayed in memory for the life of the server (measured:
   481 whole copies of a table alive after 400 transactions, and the 500-file benchmark killed by
   the kernel's OOM killer at 23 GB). The local stack serves no dashboard, so nothing is kept.
+  moto issue: docs/MOTO_ISSUES.md#every-model-object-is-kept-for-the-life-of-the-process
 - Atomic requests. moto server answers every request on a thread of its own and its DynamoDB
   backend has no lock, so a conditional write's check and its write can interleave with another
   request's (two workers could both claim one job), and a transaction's rollback can undo a
   write that another request made meanwhile. Every DynamoDB and DynamoDB Streams request now
   runs alone, as each is atomic on AWS.
+  moto issue: docs/MOTO_ISSUES.md#dynamodb-requests-in-moto-server-are-not-atomic
 - Transactions undo only what they wrote. `transact_write_items` backs up every table it
   touches with `copy.deepcopy` (once per *item* of the transaction) and, on a failure, puts the
   copies in the tables' place. The cost grew with the tables, so the local stack slowed down with
@@ -23,11 +28,13 @@ answers, are in moto_speedups.py):
   first notes the items it may write (a copy of each, or their absence) and the length of each
   table's stream; a failure puts exactly those items back, in the same table objects, and drops
   the stream records of the undone writes, as DynamoDB never publishes them.
+  moto issue: docs/MOTO_ISSUES.md#a-failed-transactwriteitems-replaces-whole-tables-and-streams
 - S3 notifications name the version. moto's object-created records carry no `versionId` and no
   `sequencer`, so the ingest recorded no version and the virus scan's quarantine could only delete
   the key: S3 then adds a delete marker and the infected version stays in the bucket, noncurrent.
   Each record now carries the new version's id (in a versioned bucket) and a sequencer that grows
   with every event, as S3's records do.
+  moto issue: docs/MOTO_ISSUES.md#s3-event-notifications-carry-no-versionid-and-no-sequencer
 - S3 notifications of removals name what was removed. moto sent no `ObjectRemoved` event for a
   delete that adds a delete marker (the usual delete in a versioned bucket), and for a delete of
   one version only when the key's last version went, naming the key's current object rather than
@@ -37,11 +44,13 @@ answers, are in moto_speedups.py):
   good sends `ObjectRemoved:Delete` naming it, one DeleteObjects entry as one DeleteObject. Their
   records carry the key, the version id (in a versioned bucket) and the sequencer, and no size or
   eTag: S3 describes no content of what it removed.
+  moto issue: docs/MOTO_ISSUES.md#s3-delete-notifications-miss-delete-markers
 - Standard queues are fair queues. AWS serves a quiet message group (a tenant, the
   `MessageGroupId` of a job message) before a noisy group's backlog; moto keeps the group id of
   a standard queue's message but delivers in the order sent. Receives now take the groups in
   turn, those with the fewest messages in flight first (fair_queues.py says exactly what is
   emulated and what is not).
+  moto issue: docs/MOTO_ISSUES.md#standard-queues-with-messagegroupid-do-not-deliver-as-fair-queues
 - A queue's messages change one request at a time. moto server answers each request on a thread
   of its own, and its SQS queue has a lock that only a send takes: a delete copies the queue's
   list of messages without the one deleted and puts the copy in its place, so a message sent
@@ -50,9 +59,11 @@ answers, are in moto_speedups.py):
   empty); and two receives could hand out the same message, each unaware of the other. A
   receive, a delete, a visibility change and a purge of a queue now hold the queue's lock (a
   long poll gives it up while it waits, as a send's wait does), as each is atomic on AWS.
+  moto issue: docs/MOTO_ISSUES.md#sqs-receives-and-deletes-are-not-atomic-in-moto-server
 - Browser uploads are held to their form's policy and answered with CORS headers. moto stored
   any form POST whatever its signed policy said (any key, any size, a `tagging` field) and
   answered it with no CORS header, so a page could not read S3's answer (s3_forms.py).
+  moto issue: docs/MOTO_ISSUES.md#s3-post-object-ignores-its-policy-and-sends-no-cors-headers
 
 """
 

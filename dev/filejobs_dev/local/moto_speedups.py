@@ -5,6 +5,12 @@ Each was found by profiling the local stack under load (py-spy on the emulator p
 keeps what moto answers (its test compares answers with moto's as released, and counts the work
 that the speed-up avoids). The baseline of bench/local_stack.py runs without them.
 
+Each pays, measured alone against moto without any on the workload it was made for
+(bench/moto_speedups.py: CPU seconds of moto server and its client, median of 3, 2026-12-05):
+routing 1.05x, queries 2.18x, serializer 3.57x, expressions 1.40x, retention 25.7x, scans
+2.21x, KMS key pairs 4.20x. A seventh, a handler's methods listed once per class, measured
+0.95x (median of 7) and 1.04x: it was dropped.
+
 - Each request's service found once per host name. moto server finds the backend of every
   request by listing its own package folder on disk (an `isdir` per service, about 150) and
   trying every service's URL pattern, under one lock that all requests share: a sixth of the
@@ -34,11 +40,6 @@ that the speed-up avoids). The baseline of bench/local_stack.py runs without the
   structure's members are then read in one loop: the nine absent members of an attribute
   value cost a lookup each, not two calls and a chain (a third of what serializing still took,
   py-spy 2026-12-02).
-- A handler's methods listed once. For every request moto lists every function of the
-  handler's class (`inspect.getmembers`, a few hundred attributes) to see whether the action
-  has a method: 4% of the DynamoDB emulator's time (py-spy, 2026-12-02). A class's methods do
-  not change while the server runs (these fixes are applied before it starts), so each class's
-  list is made once.
 - Expressions parsed once. moto parses every UpdateItem's update expression twice (the handler
   checks the names and values it uses, the backend applies it) and its condition twice alike:
   a third of an UpdateItem's time (py-spy, 2026-12-02), and a job's transitions send the same
@@ -73,13 +74,12 @@ import inspect
 import json
 import pickle
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from filejobs_dev.local import moto_fixes
 
 _state = threading.local()
-_applied = False
 
 
 class _DictMembers:
@@ -583,14 +583,32 @@ def key_pairs_when_used() -> None:
     )
 
 
-def apply() -> None:
-    """Every speed-up, once per process, before moto server makes any object (moto_fixes'
-    `apply` calls this unless asked for the baseline)."""
-    from moto.core import responses as responses_module  # noqa: PLC0415
-    from moto.core.serialize import ResponseSerializer  # noqa: PLC0415
-    from moto.dynamodb.comparisons import ConditionExpressionParser  # noqa: PLC0415
+def _routing_remembered() -> None:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
+
+    dispatcher = DomainDispatcherApplication
+    dispatcher.get_backend_for_host = _remembered(dispatcher.get_backend_for_host)  # type: ignore[method-assign,assignment]
+
+
+def _queries_from_groups() -> None:
+    from moto.dynamodb.models.table import Table  # noqa: PLC0415
+
+    moto_fixes.after_writes(_index_groups.written)
+    Table.query = _from_candidates(Table.query)  # type: ignore[method-assign]
+
+
+def _scans_copy_answers() -> None:
     from moto.dynamodb.models import table as table_module  # noqa: PLC0415
     from moto.dynamodb.models.table import Table  # noqa: PLC0415
+    from moto.dynamodb.responses import DynamoHandler  # noqa: PLC0415
+
+    Table.scan = _answers_copied(Table.scan)  # type: ignore[method-assign]
+    table_module.copy = moto_fixes.copy_module(_scanned_item)  # type: ignore[attr-defined]
+    DynamoHandler.scan = _counting(DynamoHandler.scan)  # type: ignore[method-assign]
+
+
+def _expressions_parsed_once() -> None:
+    from moto.dynamodb.comparisons import ConditionExpressionParser  # noqa: PLC0415
     from moto.dynamodb.parsing import validators  # noqa: PLC0415
     from moto.dynamodb.parsing.ast_nodes import (  # type: ignore[attr-defined]  # noqa: PLC0415
         DepthFirstTraverser,
@@ -599,19 +617,7 @@ def apply() -> None:
     from moto.dynamodb.parsing.expressions import (  # type: ignore[attr-defined]  # noqa: PLC0415
         UpdateExpressionParser,
     )
-    from moto.dynamodb.responses import DynamoHandler  # noqa: PLC0415
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication  # noqa: PLC0415
-    from moto.sqs.models import SQSBackend  # noqa: PLC0415
 
-    global _applied  # noqa: PLW0603 (once per process)
-    if _applied:
-        return
-    _applied = True
-    moto_fixes.after_writes(_index_groups.written)
-    Table.query = _from_candidates(Table.query)  # type: ignore[method-assign]
-    Table.scan = _answers_copied(Table.scan)  # type: ignore[method-assign]
-    table_module.copy = moto_fixes.copy_module(_scanned_item)  # type: ignore[attr-defined]
-    DynamoHandler.scan = _counting(DynamoHandler.scan)  # type: ignore[method-assign]
     trees = _UpdateTrees()
     UpdateExpressionParser.make = classmethod(trees.make(UpdateExpressionParser.make))
     validators.deepcopy = trees.deepcopy  # type: ignore[attr-defined,assignment]
@@ -620,15 +626,42 @@ def apply() -> None:
         DepthFirstTraverser.nodes_to_be_processed
     )
     ConditionExpressionParser.parse = _parsed_once(ConditionExpressionParser.parse)  # type: ignore[method-assign,assignment]
-    responses_module.method_names_from_class = functools.cache(  # type: ignore[attr-defined]
-        responses_module.method_names_from_class  # type: ignore[attr-defined]
-    )
-    dispatcher = DomainDispatcherApplication
-    dispatcher.get_backend_for_host = _remembered(dispatcher.get_backend_for_host)  # type: ignore[method-assign,assignment]
+
+
+def _members_read_from_dicts() -> None:
+    from moto.core.serialize import ResponseSerializer  # noqa: PLC0415
+
     members = _DictMembers()
     ResponseSerializer.get_value = members.get_value(ResponseSerializer.get_value)  # type: ignore[method-assign]
     ResponseSerializer._serialize_type_structure = members.serialize_structure(  # type: ignore[method-assign]
         ResponseSerializer._serialize_type_structure
     )
+
+
+def _retention_from_queue() -> None:
+    from moto.sqs.models import SQSBackend  # noqa: PLC0415
+
     SQSBackend.is_message_valid_based_on_retention_period = _retained  # type: ignore[method-assign]
-    key_pairs_when_used()
+
+
+# Each speed-up by name, in the order of the module's description: bench/moto_speedups.py
+# measures each alone against moto without any.
+SPEEDUPS: dict[str, Callable[[], None]] = {
+    "routing": _routing_remembered,
+    "queries": _queries_from_groups,
+    "serializer": _members_read_from_dicts,
+    "expressions": _expressions_parsed_once,
+    "retention": _retention_from_queue,
+    "scans": _scans_copy_answers,
+    "kms key pairs": key_pairs_when_used,
+}
+_applied: set[str] = set()
+
+
+def apply(only: Iterable[str] | None = None) -> None:
+    """The speed-ups named in `only` (every one by default), each once per process, before moto
+    server makes any object (moto_fixes' `apply` calls this unless asked for the baseline)."""
+    for name in SPEEDUPS if only is None else only:
+        if name not in _applied:
+            _applied.add(name)
+            SPEEDUPS[name]()
