@@ -57,6 +57,21 @@ def _share_service_models() -> None:
 _share_service_models()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks every test that starts the local stack `stack`, and every browser test `browser`
+    (both `slow` too), so `-m "not stack"` needs no list kept by hand: a module that imports
+    tests/localstack.py's `running_stack` or the local stack's `launched` starts one."""
+    for item in items:
+        module = getattr(item, "module", None)
+        in_browser = item.path.parent.name == "browser"
+        if in_browser:
+            item.add_marker(pytest.mark.browser)
+        starts_a_stack = any(getattr(module, name, None) for name in ("running_stack", "launched"))
+        if in_browser or starts_a_stack:
+            item.add_marker(pytest.mark.stack)
+            item.add_marker(pytest.mark.slow)
+
+
 class FakeClock:
     """A clock the test moves by hand: lease expiry and backoff without sleeping."""
 

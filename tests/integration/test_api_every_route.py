@@ -643,6 +643,7 @@ def test_every_route_of_the_template_has_a_row_here() -> None:
 # One stack per behaviour, each route a subtest: a stack takes longer to build than its checks.
 
 
+@pytest.mark.slow
 def test_a_caller_the_function_cannot_identify_is_refused_401_and_nothing_is_written(
     api: Api, store: Store, subtests: pytest.Subtests
 ) -> None:
@@ -695,6 +696,7 @@ def test_the_documentation_holds_no_tenants_data(api: Api) -> None:
 # --- 2. another tenant's file or job: 404 as if it did not exist, nothing written -----------------
 
 
+@pytest.mark.slow
 def test_a_tenant_addressing_another_tenants_file_or_job_is_told_it_does_not_exist(
     api: Api, store: Store, subtests: pytest.Subtests
 ) -> None:

@@ -384,6 +384,7 @@ def search_requests(api: Api, who: dict[str, str], query: dict[str, str]) -> int
     return counter.count("dynamodb")
 
 
+@pytest.mark.slow
 def test_a_search_reads_a_bounded_number_of_pages_however_many_jobs_are_stored(api: Api) -> None:
     # given acme's files, their jobs pending, and 3 thumbnails failed
     thumbnails_failed("acme", 3, BROKEN)

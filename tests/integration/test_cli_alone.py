@@ -263,6 +263,7 @@ def pipx_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return scratch / "bin"
 
 
+@pytest.mark.slow
 def test_pipx_installs_the_cli_with_its_version_help_and_completion(pipx_bin: Path) -> None:
     filejobs = pipx_bin / "filejobs"
     version = tomllib.loads((ROOT / "cli" / "pyproject.toml").read_text())["project"]["version"]

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
+import pytest
 from hypothesis import HealthCheck, event, settings, target
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -40,6 +41,9 @@ from filejobs.services.sweep import SweepService
 from filejobs_dev.infra.template import create_tables, load_template
 from tests.conftest import FakeClock
 from tests.factories import upload_record
+
+# A hypothesis state machine over moto: about 40 s here.
+pytestmark = pytest.mark.slow
 
 LEASE = timedelta(minutes=2)
 KEEP = timedelta(days=1)

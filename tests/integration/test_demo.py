@@ -10,6 +10,8 @@ import pytest
 from PIL import Image
 
 DEMO = Path(__file__).resolve().parents[2] / "tools" / "demo.py"
+# The demo starts the whole local stack itself (tools/demo.py).
+pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
 
 def test_the_demo_ends_with_every_job_in_its_expected_state(

@@ -731,6 +731,30 @@ def test_a_sweep_run_that_fails_still_reviews_the_dead_letters_then_fails(
     assert "dead-letter" in (failed.error_message or "")
 
 
+def test_a_job_whose_message_was_dead_lettered_is_failed_before_the_sweep_could_resend_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a scan job an hour old, due for the sweep's look, whose message its queue gave up on
+    # (a poisoned message): the job queue is empty, so the sweep alone would take the message
+    # for lost and send a copy, which SQS would deliver (and fail) five times over again
+    dead_letters = stack.queue("VirusScanDeadLetterQueue")
+    monkeypatch.setenv(dead_letter_url_variable(JobType.VIRUS_SCAN), dead_letters)
+    runtime.tables()
+    plan = ingest_plan(utcnow() - timedelta(hours=1), "text/plain")
+    FileRepository().record_ingest(plan)
+    scan = next(j for j in plan.jobs if j.job_type is JobType.VIRUS_SCAN)
+    stack.sqs.send_message(QueueUrl=dead_letters, MessageBody=JobMessage.for_job(scan).to_json())
+
+    # When the sweep runs
+    summary = sweep.handler(event_file("sweep_schedule.json"), FakeContext())
+
+    # Then the letter failed the job, and no copy of its message went out
+    assert summary["dead_letters"] == {"dead_lettered_jobs_failed": 1}
+    failed = JobRepository().get(scan.id)
+    assert failed is not None and failed.status is JobStatus.FAILED
+    assert stack.sqs.receive_message(QueueUrl=stack.queue("VirusScanQueue")).get("Messages") is None
+
+
 def test_an_api_line_names_the_requested_job(
     stack: Stack, logs: Callable[[], list[LogLine]]
 ) -> None:

@@ -29,9 +29,12 @@ from tests.processing import MediaBench
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from samples import office_document
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("soffice") is None, reason="LibreOffice is not installed (make system-deps)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("soffice") is None, reason="LibreOffice is not installed (make system-deps)"
+    ),
+    pytest.mark.slow,  # real LibreOffice conversions: about 3 s each
+]
 
 OPENXML = "application/vnd.openxmlformats-officedocument"
 # LibreOffice left to its defaults, as a package installs it: its launcher (which restarts

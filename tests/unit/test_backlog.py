@@ -40,6 +40,21 @@ def test_messages_in_flight_may_include_one_received_and_not_yet_claimed() -> No
     assert not busy.may_hold(NOW - VISIBILITY - COUNT_LAG - timedelta(seconds=1))
 
 
+def test_a_message_in_flight_may_be_delivered_again_until_its_receives_run_out() -> None:
+    # A worker that fails a message before claiming its job (a crash, a poisoned body) leaves it
+    # to SQS, which delivers it again up to the redrive policy's maxReceiveCount.
+    redelivered = QueueProgress.from_counts(
+        now=NOW,
+        visible=0,
+        in_flight=1,
+        visibility_timeout=VISIBILITY,
+        retention=RETENTION,
+        receives=5,
+    )
+    assert redelivered.may_hold(NOW - 4 * VISIBILITY)
+    assert not redelivered.may_hold(NOW - 5 * VISIBILITY - COUNT_LAG - timedelta(seconds=1))
+
+
 def test_a_backlog_of_unknown_age_has_surely_dropped_only_what_outlived_the_retention() -> None:
     backlog = progress(5000, 40)
     assert backlog.may_hold(NOW - timedelta(days=3))

@@ -9,6 +9,7 @@ standard queue and deduplicates nothing: it only names whose message it is.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -94,6 +95,7 @@ class SqsQueueWatch:
         "ApproximateNumberOfMessagesNotVisible",
         "VisibilityTimeout",
         "MessageRetentionPeriod",
+        "RedrivePolicy",
     )
 
     def __init__(
@@ -118,7 +120,20 @@ class SqsQueueWatch:
             in_flight=int(found["ApproximateNumberOfMessagesNotVisible"]),
             visibility_timeout=timedelta(seconds=int(found["VisibilityTimeout"])),
             retention=timedelta(seconds=int(found["MessageRetentionPeriod"])),
+            receives=max_receives(found.get("RedrivePolicy")),
         )
+
+
+def max_receives(redrive_policy: str | None) -> int:
+    """How many times the queue delivers a message before its dead-letter queue takes it (the
+    RedrivePolicy's maxReceiveCount, in the same GetQueueAttributes answer); 1 with no policy
+    or one that cannot be read: the sweep then waits the least before sending a copy."""
+    if not redrive_policy:
+        return 1
+    try:
+        return max(int(json.loads(redrive_policy)["maxReceiveCount"]), 1)
+    except (ValueError, KeyError, TypeError):
+        return 1
 
 
 class SqsDeadLetters:

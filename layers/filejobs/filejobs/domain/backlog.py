@@ -17,7 +17,12 @@ off, with no copy and no count against its dispatch budget.
 - no visible message: every message visible before `now - lag` has been received (SQS's counts
   are eventually consistent: `lag` covers it);
 - messages in flight as well: one of them may be the job's, received by a worker that has not
-  claimed it yet (a batch runs its records one by one): the reach is a visibility timeout back;
+  claimed it yet (a batch runs its records one by one), or one a worker failed before claiming
+  (a crash, a message it cannot read) that SQS delivers again, up to the queue's maxReceiveCount
+  times before its dead-letter queue takes it: the reach is that many visibility timeouts back.
+  (With one, the sweep sent a copy of a poisoned job's message seconds before the original was
+  dead-lettered: the copy went through the same five deliveries, and chaos's quick run idled
+  ~100 s waiting for it.);
 - visible messages: a backlog whose age SQS does not say; only messages older than the queue's
   retention period are surely gone (SQS deleted them), so that is the reach. Under a backlog
   that never clears, a lost message is found again after the retention period, never before.
@@ -54,12 +59,13 @@ class QueueProgress:
         in_flight: int,
         visibility_timeout: timedelta,
         retention: timedelta,
+        receives: int = 1,
         lag: timedelta = COUNT_LAG,
     ) -> QueueProgress:
         if visible > 0:
             return cls(now - retention)
         if in_flight > 0:
-            return cls(now - visibility_timeout - lag)
+            return cls(now - visibility_timeout * max(receives, 1) - lag)
         return cls(now - lag)
 
 

@@ -13,9 +13,11 @@ opened (its file's virus scan has no verdict yet: its worker could only skip it)
 a later check, sending nothing and counting nothing. A run stops taking jobs when its time is
 nearly up; the rest are still due, for the next run. A due item no job can be read from (a
 status no JobStatus names, an attribute gone, a corrupt map) is logged by its id, counted and
-skipped: the rest of the run, and the dead-letter review after it, go on.
+skipped: the rest of the run goes on.
 
-`DeadLetterReview`, run by the same schedule, reads the job types' dead-letter queues: a job
+`DeadLetterReview`, run by the same schedule before the sweep (a job SQS gave up on is failed
+before the sweep could take its message for lost and send a copy, which would go through every
+delivery again), reads the job types' dead-letter queues: a job
 whose message SQS gave up on (a poison message) is failed with that reason in one conditional
 write, and the letter deleted once its job carries the outcome. A letter naming no job it can
 settle (unreadable, or its job running or unknown) stays in the queue, hidden for an hour, for
