@@ -12,7 +12,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO, cast
 from urllib.parse import unquote_plus
@@ -703,17 +703,26 @@ def test_an_unreadable_job_item_is_counted_and_the_dead_letters_are_still_review
     assert blob["UnreadableJobs"] == [1.0]
 
 
+def dead_lettered_scan(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, *, created: datetime
+) -> ProcessingJob:
+    """A text file's scan job, recorded as made at `created`, whose message is in its
+    dead-letter queue (a poisoned message SQS gave up on)."""
+    dead_letters = stack.queue("VirusScanDeadLetterQueue")
+    monkeypatch.setenv(dead_letter_url_variable(JobType.VIRUS_SCAN), dead_letters)
+    runtime.tables()
+    plan = ingest_plan(created, "text/plain")
+    FileRepository().record_ingest(plan)
+    scan = next(j for j in plan.jobs if j.job_type is JobType.VIRUS_SCAN)
+    stack.sqs.send_message(QueueUrl=dead_letters, MessageBody=JobMessage.for_job(scan).to_json())
+    return scan
+
+
 def test_a_sweep_run_that_fails_still_reviews_the_dead_letters_then_fails(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a scan whose message its queue gave up on, and DynamoDB throttling the sweep's query
-    dead_letters = stack.queue("VirusScanDeadLetterQueue")
-    monkeypatch.setenv(dead_letter_url_variable(JobType.VIRUS_SCAN), dead_letters)
-    runtime.tables()
-    plan = ingest_plan(utcnow(), "text/plain")
-    FileRepository().record_ingest(plan)
-    scan = next(j for j in plan.jobs if j.job_type is JobType.VIRUS_SCAN)
-    stack.sqs.send_message(QueueUrl=dead_letters, MessageBody=JobMessage.for_job(scan).to_json())
+    scan = dead_lettered_scan(stack, monkeypatch, created=utcnow())
     throttled: Any = {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": ""}}
 
     def due_for_sweep(*_: Any, **__: Any) -> Iterator[ProcessingJob]:
@@ -737,13 +746,7 @@ def test_a_job_whose_message_was_dead_lettered_is_failed_before_the_sweep_could_
     # Given a scan job an hour old, due for the sweep's look, whose message its queue gave up on
     # (a poisoned message): the job queue is empty, so the sweep alone would take the message
     # for lost and send a copy, which SQS would deliver (and fail) five times over again
-    dead_letters = stack.queue("VirusScanDeadLetterQueue")
-    monkeypatch.setenv(dead_letter_url_variable(JobType.VIRUS_SCAN), dead_letters)
-    runtime.tables()
-    plan = ingest_plan(utcnow() - timedelta(hours=1), "text/plain")
-    FileRepository().record_ingest(plan)
-    scan = next(j for j in plan.jobs if j.job_type is JobType.VIRUS_SCAN)
-    stack.sqs.send_message(QueueUrl=dead_letters, MessageBody=JobMessage.for_job(scan).to_json())
+    scan = dead_lettered_scan(stack, monkeypatch, created=utcnow() - timedelta(hours=1))
 
     # When the sweep runs
     summary = sweep.handler(event_file("sweep_schedule.json"), FakeContext())
