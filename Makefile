@@ -23,7 +23,7 @@ ST := $(ST_VENV)/bin/st
 AXE_VERSION := 4.10.3
 AXE := .tools/axe/node_modules/axe-core/axe.min.js
 
-.PHONY: install system-deps system-deps-check deploy-deps deploy delete axe console-screenshots bench-deps check test lint typecheck unit template security api-fuzz chaos chaos-full cost-gate end-to-end soak bench demo dev clean locks docs docs-check
+.PHONY: install system-deps system-deps-check deploy-deps deploy delete axe console-screenshots bench-deps check test lint typecheck pytest template security api-fuzz chaos chaos-full cost-gate end-to-end soak bench demo dev clean locks docs docs-check
 
 # The venv keeps pip (sam build runs this python's pip for the layers' requirements).
 $(BIN)/python:
@@ -117,7 +117,7 @@ axe: $(AXE)
 # The whole pytest suite, on every core (pytest-xdist): each test builds its own moto tables,
 # servers and scratch folders, so none shares state with a test running beside it. A file's tests
 # stay on one worker (--dist loadfile), so a file's module-scoped local stack starts once.
-unit: install system-deps $(AXE)
+pytest: install system-deps $(AXE)
 	$(BIN)/pytest -n auto --dist loadfile
 
 # The console's browser tests alone, saving their screenshots to docs/console/ (README.md shows
@@ -222,7 +222,7 @@ soak: $(VENV)/.soak-installed
 # the machine) from the start, the static checks in the other two slots.
 # Each part's output is printed whole when it ends; make fails if any part does.
 test:
-	$(MAKE) --no-print-directory -j4 --output-sync=target unit end-to-end lint typecheck template security docs-check
+	$(MAKE) --no-print-directory -j4 --output-sync=target pytest end-to-end lint typecheck template security docs-check
 
 end-to-end: api-fuzz
 	$(MAKE) --no-print-directory chaos
