@@ -20,9 +20,8 @@ off, with no copy and no count against its dispatch budget.
   claimed it yet (a batch runs its records one by one), or one a worker failed before claiming
   (a crash, a message it cannot read) that SQS delivers again, up to the queue's maxReceiveCount
   times before its dead-letter queue takes it: the reach is that many visibility timeouts back.
-  (With one, the sweep sent a copy of a poisoned job's message seconds before the original was
-  dead-lettered: the copy went through the same five deliveries, and chaos's quick run idled
-  ~100 s waiting for it.);
+  (With one, the sweep could send a copy of a poisoned job's message seconds before the
+  original was dead-lettered, and the copy went through the same five deliveries.);
 - visible messages: a backlog whose age SQS does not say; only messages older than the queue's
   retention period are surely gone (SQS deleted them), so that is the reach. Under a backlog
   that never clears, a lost message is found again after the retention period, never before.
