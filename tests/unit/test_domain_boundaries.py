@@ -14,19 +14,16 @@ PACKAGE = "filejobs.domain"
 
 
 def imports_of(path: Path) -> set[str]:
-    """Every module `path` imports, wherever the import statement sits."""
+    """Every module `path` imports, wherever the import statement sits: `import a.b`, and
+    `from a import b` as both `a` and `a.b` (b may be a module: `from filejobs.domain import
+    transitions`; a caller keeps the names it knows as modules)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-            # `from filejobs.domain import transitions` imports a module, not a name.
-            names.update(
-                f"{node.module}.{alias.name}"
-                for alias in node.names
-                if (DOMAIN / f"{alias.name}.py").exists() and node.module == PACKAGE
-            )
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
 
 

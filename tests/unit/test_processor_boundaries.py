@@ -4,13 +4,12 @@ ports live in the domain, so the ports and the domain load no processor and no a
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
 
 import filejobs.processors
-from tests.unit.test_domain_boundaries import cycle_in
+from tests.unit.test_domain_boundaries import cycle_in, imports_of
 
 PROCESSORS = Path(filejobs.processors.__file__).parent
 PACKAGE = "filejobs.processors"
@@ -23,23 +22,10 @@ def module_name(path: Path) -> str:
     return ".".join((PACKAGE, *parts))
 
 
-def imported_modules(path: Path, known: set[str]) -> set[str]:
-    """The modules of `known` that `path` imports, wherever the statement sits: `import a.b`,
-    `from a.b import name` and `from a import b` (b a module)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found & known
-
-
 def processors_graph() -> dict[str, set[str]]:
     paths = {module_name(path): path for path in PROCESSORS.rglob("*.py")}
     known = set(paths)
-    return {name: imported_modules(path, known) - {name} for name, path in paths.items()}
+    return {name: (imports_of(path) & known) - {name} for name, path in paths.items()}
 
 
 def test_the_processors_have_no_import_circle() -> None:
