@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -62,7 +61,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         SweptJobs(), runtime.dead_letters(), held=held, retention=settings.retention
     )
     total_ms = context.get_remaining_time_in_millis()
-    reviewed: Counter[str] = Counter()
     try:
         # The letters first: a job whose message SQS gave up on is failed before the sweep can
         # take it for one whose message was lost and send a copy (a poisoned message's copy
