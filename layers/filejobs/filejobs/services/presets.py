@@ -12,10 +12,9 @@ from at most that long after it.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from filejobs.access import Caller
@@ -26,7 +25,6 @@ from filejobs.domain.presets import (
     PresetError,
     PresetJob,
     PresetSet,
-    TenantPresets,
     check_bindings,
     check_jobs,
     check_prefixes,
@@ -35,6 +33,7 @@ from filejobs.domain.presets import (
 from filejobs.domain.time import utcnow
 from filejobs.ports import PresetStore
 from filejobs.services.errors import ConflictError, InvalidRequestError, NotFoundError
+from filejobs.services.remembered import Remembered
 from filejobs.services.tenancy import tenant_acted_for
 
 CACHE_SECONDS = 60.0
@@ -155,23 +154,16 @@ def _check_description(description: str) -> None:
         raise PresetError("description", f"printable text of at most {MAX_DESCRIPTION_CHARS}")
 
 
-@dataclass
 class PresetCache:
-    """Each tenant's presets, read at most once per `ttl_seconds` per function instance."""
+    """Each tenant's presets, read at most once per `ttl_seconds` per function instance
+    (`of(tenant)`)."""
 
-    store: PresetStore
-    ttl_seconds: float = CACHE_SECONDS
-    clock: Callable[[], float] = time.monotonic
-    _entries: dict[str, tuple[float, TenantPresets]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def of(self, tenant: str) -> TenantPresets:
-        now = self.clock()
-        with self._lock:
-            entry = self._entries.get(tenant)
-        if entry is not None and now - entry[0] < self.ttl_seconds:
-            return entry[1]
-        fresh = self.store.current(tenant).tenant_presets()
-        with self._lock:
-            self._entries[tenant] = (now, fresh)
-        return fresh
+    def __init__(
+        self,
+        store: PresetStore,
+        ttl_seconds: float = CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.of = Remembered(
+            lambda tenant: store.current(tenant).tenant_presets(), ttl_seconds, clock
+        )

@@ -5,7 +5,6 @@ only). The rules are domain/quotas.py; counting is the file store's ingest (port
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from filejobs.domain.quotas import (
 from filejobs.domain.time import utcnow
 from filejobs.ports import QuotaStore
 from filejobs.services.errors import ForbiddenError, NotFoundError
+from filejobs.services.remembered import Remembered
 
 logger = logging.getLogger(__name__)
 
@@ -32,28 +32,13 @@ REMEMBERED_SECONDS = 60.0
 
 
 @dataclass
-class RememberedLimits:
+class RememberedLimits(Remembered[TenantQuotas]):
     """The limits in force for each tenant (`read`: TenantLimits.limits), read at most once per
     `ttl_seconds` per function instance, "no quota item" (the defaults) included. The ingest's:
     an upload costs no read of `quota#{tenant}` in the common case. A read that fails raises, as
     the read itself would: the upload is retried, never let through unlimited."""
 
-    read: Callable[[str], TenantQuotas]
     ttl_seconds: float = REMEMBERED_SECONDS
-    monotonic: Callable[[], float] = time.monotonic
-    _known: dict[str, tuple[float, TenantQuotas]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, tenant: str) -> TenantQuotas:
-        now = self.monotonic()
-        with self._lock:
-            known = self._known.get(tenant)
-        if known is not None and now - known[0] < self.ttl_seconds:
-            return known[1]
-        fresh = self.read(tenant)
-        with self._lock:
-            self._known[tenant] = (now, fresh)
-        return fresh
 
 
 @dataclass
