@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from filejobs.api.parsing import REASON_PATTERN
+from filejobs.api.rendering import ErrorCode
 from filejobs.api.webhooks import DELIVERY_ID_PATTERN, ENDPOINT_ID_PATTERN
 from filejobs.domain import uploads as upload_rules
 from filejobs.domain import webhooks as webhook_rules
@@ -194,16 +195,7 @@ SCHEMAS: dict[str, Any] = {
                 "properties": {
                     "code": {
                         "type": "string",
-                        "enum": [
-                            "bad_request",
-                            "unauthorized",
-                            "forbidden",
-                            "not_found",
-                            "method_not_allowed",
-                            "conflict",
-                            "unprocessable",
-                            "internal",
-                        ],
+                        "enum": [code.value for code in ErrorCode],
                     },
                     "message": _STR,
                 },

@@ -25,6 +25,7 @@ from filejobs.access import Caller, caller_from
 from filejobs.adapters.s3 import S3OutputLinks
 from filejobs.api import openapi, parsing, rendering
 from filejobs.api import webhooks as webhook_requests
+from filejobs.api.rendering import ErrorCode
 from filejobs.domain.time import utcnow
 from filejobs.instrumentation import instruments
 from filejobs.ports import PageCursor
@@ -161,19 +162,19 @@ def request_refused(refusal: RequestRefusedError) -> Response[str]:
 
 
 def service_error(error: ServiceError) -> Response[str]:
-    code = {405: "method_not_allowed"}.get(error.status_code, "bad_request")
+    code = {405: ErrorCode.METHOD_NOT_ALLOWED}.get(error.status_code, ErrorCode.BAD_REQUEST)
     message = error.msg if isinstance(error.msg, str) else json.dumps(error.msg)
     return _json(error.status_code, rendering.error_body(code, message))
 
 
 @app.not_found
 def route_not_found(_: Exception) -> Response[str]:
-    return _json(404, rendering.error_body("not_found", "no such route"))
+    return _json(404, rendering.error_body(ErrorCode.NOT_FOUND, "no such route"))
 
 
 def internal_error(_: Exception) -> Response[str]:
     logger.exception("request failed")  # the trace goes to the log, never to the caller
-    return _json(500, rendering.error_body("internal", "internal error"))
+    return _json(500, rendering.error_body(ErrorCode.INTERNAL, "internal error"))
 
 
 # Powertools picks the handler of the nearest class in the error's MRO.
@@ -546,7 +547,7 @@ def _console_file(name: str) -> Response[str]:
     try:
         content_type, body = console.asset(name)
     except console.UnknownAssetError:
-        return _json(404, rendering.error_body("not_found", "no such console file"))
+        return _json(404, rendering.error_body(ErrorCode.NOT_FOUND, "no such console file"))
     headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
     if name == console.PAGE:
         sign_in = console.sign_in_origin(stage_variables)

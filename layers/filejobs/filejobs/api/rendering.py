@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from filejobs.domain.job import TERMINAL_STATUSES, ProcessingJob
@@ -41,26 +42,42 @@ from filejobs.services.quotas import QuotaReport
 from filejobs.services.uploads import MintedUpload
 from filejobs.views import file_view, job_view
 
+
+class ErrorCode(StrEnum):
+    """Every code the API's one error shape can carry: the OpenAPI document's enum of
+    `error.code` is this list (tools/openapi.py), so a new refusal is documented by naming it."""
+
+    BAD_REQUEST = "bad_request"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    CONFLICT = "conflict"
+    UNPROCESSABLE = "unprocessable"
+    TOO_MANY_REQUESTS = "too_many_requests"
+    INTERNAL = "internal"
+
+
 # Each refusal's HTTP status and error code (the nearest class of the refusal's MRO).
-_STATUSES: dict[type[RequestRefusedError], tuple[int, str]] = {
-    MalformedRequestError: (400, "bad_request"),
-    UnidentifiedCallerError: (401, "unauthorized"),
-    ForbiddenError: (403, "forbidden"),
-    NotFoundError: (404, "not_found"),
-    ConflictError: (409, "conflict"),
-    InvalidRequestError: (422, "unprocessable"),
-    QuotaExceededError: (429, "too_many_requests"),
+_STATUSES: dict[type[RequestRefusedError], tuple[int, ErrorCode]] = {
+    MalformedRequestError: (400, ErrorCode.BAD_REQUEST),
+    UnidentifiedCallerError: (401, ErrorCode.UNAUTHORIZED),
+    ForbiddenError: (403, ErrorCode.FORBIDDEN),
+    NotFoundError: (404, ErrorCode.NOT_FOUND),
+    ConflictError: (409, ErrorCode.CONFLICT),
+    InvalidRequestError: (422, ErrorCode.UNPROCESSABLE),
+    QuotaExceededError: (429, ErrorCode.TOO_MANY_REQUESTS),
 }
 
 
-def status_of(refusal: RequestRefusedError) -> tuple[int, str]:
+def status_of(refusal: RequestRefusedError) -> tuple[int, ErrorCode]:
     return next(
         (_STATUSES[kind] for kind in type(refusal).__mro__ if kind in _STATUSES),
-        (500, "internal"),
+        (500, ErrorCode.INTERNAL),
     )
 
 
-def error_body(code: str, message: str) -> str:
+def error_body(code: ErrorCode, message: str) -> str:
     return json.dumps({"error": {"code": code, "message": message}})
 
 
