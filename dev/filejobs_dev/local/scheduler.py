@@ -3,17 +3,19 @@
 moto keeps the schedules (the API creates, updates and deletes them as on AWS) but never runs
 them. This runs them as EventBridge Scheduler would for the targets the template uses: at each
 time the cron expression names, in its time zone, the target's Input (with
-`<aws.scheduler.scheduled-time>` filled in) is sent to the target queue. A schedule is fired
-from the moment it is first seen (no backfill of runs before), a DISABLED one not at all, and
-each run once.
+`<aws.scheduler.scheduled-time>` filled in) is sent to the target queue. A one-time schedule,
+`at(yyyy-mm-ddThh:mm:ss)`, fires once at that time (the API never arms one; a test or an operator
+can, to run a schedule's target now without waiting for its cron). A schedule is fired from the
+moment it is first seen (no backfill of runs before), a DISABLED one not at all, and each run once.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from filejobs.domain.schedules import CronExpression, ScheduleError, time_zone
@@ -22,6 +24,7 @@ log = logging.getLogger(__name__)
 
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 LOOK_EVERY_SECONDS = 5.0
+ONE_TIME = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
 
 
 class LocalScheduler:
@@ -77,18 +80,18 @@ class LocalScheduler:
         if schedule.get("State") != "ENABLED":
             return []
         try:
-            cron = CronExpression.parse(schedule["ScheduleExpression"])
-            zone = time_zone(schedule.get("ScheduleExpressionTimezone") or "UTC")
+            runs = runs_between(
+                schedule["ScheduleExpression"],
+                time_zone(schedule.get("ScheduleExpressionTimezone") or "UTC"),
+                since,
+                now,
+            )
         except ScheduleError:
             log.warning("local scheduler: %s/%s has an expression it cannot run", group, name)
             return []
-        fired = []
-        run = cron.next_after(since, zone)
-        while run is not None and run <= now:
+        for run in runs:
             self._send(schedule["Target"], run)
-            fired.append((name, run))
-            run = cron.next_after(run, zone)
-        return fired
+        return [(name, run) for run in runs]
 
     def _send(self, target: dict[str, Any], run: datetime) -> None:
         url = self._queue_urls.get(target["Arn"])
@@ -99,3 +102,21 @@ class LocalScheduler:
         body = str(target.get("Input") or "{}").replace(SCHEDULED_TIME, moment)
         self._sqs.send_message(QueueUrl=url, MessageBody=body)
         log.info("local scheduler: run of %s sent to %s", moment, url)
+
+
+def runs_between(expression: str, zone: tzinfo, since: datetime, now: datetime) -> list[datetime]:
+    """The times after `since`, up to `now`, that a schedule's expression names in its zone."""
+    one_time = ONE_TIME.fullmatch(expression)
+    if one_time:
+        try:
+            moment = datetime.fromisoformat(one_time[1]).replace(tzinfo=zone)
+        except ValueError:
+            raise ScheduleError("expression", f"{expression!r} names no time") from None
+        return [moment] if since < moment <= now else []
+    cron = CronExpression.parse(expression)
+    runs = []
+    run = cron.next_after(since, zone)
+    while run is not None and run <= now:
+        runs.append(run)
+        run = cron.next_after(run, zone)
+    return runs
