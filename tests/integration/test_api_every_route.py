@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, cast
 import boto3
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT_ID
+from moto.dynamodb.models import dynamodb_backends
 
 from filejobs.data.job_repository import JobRepository
 from filejobs.data.operation_repository import OperationRepository
@@ -584,16 +586,15 @@ class Store:
 
     def snapshot(self) -> dict[str, Any]:
         """Every item of every table and the queues' message counts: what a refused request must
-        leave exactly as it found it."""
+        leave exactly as it found it.
+
+        The items are read from moto's own tables, in this process (the fixture's moto, pinned):
+        a Scan of every table through botocore before and after each of about 80 requests was
+        38 of these tests' 48 seconds, and reads the same items."""
+        backend = dynamodb_backends[ACCOUNT_ID][self.dynamodb.meta.region_name]
         tables = {
-            name: sorted(
-                json.dumps(item, sort_keys=True)
-                for page in self.dynamodb.get_paginator("scan").paginate(
-                    TableName=name, ConsistentRead=True
-                )
-                for item in page["Items"]
-            )
-            for name in self.dynamodb.list_tables()["TableNames"]
+            name: sorted(json.dumps(item.to_json(), sort_keys=True) for item in table.all_items())
+            for name, table in backend.tables.items()
         }
         queues = [
             self.sqs.get_queue_attributes(
