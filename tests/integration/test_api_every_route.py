@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 import boto3
 import pytest
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from moto.core import DEFAULT_ACCOUNT_ID as ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID as ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
 from filejobs.data.job_repository import JobRepository

@@ -15,8 +15,9 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from filejobs.domain.schedules import CronExpression, ScheduleError, time_zone
 
@@ -104,7 +105,7 @@ class LocalScheduler:
         log.info("local scheduler: run of %s sent to %s", moment, url)
 
 
-def runs_between(expression: str, zone: tzinfo, since: datetime, now: datetime) -> list[datetime]:
+def runs_between(expression: str, zone: ZoneInfo, since: datetime, now: datetime) -> list[datetime]:
     """The times after `since`, up to `now`, that a schedule's expression names in its zone."""
     one_time = ONE_TIME.fullmatch(expression)
     if one_time:
