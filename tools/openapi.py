@@ -14,7 +14,10 @@ shared schemas (the one error shape, the views) are added under `components`.
 
 The document goes to `layers/filejobs/filejobs/api_docs/openapi.json`: package data of the
 layer (pyproject.toml), served as is by `GET /openapi.json`. It is the one copy; the test
-tests/integration/test_api_requests.py fails when it drifts from what this tool writes.
+tests/integration/test_api_requests.py fails when it drifts from what this tool writes. It
+names the job types and statuses once (`components.schemas.JobType`, `JobStatus`), and from
+those this tool also writes `cli/filejobs_cli/contract.py`, the CLI's lists of them (the CLI
+installs without the runtime); tests/unit/test_cli_contract.py fails when that drifts.
 """
 
 from __future__ import annotations
@@ -62,10 +65,15 @@ from filejobs.domain.tenant_prefixes import MAX_PREFIX_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"
+CLI_CONTRACT = ROOT / "cli" / "filejobs_cli" / "contract.py"
 TITLE = "filejobs status API"
 SERVERS_PLACEHOLDER = "https://{api_id}.execute-api.{region}.amazonaws.com/v1"
 
 _STR = {"type": "string"}
+# The job types and statuses are listed once, as components.schemas.JobType and JobStatus; every
+# schema and parameter that takes one refers to them (and the CLI reads them: cli_contract).
+_JOB_TYPE = {"$ref": "#/components/schemas/JobType"}
+_JOB_STATUS = {"$ref": "#/components/schemas/JobStatus"}
 _OPT_STR = {"type": ["string", "null"]}
 # A person's words: at least one character that is not white space (the API refuses a reason of
 # spaces or line breaks alone), at most 500; the pattern spelled to mean that in any regex engine.
@@ -185,6 +193,18 @@ CONSOLE_SCHEMAS: dict[str, Any] = {
 
 
 SCHEMAS: dict[str, Any] = {
+    "JobType": {
+        "type": "string",
+        "description": "What a job does: the processor that runs it",
+        "enum": [t.value for t in JobType],
+    },
+    "JobStatus": {
+        "type": "string",
+        "description": "Where a job is in its life; "
+        + ", ".join(s.value for s in JobStatus if s.is_terminal)
+        + " are final",
+        "enum": [s.value for s in JobStatus],
+    },
     "Error": {
         "type": "object",
         "required": ["error"],
@@ -224,9 +244,9 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "id": {"type": "string", "format": "uuid"},
             "file_id": {"type": "string", "format": "uuid"},
-            "job_type": _STR,
+            "job_type": _JOB_TYPE,
             "tenant": _STR,
-            "status": _STR,
+            "status": _JOB_STATUS,
             "priority": {"type": "integer"},
             "attempt": {"type": "integer"},
             "retry_count": {"type": "integer"},
@@ -507,8 +527,8 @@ SCHEMAS: dict[str, Any] = {
         "description": "Every field given must match; a tenant's filter is its own tenant's",
         "properties": {
             "tenant": {"type": "string", "pattern": TENANT_PATTERN},
-            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
-            "status": {"type": "string", "enum": [s.value for s in JobStatus]},
+            "job_type": _JOB_TYPE,
+            "status": _JOB_STATUS,
             "group": {"type": "string", "pattern": FAILURE_GROUP_PATTERN},
             "error": {"type": "string", "minLength": 1, "maxLength": MAX_ERROR_TEXT_CHARS},
             "since": {"type": "string", "format": "date-time"},
@@ -657,7 +677,7 @@ SCHEMAS: dict[str, Any] = {
                 "maxLength": MAX_PREFIX_BYTES,
             },
             "tenant": {"type": "string", "pattern": TENANT_PATTERN},
-            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
+            "job_type": _JOB_TYPE,
             "input_data": {"type": "object", "description": "The run's jobs' options (run)"},
         },
     },
@@ -699,7 +719,7 @@ SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
         "required": ["job_type"],
         "properties": {
-            "job_type": {"type": "string", "enum": [t.value for t in JobType]},
+            "job_type": _JOB_TYPE,
             "options": {
                 "type": "object",
                 "description": "The job type's options (the JobRequest input_data of its type)",
@@ -1179,22 +1199,63 @@ def build_document() -> dict[str, Any]:
 
 
 def render() -> str:
-    return json.dumps(build_document(), indent=2, sort_keys=True) + "\n"
+    return _json(build_document())
+
+
+def _json(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+_CLI_CONTRACT_TEXT = '''"""What the CLI knows of the API's contract, the OpenAPI document
+(layers/filejobs/filejobs/api_docs/openapi.json): its JobType and JobStatus schemas.
+
+Written by tools/openapi.py with the document; do not edit. The CLI installs without the runtime
+(`pip install ./cli`), so it carries these values rather than importing them; `tools/openapi.py
+--check` and tests/unit/test_cli_contract.py fail when this file and the document disagree.
+"""
+
+JOB_TYPES: tuple[str, ...] = ({job_types}
+)
+JOB_STATUSES: tuple[str, ...] = ({job_statuses}
+)
+'''
+
+
+def cli_contract(document: dict[str, Any]) -> str:
+    """cli/filejobs_cli/contract.py from the document (not from the runtime: the CLI reads the
+    contract as any client would)."""
+    schemas = document["components"]["schemas"]
+
+    def items(name: str) -> str:
+        return "".join(f"\n    {json.dumps(value)}," for value in schemas[name]["enum"])
+
+    return _CLI_CONTRACT_TEXT.format(job_types=items("JobType"), job_statuses=items("JobStatus"))
+
+
+def written() -> dict[Path, str]:
+    """Each file this tool writes, and its text."""
+    document = build_document()
+    return {DOCUMENT: _json(document), CLI_CONTRACT: cli_contract(document)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the committed one drifts")
+    parser.add_argument("--check", action="store_true", help="fail if a committed file drifts")
     arguments = parser.parse_args()
-    text = render()
+    files = written()
     if arguments.check:
-        if not DOCUMENT.exists() or DOCUMENT.read_text() != text:
-            print(f"{DOCUMENT} is out of date: run .venv/bin/python tools/openapi.py")
-            return 1
-        return 0
-    DOCUMENT.write_text(text)
-    print(f"wrote {DOCUMENT.relative_to(ROOT)}")
+        stale = [path for path, text in files.items() if not _holds(path, text)]
+        for path in stale:
+            print(f"{path} is out of date: run .venv/bin/python tools/openapi.py")
+        return 1 if stale else 0
+    for path, text in files.items():
+        path.write_text(text)
+        print(f"wrote {path.relative_to(ROOT)}")
     return 0
+
+
+def _holds(path: Path, text: str) -> bool:
+    return path.exists() and path.read_text() == text
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from filejobs_cli.client import (
     requested_acting,
     resolve_target,
 )
+from filejobs_cli.contract import JOB_STATUSES, JOB_TYPES
 from filejobs_cli.credentials import Acting, aws_message
 from filejobs_cli.progress import (
     Display,
@@ -40,15 +41,6 @@ from filejobs_cli.progress import (
 from filejobs_cli.transfer import ByteProgress, download, upload_file
 from filejobs_cli.upload_keys import chosen_name, safe_name, upload_key
 
-JOB_STATUSES = ("pending", "scheduled", "running", "completed", "failed", "cancelled")
-JOB_TYPES = (
-    "thumbnail_generation",
-    "video_thumbnail",
-    "document_preview",
-    "compression",
-    "virus_scan",
-    "deduplication_check",
-)
 # A file is processed once all its jobs are terminal and the API has recorded it so.
 PROCESSED = "processed"
 STORED = "stored"  # a file given no job: nothing to wait for

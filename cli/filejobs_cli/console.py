@@ -33,7 +33,8 @@ from filejobs_cli.client import (
     UsageError,
     add_target_options,
 )
-from filejobs_cli.commands import JOB_STATUSES, JOB_TYPES, PAGE_MAX, positive_int, targeted
+from filejobs_cli.commands import PAGE_MAX, positive_int, targeted
+from filejobs_cli.contract import JOB_STATUSES, JOB_TYPES
 from filejobs_cli.progress import shorten
 from filejobs_cli.quotas import tenant_argument
 

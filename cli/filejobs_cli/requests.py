@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from filejobs_cli.client import ApiClient, HttpError, Target, UsageError, add_target_options
-from filejobs_cli.commands import JOB_TYPES, job_summary, targeted, uuid_argument
+from filejobs_cli.commands import job_summary, targeted, uuid_argument
+from filejobs_cli.contract import JOB_TYPES
 
 _DELAY = re.compile(r"(?P<number>[0-9]{1,7})(?P<unit>[smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}

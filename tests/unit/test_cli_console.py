@@ -24,7 +24,7 @@ from filejobs.domain.operations import BULK_ACTIONS, OPERATION_ID_PATTERN
 from filejobs.services.api import MAX_KEY_BYTES
 from filejobs_cli import console
 from filejobs_cli.client import CliError, HttpError, UsageError
-from filejobs_cli.commands import JOB_TYPES
+from filejobs_cli.contract import JOB_TYPES
 from filejobs_cli.main import main, parser
 
 GROUP = "thumbnail_generation.3f2a9c1b7e4d5a60"

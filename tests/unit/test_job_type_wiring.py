@@ -17,7 +17,7 @@ from filejobs.domain.job_options import OPTIONS
 from filejobs.domain.messages import Lane
 from filejobs.domain.scanning import GATED_JOB_TYPES
 from filejobs.processors.registry import ScanSettings, processor_for
-from filejobs_cli.commands import JOB_TYPES as CLI_JOB_TYPES
+from filejobs_cli.contract import JOB_TYPES as CLI_JOB_TYPES
 from filejobs_dev.infra.template import load_template
 
 DOC = "docs/ADDING_A_JOB_TYPE.md"
@@ -214,6 +214,8 @@ def test_the_scan_may_release_it_when_it_waits_for_the_verdict(job_type: JobType
 @EVERY_TYPE
 def test_the_cli_and_the_openapi_document_know_it(job_type: JobType) -> None:
     message = step(9, job_type)
-    assert job_type.value in CLI_JOB_TYPES, f"{message}: JOB_TYPES of filejobs_cli/commands.py"
+    assert job_type.value in CLI_JOB_TYPES, (
+        f"{message}: JOB_TYPES of filejobs_cli/contract.py (tools/openapi.py writes it)"
+    )
     request = OPENAPI["components"]["schemas"]["JobRequest"]["discriminator"]["mapping"]
     assert job_type.value in request, f"{message}: run tools/openapi.py"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from filejobs.api.parsing import BUCKET_NAME_PATTERN, DEFAULT_LIMIT, MAX_LIMIT
 from filejobs.domain.failures import FAILURE_GROUP_PATTERN
-from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, MAX_RETRIES_LIMIT, JobStatus, JobType
+from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, MAX_RETRIES_LIMIT
 from filejobs.domain.keys import TENANT_PATTERN
 from filejobs.domain.operations import MAX_ERROR_TEXT_CHARS
 from filejobs.domain.presets import MAX_PRESETS_PER_TENANT
@@ -56,6 +56,12 @@ def _query(name: str, description: str, *, required: bool = False, **schema: Any
         "description": description,
         "schema": {"type": "string", **schema},
     }
+
+
+def _listed_query(name: str, description: str, listed: str) -> dict[str, Any]:
+    """A query parameter taking one of the document's named lists (components.schemas.JobType,
+    JobStatus: tools/openapi.py writes each once)."""
+    return {**_query(name, description), "schema": {"$ref": f"#/components/schemas/{listed}"}}
 
 
 _TENANT_PARAMETER = _query(
@@ -129,7 +135,7 @@ def _doc(
     }
 
 
-_STATUS_FILTER = _query("status", "Only jobs in this status", enum=[s.value for s in JobStatus])
+_STATUS_FILTER = _listed_query("status", "Only jobs in this status", "JobStatus")
 _IDEMPOTENCY_HEADER = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -282,7 +288,7 @@ RESCAN_FILES = _doc(
 
 _FILTER_PARAMETERS = [
     _STATUS_FILTER,
-    _query("job_type", "Only jobs of this type", enum=[t.value for t in JobType]),
+    _listed_query("job_type", "Only jobs of this type", "JobType"),
     _query(
         "tenant", "The tenant (operators; a tenant may name only its own)", pattern=TENANT_PATTERN
     ),
@@ -565,7 +571,7 @@ FAILURES = _doc(
             "One tenant's (operators; a tenant may name only its own)",
             pattern=TENANT_PATTERN,
         ),
-        _query("job_type", "Only groups of this job type", enum=[t.value for t in JobType]),
+        _listed_query("job_type", "Only groups of this job type", "JobType"),
     ],
 )
 
