@@ -41,8 +41,9 @@ $(VENV)/.installed: $(UV) pyproject.toml layers/filejobs/requirements.txt
 install: $(VENV)/.installed
 
 # Each Python layer's requirements.lock from its requirements.txt: every release the layer ships,
-# pinned, with the sha256 of each of its files (layers/Makefile installs with --require-hashes).
-# Run after changing a requirements.txt, or to take new releases; commit the locks' diff.
+# pinned, with the sha256 of each of its files (infra/layers/Makefile installs with
+# --require-hashes). Run after changing a requirements.txt, or to take new releases; commit the
+# locks' diff.
 PYTHON_LAYERS := filejobs imaging thumbnails video documents compression scanning
 locks: $(UV)
 	for layer in $(PYTHON_LAYERS); do \
@@ -63,8 +64,8 @@ typecheck: install
 # ClamAV (the virus scan's second engine: clamd, warm; clamscan, the benchmark's baseline;
 # freshclam, the definitions updater; sigtool) and its test files, from Debian. Signature
 # databases cannot be downloaded here: the tests build their own and serve them on 127.0.0.1.
-# The ClamAV layer's build (layers/clamav/debs.py, run by `sam build` in `make template`) trusts
-# Debian's packages only through a Release that gpgv finds signed by a key of the
+# The ClamAV layer's build (infra/layers/clamav/debs.py, run by `sam build` in `make template`)
+# trusts Debian's packages only through a Release that gpgv finds signed by a key of the
 # debian-archive-keyring package's keyring (exported: debs.py reads DEBIAN_ARCHIVE_KEYRING);
 # its tests sign an archive of their own with gpg and serve it over TLS with openssl's
 # certificate. The console's browser tests drive Debian's chromium (Playwright's own browser
@@ -146,8 +147,8 @@ template: install system-deps $(SAM)
 	  $(SAM) build --region us-east-1 --build-dir "$$build_dir" --cache-dir "$$build_dir/cache" > "$$build_dir.log" 2>&1 \
 	  || { cat "$$build_dir.log"; exit 1; }; echo "sam build: ok" && \
 	  $(BIN)/python tools/check_build.py "$$build_dir" && \
-	  $(BIN)/python layers/clamav/debs.py smoke --layer "$$build_dir/ClamAvLayer" && \
-	  $(BIN)/python layers/libreoffice/debs.py smoke --layer "$$build_dir/LibreOfficeLayer"
+	  $(BIN)/python infra/layers/clamav/debs.py smoke --layer "$$build_dir/ClamAvLayer" && \
+	  $(BIN)/python infra/layers/libreoffice/debs.py smoke --layer "$$build_dir/LibreOfficeLayer"
 
 $(CHECKOV): | $(UV)
 	$(UV) venv --quiet --clear --python $(PYTHON313) $(CHECKOV_VENV)

@@ -10,11 +10,11 @@ noise hits both sides alike; the medians are compared. Two figures per handler:
   the import into the first invocation shows up here: Lambda bills it and a user waits for it.
 
 The interpreter sees what a deployed function sees: the shared layer as `sam build` makes it
-(layers/Makefile: its packages and the filejobs package, compiled ahead of time), built here for
-this machine's platform, and the standard library, nothing of the project's venv (`python -S`);
-the handler's folder as working directory; LAMBDA_TASK_ROOT (the Tracer then enables itself and
-patches botocore, as deployed); the table names the settings require. `import boto3` runs from
-the same layer, under the same conditions.
+(infra/layers/Makefile: its packages and the filejobs package, compiled ahead of time), built
+here for this machine's platform, and the standard library, nothing of the project's venv
+(`python -S`); the handler's folder as working directory; LAMBDA_TASK_ROOT (the Tracer then
+enables itself and patches botocore, as deployed); the table names the settings require.
+`import boto3` runs from the same layer, under the same conditions.
 Setup counts the DynamoDB client PynamoDB builds, in a botocore session of its own, for the model
 the handler's first invocation uses. Not counted: the second model's (a duplicate ingest reads
 jobs too), nor the extra ones several threads can race to build when a 16-way fan-out (the
@@ -101,9 +101,11 @@ class Sample:
 
 
 def build_layer(into: Path) -> Path:
-    """The shared layer, built by the recipe `sam build` uses, for this machine's platform."""
+    """The shared layer, built by the recipe `sam build` uses (run in layers/, as SAM runs it in
+    a copy of layers/), for this machine's platform."""
+    recipe = ["-C", str(ROOT / "layers"), "-f", str(ROOT / "infra" / "layers" / "Makefile")]
     subprocess.run(  # noqa: S603 (fixed arguments)
-        ["make", "-s", "-C", str(ROOT / "layers"), "build-FileJobsLayer",  # noqa: S607
+        ["make", "-s", *recipe, "build-FileJobsLayer",  # noqa: S607
          f"ARTIFACTS_DIR={into}", f"PYTHON={sys.executable}", "PLATFORM="],
         check=True,
     )  # fmt: skip

@@ -41,9 +41,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "filejobs"))
-sys.path.insert(0, str(ROOT / "layers" / "libreoffice"))
+sys.path.insert(0, str(ROOT / "infra" / "layers" / "libreoffice"))
 
-import debs as layer_build  # type: ignore[import-not-found]  # noqa: E402 (layers/libreoffice)
+import debs as layer_build  # type: ignore[import-not-found]  # noqa: E402 (infra/layers/libreoffice)
 
 from filejobs.processors import office_runtime  # noqa: E402
 

@@ -10,8 +10,8 @@ environment to unpack the layer's archive to /tmp, against GNU tar unpacking the
   unverified).
 
 Runs alternate (baseline, ours) so machine noise hits both alike; medians are printed with the
-ratio to the baseline measured in the same run. The layer is built first (layers/libreoffice
-/debs.py install, about 2 minutes) unless --layer names a built one (the folder holding
+ratio to the baseline measured in the same run. The layer is built first (infra/layers/
+libreoffice/debs.py install, about 2 minutes) unless --layer names a built one (the folder holding
 libreoffice/layer.json).
 
     .venv/bin/python bench/office_layer_unpack.py [--layer DIR] [--runs 3] [--json PATH]
@@ -39,7 +39,7 @@ def built_layer(scratch: Path) -> Path:
     subprocess.run(  # noqa: S603 (our own build script)
         [
             sys.executable,
-            str(ROOT / "layers/libreoffice/debs.py"),
+            str(ROOT / "infra/layers/libreoffice/debs.py"),
             "install",
             "--dest",
             str(scratch),

@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-layer_build = load_script(ROOT / "layers/libreoffice/debs.py", "libreoffice_debs")
+layer_build = load_script(ROOT / "infra/layers/libreoffice/debs.py", "libreoffice_debs")
 
 
 def hand_over(soffice: Path | str, *, before: str = "") -> str:

@@ -7,7 +7,8 @@ deployed or deleted (docs/DEPLOY.md).
 
 deploy: refuses a stack name the uploads bucket cannot carry (before anything is built: AWS
 would refuse it minutes into the deploy), builds container-free into .aws-sam/build with this
-venv's python3.13 first on PATH, checks the build (tools/check_build.py), then runs
+venv's python3.13 first on PATH (SAM's cache in a folder per digest of the layer builders,
+infra/layers), checks the build (tools/check_build.py), then runs
 `sam deploy --config-env ENV`, guided when the stack does not exist yet (SAM then saves the
 answers into samconfig.toml for the next time).
 
@@ -21,7 +22,9 @@ printed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -35,6 +38,9 @@ from filejobs_dev.infra.stack_names import stack_name_problem
 ROOT = Path(__file__).resolve().parents[1]
 SAMCONFIG = ROOT / "samconfig.toml"
 BUILD_DIR = ROOT / ".aws-sam" / "build"
+# What builds the layers (the Makefile every layer's Metadata.ContextPath names, the debs.py):
+# out of their ContentUri (layers/), so out of what SAM keys its build cache on.
+LAYER_BUILDERS = ROOT / "infra" / "layers"
 VENV_BIN = ROOT / ".venv" / "bin"
 # S3's DeleteObjects takes at most this many keys a request.
 DELETE_BATCH = 1000
@@ -124,6 +130,45 @@ def deploy_arguments(env: Environment, *, first_time: bool) -> list[str]:
     return [*arguments, "--guided"] if first_time else arguments
 
 
+def builders_digest(builders: Path = LAYER_BUILDERS) -> str:
+    """SHA-256 of the layer builders: every file's path and bytes (compiled Python left out)."""
+    digest = hashlib.sha256()
+    for path in sorted(builders.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            data = path.read_bytes()
+            digest.update(f"{path.relative_to(builders).as_posix()}\0{len(data)}\0".encode())
+            digest.update(data)
+    return digest.hexdigest()
+
+
+def build_cache_dir(builders: Path = LAYER_BUILDERS, under: Path = BUILD_DIR.parent) -> Path:
+    """sam build's cache folder. SAM reuses a layer's cached build while the files of its
+    ContentUri (layers/) are unchanged, whatever became of the Makefile and scripts that built it
+    (infra/layers): a folder per digest of those, so a changed builder rebuilds every layer
+    instead of deploying what the old one built."""
+    return under / f"cache-{builders_digest(builders)[:16]}"
+
+
+def drop_other_caches(kept: Path) -> None:
+    """The caches of earlier builders, each a copy of every built layer, are never read again."""
+    for cache in kept.parent.glob("cache-*"):
+        if cache != kept and cache.is_dir():
+            shutil.rmtree(cache)
+
+
+def build_arguments(env: Environment, cache_dir: Path) -> list[str]:
+    """sam build's arguments: the environment's settings (cached), into BUILD_DIR."""
+    return [
+        "build",
+        "--config-env",
+        env.name,
+        "--build-dir",
+        str(BUILD_DIR),
+        "--cache-dir",
+        str(cache_dir),
+    ]
+
+
 def build_environment() -> dict[str, str]:
     """sam build without a container needs python3.13 first on PATH (this venv's)."""
     return {
@@ -145,9 +190,9 @@ def run(command: list[str], env: dict[str, str] | None = None) -> None:
 def deploy(env: Environment, sam: str) -> None:
     checked(env)
     first_time = not stack_exists(aws_session(env).client("cloudformation"), env.stack_name)
-    run(
-        [sam, "build", "--config-env", env.name, "--build-dir", str(BUILD_DIR)], build_environment()
-    )
+    cache_dir = build_cache_dir()
+    drop_other_caches(cache_dir)
+    run([sam, *build_arguments(env, cache_dir)], build_environment())
     run([str(VENV_BIN / "python"), str(ROOT / "tools" / "check_build.py"), str(BUILD_DIR)])
     if first_time:
         print(f"stack {env.stack_name} does not exist yet: sam deploy asks for its settings once")

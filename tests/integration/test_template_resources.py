@@ -665,15 +665,16 @@ def test_each_function_ships_the_shared_layer_and_only_the_media_layers_it_impor
 
 
 def _layer_recipes() -> dict[str, str]:
-    """Logical id -> the folder of requirements its layers/Makefile target installs."""
-    text = (ROOT / "layers" / "Makefile").read_text()
+    """Logical id -> the folder of requirements its infra/layers/Makefile target installs."""
+    text = (ROOT / "infra" / "layers" / "Makefile").read_text()
     return dict(re.findall(r"^build-(\w+):\n\t\$\(call build_layer,(\w+)", text, re.M))
 
 
 def _native_recipes() -> set[str]:
     """Logical ids of the layers built from pinned Debian packages (no requirements.txt)."""
-    text = (ROOT / "layers" / "Makefile").read_text()
-    return set(re.findall(r"^build-(\w+):\n\t\$\(PYTHON\) \w+/debs.py install", text, re.M))
+    text = (ROOT / "infra" / "layers" / "Makefile").read_text()
+    recipe = r"^build-(\w+):\n\t\$\(PYTHON\) \$\(BUILDERS\)/\w+/debs.py install"
+    return set(re.findall(recipe, text, re.M))
 
 
 def test_every_layer_is_built_for_arm64_and_no_package_is_in_two_layers_of_a_function(
@@ -684,8 +685,13 @@ def test_every_layer_is_built_for_arm64_and_no_package_is_in_two_layers_of_a_fun
     assert set(layers) == set(recipes) | _native_recipes()
     for name, layer in layers.items():
         # then SAM builds it with our recipe (compiled ahead of time) for the functions'
-        # architecture (SAM would default to x86_64)
-        assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
+        # architecture (SAM would default to x86_64): the Makefile in infra/layers, run in a copy
+        # of layers/ (what ships, whose files SAM's build cache is keyed on)
+        assert layer["Metadata"] == {
+            "BuildMethod": "makefile",
+            "BuildArchitecture": "arm64",
+            "ContextPath": "infra/layers",
+        }
         assert layer["Properties"]["ContentUri"] == "layers"
         assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"], name
     for function, spec in functions.items():

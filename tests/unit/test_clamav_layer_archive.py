@@ -1,5 +1,5 @@
-"""The ClamAV layer's supply chain (layers/clamav/debs.py): Debian's archive is read over HTTPS
-only, each suite trusted only through an InRelease that gpgv finds signed by a key of the
+"""The ClamAV layer's supply chain (infra/layers/clamav/debs.py): Debian's archive is read over
+HTTPS only, each suite trusted only through an InRelease that gpgv finds signed by a key of the
 keyring, its Packages index only with the size and SHA-256 that Release gives, and each .deb
 only with the SHA-256 of both packages.lock and that verified index.
 
@@ -32,7 +32,7 @@ from tests.debian import debian_package
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
-debs = load_script(ROOT / "layers/clamav/debs.py", "clamav_debs")
+debs = load_script(ROOT / "infra/layers/clamav/debs.py", "clamav_debs")
 needs_gpg = pytest.mark.skipif(
     not (shutil.which("gpg") and shutil.which("gpgv") and shutil.which("openssl")),
     reason="gpg, gpgv and openssl are needed (make system-deps)",

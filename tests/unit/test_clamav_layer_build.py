@@ -1,5 +1,5 @@
-"""The ClamAV layer's build (layers/clamav/debs.py): pinned packages, and the two checks that
-keep a binary from another distribution from breaking on Lambda (every library it loads is
+"""The ClamAV layer's build (infra/layers/clamav/debs.py): pinned packages, and the two checks
+that keep a binary from another distribution from breaking on Lambda (every library it loads is
 shipped; nothing needs a newer glibc than the runtime's); and the smoke's checks. How packages
 are fetched and verified (HTTPS, the signed Release, the digests) is test_clamav_layer_archive's.
 
@@ -27,7 +27,7 @@ needs_host_clamscan = pytest.mark.skipif(
 )
 
 
-debs = load_script(ROOT / "layers/clamav/debs.py", "clamav_debs")
+debs = load_script(ROOT / "infra/layers/clamav/debs.py", "clamav_debs")
 # This machine's Debian ClamAV: the layer's programs, at the same paths, built for x86_64.
 HOST_PROGRAMS = {Path(program).name: Path("/") / program for program in debs.PROGRAMS}
 needs_host_clamav = pytest.mark.skipif(

@@ -1,6 +1,7 @@
 """Every Python layer ships exactly the releases its requirements.lock names, each file checked
-against the sha256 there (layers/Makefile installs with --require-hashes; `make locks` writes the
-locks): a package index that serves other bytes fails the build instead of reaching Lambda."""
+against the sha256 there (infra/layers/Makefile installs with --require-hashes; `make locks`
+writes the locks): a package index that serves other bytes fails the build instead of reaching
+Lambda."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ROOT / "layers"
+RECIPES = ROOT / "infra" / "layers" / "Makefile"
 _RECIPE = re.compile(r"^build-\w+:\n\t\$\(call build_layer,(\w+)", re.M)
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9._-]+)==(?P<version>\S+)$")
 _HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
 
 
 def python_layers() -> list[str]:
-    return sorted(_RECIPE.findall((LAYERS / "Makefile").read_text()))
+    return sorted(_RECIPE.findall(RECIPES.read_text()))
 
 
 def locked(layer: str) -> dict[str, tuple[Version, list[str]]]:
@@ -48,7 +50,7 @@ def test_every_python_layer_is_built_from_its_lock_with_hashes_required() -> Non
         "thumbnails",
         "video",
     ]
-    recipe = (LAYERS / "Makefile").read_text()
+    recipe = RECIPES.read_text()
     assert "--require-hashes" in recipe
     assert "-r $(1)/requirements.lock" in recipe
 

@@ -1,6 +1,7 @@
-"""The LibreOffice layer's build (layers/libreoffice/debs.py, on layers/debian_packages.py):
-what packages.txt's `+` and `-` entries lock, how Debian's absolute links are kept inside the
-unpacked tree, and the archive the document worker unpacks (filejobs' office_runtime).
+"""The LibreOffice layer's build (infra/layers/libreoffice/debs.py, on
+infra/layers/debian_packages.py): what packages.txt's `+` and `-` entries lock, how Debian's
+absolute links are kept inside the unpacked tree, and the archive the document worker unpacks
+(filejobs' office_runtime).
 
 The whole build against Debian's archive, and soffice converting under qemu, run in `make
 template` (`debs.py smoke`); these tests run on files made here."""
@@ -21,7 +22,7 @@ import zstandard
 from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
-office = load_script(ROOT / "layers/libreoffice/debs.py", "libreoffice_debs")
+office = load_script(ROOT / "infra/layers/libreoffice/debs.py", "libreoffice_debs")
 debian: Any = office.debian
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 

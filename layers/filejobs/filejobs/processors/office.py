@@ -19,7 +19,7 @@ profile does:
   links to untrusted places are blocked (`BlockUntrustedRefererLinks`); every HTTP(S) and FTP
   fetch LibreOffice makes goes to a proxy at 127.0.0.1:9 (discard: nothing listens), as do
   curl's through `*_proxy`; and the layer's LibreOffice has no WebDAV/HTTP or FTP content
-  provider at all (layers/libreoffice/debs.py DROPPED). A document's external image is drawn
+  provider at all (infra/layers/libreoffice/debs.py DROPPED). A document's external image is drawn
   as its placeholder, never fetched (a test serves one on 127.0.0.1 and sees no request).
   These are LibreOffice's own settings: what keeps a compromised soffice off the network is
   the decoder sandbox's business (processors/sandbox);

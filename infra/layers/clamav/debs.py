@@ -23,7 +23,8 @@ whoever runs /opt/clamav/bin/clamd gets clamd on glibc 2.36, unchanged. This scr
 
 All three read and trust Debian's archive as debian_packages.py (beside this folder) says:
 HTTPS only, each suite's Release signed by Debian's archive keyring, each .deb by the SHA-256 of
-both packages.lock and the signed index.
+both packages.lock and the signed index. packages.txt and packages.lock are in layers/clamav,
+beside what the stack ships; this builder is in infra/layers/clamav, out of that tree.
 
 `install` fails the build when a library is missing from the packages or any file needs a glibc
 newer than the bundled one: the two ways a binary copied from another distribution breaks at
@@ -32,9 +33,9 @@ LD_LIBRARY_PATH=/opt/clamav/lib (processors/scan/environment.py), which reaches 
 shell (the runtime's /bin/sh, which loads none of lib/'s libraries) and which the loader's
 --library-path then replaces, so neither glibc ever meets the other's loader.
 
-    python3.13 debs.py lock
-    python3.13 debs.py install --dest "$ARTIFACTS_DIR"
-    python3.13 debs.py smoke --layer BUILD_DIR/ClamAvLayer
+    python3.13 infra/layers/clamav/debs.py lock
+    python3.13 infra/layers/clamav/debs.py install --dest "$ARTIFACTS_DIR"
+    python3.13 infra/layers/clamav/debs.py smoke --layer BUILD_DIR/ClamAvLayer
 
 Each takes --keyring (or $DEBIAN_ARCHIVE_KEYRING) and --ca-bundle (or $DEBIAN_MIRROR_CA_BUNDLE:
 the CA certificates a mirror's HTTPS certificate must chain to; the system's by default).
@@ -64,6 +65,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # debian_packages.py, shared with the LibreOffice layer
+# What the layer is built from lives with what ships (layers/clamav), this builder in infra/.
+LISTS = HERE.parents[2] / "layers" / "clamav"
 
 import debian_packages as debian  # noqa: E402
 from debian_packages import (  # noqa: E402
@@ -80,8 +83,8 @@ from debian_packages import (  # noqa: E402
     unpack,
 )
 
-PACKAGE_LIST = HERE / "packages.txt"
-LOCK_FILE = HERE / "packages.lock"
+PACKAGE_LIST = LISTS / "packages.txt"
+LOCK_FILE = LISTS / "packages.lock"
 # Packages come from bookworm unless packages.txt says `name@bullseye`.
 DEFAULT_RELEASE = "bookworm"
 # What the layer runs, as Debian installs them; each lands in clamav/bin under its own name.
@@ -95,7 +98,7 @@ LOADER = "ld-linux-aarch64.so.1"
 # run by its absolute path, /opt/clamav/bin/PROGRAM), the program started by the layer's loader
 # with the layer's glibc and libraries (--library-path replaces LD_LIBRARY_PATH for it).
 LAUNCHER = """#!/bin/sh
-# ClamAV's {program} (Debian 12) on the layer's own glibc: see layers/clamav/debs.py.
+# ClamAV's {program} (Debian 12) on the layer's own glibc: see infra/layers/clamav/debs.py.
 layer=$(cd "${{0%/*}}/.." && pwd -P) || exit 127
 exec "$layer/glibc/{loader}" --library-path "$layer/glibc:$layer/lib" \\
   "$layer/libexec/{program}" "$@"

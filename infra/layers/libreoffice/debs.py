@@ -31,11 +31,12 @@ in an execution environment (filejobs.processors.office_runtime).
 
 All three read and trust Debian's archive as debian_packages.py (beside this folder) says:
 HTTPS only, each suite's Release signed by Debian's archive keyring, each .deb by the SHA-256 of
-both packages.lock and the signed index.
+both packages.lock and the signed index. packages.txt and packages.lock are in layers/libreoffice,
+beside what the stack ships; this builder is in infra/layers/libreoffice, out of that tree.
 
-    python3.13 debs.py lock
-    python3.13 debs.py install --dest "$ARTIFACTS_DIR"
-    python3.13 debs.py smoke --layer BUILD_DIR/LibreOfficeLayer
+    python3.13 infra/layers/libreoffice/debs.py lock
+    python3.13 infra/layers/libreoffice/debs.py install --dest "$ARTIFACTS_DIR"
+    python3.13 infra/layers/libreoffice/debs.py smoke --layer BUILD_DIR/LibreOfficeLayer
 """
 
 from __future__ import annotations
@@ -55,12 +56,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # debian_packages.py, shared with the ClamAV layer
+# What the layer is built from lives with what ships (layers/libreoffice), this builder in infra/.
+LISTS = HERE.parents[2] / "layers" / "libreoffice"
 
 import debian_packages as debian  # noqa: E402
 from debian_packages import QEMU, SYSROOT_PACKAGE, Archive, BuildError, unpack  # noqa: E402
 
 PACKAGES = debian.PackageList(
-    HERE / "packages.txt", HERE / "packages.lock", default_release="bookworm"
+    LISTS / "packages.txt", LISTS / "packages.lock", default_release="bookworm"
 )
 # LibreOffice's own tree, as Debian installs it; it becomes the archive's root.
 INSTALL_DIR = "usr/lib/libreoffice"
