@@ -86,6 +86,16 @@ def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[st
     assert capsys.readouterr().out == f"filejobs {importlib.metadata.version('filejobs')}\n"
 
 
+def test_only_version_looks_the_version_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # reading every installed distribution's metadata costs every command its start-up time
+    def unread(*_: object) -> None:
+        raise AssertionError("the distributions' metadata was read")
+
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", unread)
+    arguments = the_clis_own_parser(monkeypatch).parse_args(["jobs", "--status", "failed"])
+    assert arguments.command == "jobs"
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh", "tcsh"])
 def test_completion_is_written_from_the_parser(shell: str, monkeypatch: pytest.MonkeyPatch) -> None:
     out = io.StringIO()
