@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import io
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +96,20 @@ def test_only_version_looks_the_version_up(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(importlib.metadata, "packages_distributions", unread)
     arguments = the_clis_own_parser(monkeypatch).parse_args(["jobs", "--status", "failed"])
     assert arguments.command == "jobs"
+
+
+def test_the_cli_starts_without_importing_the_local_stack() -> None:
+    # moto, its server and the template's parser are 0.9 s of imports: only dev, invoke and
+    # events need them, and import them when they run
+    imported = subprocess.run(
+        [sys.executable, "-c", (
+            "import sys; from filejobs_cli import main; main.parser()\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('moto', 'flask')"
+            " or m == 'filejobs_dev.local.stack'))"
+        )],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert imported.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "tcsh"])

@@ -16,22 +16,19 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from filejobs.domain.keys import is_tenant
 from filejobs_cli.client import CliError
 from filejobs_cli.local_stack_file import CONFIG_PATH
 from filejobs_dev.local import tokens
-from filejobs_dev.local.faults import FaultConfigError
-from filejobs_dev.local.resources import Resources
-from filejobs_dev.local.sample_events import SampleError, write_events
-from filejobs_dev.local.stack import (
-    LocalStack,
-    StackConfigError,
-    StackOptions,
-    StackStartError,
-    run,
-)
+
+if TYPE_CHECKING:
+    from filejobs_dev.local.stack import LocalStack
+
+# The stack's modules (moto, its server, the template's parser: 0.9 s of imports) are imported
+# by the commands that run or read a stack (dev, invoke, events), inside them: every other
+# command of the CLI registers these at start and would pay for them.
 
 
 def register(
@@ -179,6 +176,14 @@ def parameter_override(value: str) -> tuple[str, str]:
 
 
 def dev(arguments: argparse.Namespace, root: Path) -> int:
+    from filejobs_dev.local.faults import FaultConfigError  # noqa: PLC0415 (see the imports)
+    from filejobs_dev.local.stack import (  # noqa: PLC0415
+        StackConfigError,
+        StackOptions,
+        StackStartError,
+        run,
+    )
+
     options = StackOptions(
         project_root=root,
         emulator_port=arguments.emulator_port,
@@ -240,6 +245,8 @@ def events(arguments: argparse.Namespace, root: Path) -> int:
     """Writes an event per function that does something real on the running local stack."""
     if not is_tenant(arguments.tenant):
         raise SystemExit(f"filejobs: not a tenant name: {arguments.tenant!r}")
+    from filejobs_dev.local.sample_events import SampleError, write_events  # noqa: PLC0415
+
     stack, config = _running_stack(root)
     out = arguments.out if arguments.out.is_absolute() else Path.cwd() / arguments.out
     try:
@@ -253,6 +260,9 @@ def events(arguments: argparse.Namespace, root: Path) -> int:
 
 def _running_stack(root: Path) -> tuple[LocalStack, dict[str, Any]]:
     """The running local stack of `root`, as its local.json describes it."""
+    from filejobs_dev.local.resources import Resources  # noqa: PLC0415 (see the imports)
+    from filejobs_dev.local.stack import LocalStack, StackOptions  # noqa: PLC0415
+
     config_path = root / CONFIG_PATH
     if not config_path.is_file():
         raise SystemExit("filejobs: the local stack is not running (start it with `filejobs dev`)")
