@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from filejobs_dev.generated_files import write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "docs" / "CLI.md"
 MARKER = (
@@ -87,16 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="exit 1 when docs/CLI.md differs from what it writes"
     )
     arguments = options.parse_args(argv)
-    current = DOCUMENT.read_text()
-    wanted = document(current)
-    if arguments.check:
-        if current != wanted:
-            print(f"{DOCUMENT.relative_to(ROOT)} differs: run tools/cli_reference.py")
-            return 1
-        return 0
-    DOCUMENT.write_text(wanted)
-    print(f"wrote {DOCUMENT.relative_to(ROOT)}")
-    return 0
+    return write_or_check(
+        {DOCUMENT: document(DOCUMENT.read_text())},
+        check=arguments.check,
+        remedy="run .venv/bin/python tools/cli_reference.py",
+    )
 
 
 if __name__ == "__main__":

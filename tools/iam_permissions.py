@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from filejobs_dev.generated_files import write_or_check
 from filejobs_dev.infra.template import load_template, resources_of_type
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,20 +107,11 @@ def _written(value: Any) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed one differs")
-    arguments = parser.parse_args()
-    text = render(load_template())
-    if arguments.check:
-        if DOCUMENT.read_text(encoding="utf-8") != text:
-            print(
-                f"{DOCUMENT.relative_to(ROOT)} differs: run tools/iam_permissions.py",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"{DOCUMENT.relative_to(ROOT)} is current")
-        return 0
-    DOCUMENT.write_text(text, encoding="utf-8")
-    print(f"wrote {DOCUMENT.relative_to(ROOT)}")
-    return 0
+    return write_or_check(
+        {DOCUMENT: render(load_template())},
+        check=parser.parse_args().check,
+        remedy="run .venv/bin/python tools/iam_permissions.py",
+    )
 
 
 if __name__ == "__main__":

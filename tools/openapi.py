@@ -62,6 +62,7 @@ from filejobs.domain.presets import NAME_PATTERN as PRESET_NAME_PATTERN
 from filejobs.domain.quotas import MAX_QUOTA_VALUE, QUOTA_FIELDS, UNLIMITED
 from filejobs.domain.schedules import MAX_NAME_CHARS, SCHEDULE_ID_PATTERN, ScheduleAction
 from filejobs.domain.tenant_prefixes import MAX_PREFIX_BYTES
+from filejobs_dev.generated_files import write_or_check
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENT = ROOT / "layers" / "filejobs" / "filejobs" / "api_docs" / "openapi.json"
@@ -1241,21 +1242,9 @@ def written() -> dict[Path, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if a committed file drifts")
-    arguments = parser.parse_args()
-    files = written()
-    if arguments.check:
-        stale = [path for path, text in files.items() if not _holds(path, text)]
-        for path in stale:
-            print(f"{path} is out of date: run .venv/bin/python tools/openapi.py")
-        return 1 if stale else 0
-    for path, text in files.items():
-        path.write_text(text)
-        print(f"wrote {path.relative_to(ROOT)}")
-    return 0
-
-
-def _holds(path: Path, text: str) -> bool:
-    return path.exists() and path.read_text() == text
+    return write_or_check(
+        written(), check=parser.parse_args().check, remedy="run .venv/bin/python tools/openapi.py"
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+from filejobs_dev.generated_files import write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
 SOURCES = ROOT / "infra" / "template"
@@ -284,19 +286,12 @@ def render(sources: Path = SOURCES) -> str:
 def main() -> int:
     arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     arguments.add_argument("--check", action="store_true", help="exit 1 if template.yaml differs")
-    check = arguments.parse_args().check
-    wanted = render()
-    if check:
-        if TEMPLATE.read_text() != wanted:
-            print(
-                "template.yaml differs from what infra/template/ generates: edit infra/template/ "
-                "(not template.yaml), then run .venv/bin/python tools/template.py",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    TEMPLATE.write_text(wanted)
-    return 0
+    return write_or_check(
+        {TEMPLATE: render()},
+        check=arguments.parse_args().check,
+        remedy="edit infra/template/ (not template.yaml), then run "
+        ".venv/bin/python tools/template.py",
+    )
 
 
 if __name__ == "__main__":
