@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from filejobs import console
-from functions.api import app as api_function
+from filejobs.api.routes import console_page
 from tests.integration.test_api import (
     Api,
     stack,  # noqa: F401 (the fixture `api` builds on)
@@ -24,9 +24,9 @@ from tests.integration.test_api_requests import headers_of
 
 @pytest.fixture
 def api(stack: Api) -> Iterator[Api]:  # noqa: F811 (test_api's fixture)
-    api_function._image_origin.cache_clear()  # the outputs bucket is this test's
+    console_page._image_origin.cache_clear()  # the outputs bucket is this test's
     yield stack
-    api_function._image_origin.cache_clear()
+    console_page._image_origin.cache_clear()
 
 
 def test_the_page_is_served_without_a_caller_under_its_policy(api: Api) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from filejobs import console
+from filejobs.api.routes import console_page
 from filejobs_dev.local.payloads import api_event
 from functions.api import app as api_function
 from tests.integration.test_api import (
@@ -33,9 +34,9 @@ CONSOLE_STAGE = {console.CLIENT_VARIABLE: CLIENT, console.SIGN_IN_URL_VARIABLE: 
 
 @pytest.fixture
 def api(stack: Api) -> Iterator[Api]:  # noqa: F811 (test_api's fixture)
-    api_function._image_origin.cache_clear()  # the outputs bucket is this test's
+    console_page._image_origin.cache_clear()  # the outputs bucket is this test's
     yield stack
-    api_function._image_origin.cache_clear()
+    console_page._image_origin.cache_clear()
 
 
 def request(
