@@ -71,7 +71,8 @@ typecheck: install
 # certificate. The console's browser tests drive Debian's chromium (Playwright's own browser
 # download is never used) and take axe-core from npm. document_preview converts office documents
 # to PDF with LibreOffice (soffice, headless: the -nogui packages); the LibreOffice layer's build
-# compresses its archive with zstd.
+# compresses its archive with zstd. The Photoshop tests read files ImageMagick writes (its
+# 16-bit and layered PSDs, as users send them): /usr/bin/convert.
 export DEBIAN_ARCHIVE_KEYRING ?= /usr/share/keyrings/debian-archive-keyring.gpg
 # One list, installed by system-deps and simulated whole (apt-get -s) by system-deps-check. npm
 # is not in it: it comes with Node.js (NodeSource's nodejs package carries npm and Conflicts with
@@ -79,7 +80,7 @@ export DEBIAN_ARCHIVE_KEYRING ?= /usr/share/keyrings/debian-archive-keyring.gpg
 APT_GET_INSTALL := apt-get install -y -qq --no-install-recommends \
     clamav clamav-daemon clamav-freshclam clamav-testfiles qemu-user-static \
     gpgv debian-archive-keyring gpg openssl chromium fonts-dejavu-core \
-    libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui zstd
+    libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui zstd imagemagick
 DEBIAN_PACKAGES := $(filter-out apt-get install -%,$(APT_GET_INSTALL))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -101,7 +102,8 @@ system-deps: system-deps-check
 	  && command -v gpgv >/dev/null && test -f "$(DEBIAN_ARCHIVE_KEYRING)" \
 	  && command -v gpg >/dev/null && command -v openssl >/dev/null \
 	  && test -x /usr/bin/chromium && test -d /usr/share/fonts/truetype/dejavu \
-	  && command -v soffice >/dev/null && command -v zstd >/dev/null || { \
+	  && command -v soffice >/dev/null && command -v zstd >/dev/null \
+	  && test -x /usr/bin/convert || { \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) $(APT_GET_INSTALL) >/dev/null; }
 

@@ -17,10 +17,15 @@ SVG is rendered at the thumbnail's size, never its declared one (a declared 2,00
 1,000,000 canvas would be 8 TB of pixels), and absurd declared sizes are refused outright.
 
 Photoshop: a PSD's or PSB's merged composite (the flattened image Photoshop writes when
-"Maximize compatibility" is on), never its layers. PSD (version 1) by Pillow's PsdImagePlugin,
-already in the layer; PSB (version 2, which Pillow does not read) by `psd-tools`, whose only
-heavy dependency is numpy, which rawpy needs anyway. A file whose version-info resource says
-it has no real merged data fails permanently, saying how to save it.
+"Maximize compatibility" is on), never its layers, by the reader its header calls for. An 8-bit
+PSD of just its mode's colour channels (RGB, CMYK, grayscale, indexed; bitmap at 1 bit) by
+Pillow's PsdImagePlugin, already in the layer, in C, with no numpy to import (about 0.6 s of a
+job); every other one by `psd-tools` (16 and 32 bits a channel and PSB, which Pillow does not
+read; transparency and spot channels, which it misreads), whose only heavy dependency is
+numpy, which rawpy needs anyway. The header's size, depth, mode and channels are checked
+against the specification and the declared pixels against the budget before either reads
+further. A file whose version-info resource says it has no real merged data fails
+permanently, saying how to save it.
 
 Camera RAW: LibRaw (`rawpy`). The camera's own embedded full-size JPEG preview where there is
 one large enough (LibRaw only locates it; Pillow's JPEG decoder decodes it), turned the way
@@ -40,15 +45,20 @@ OpenBLAS starts threads on import, and the zygote must stay single-threaded to f
 
 from __future__ import annotations
 
+import array
 import io
 import re
 import struct
+import sys
 import tempfile
+import warnings
+import zlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from filejobs.domain.content import (
     JPEG_XL,
@@ -107,6 +117,51 @@ _LENGTH: Final = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-z%]
 
 _PSD_SIGNATURE: Final = b"8BPS"
 _PSD_HEADER: Final = struct.Struct(">4sH6xHIIHH")  # signature, version, channels, h, w, depth, mode
+# The specification's bounds: a PSD's side is at most 30,000 pixels, a PSB's 300,000; 1 to 56
+# channels. Colour modes by Adobe's number: bitmap, grayscale, indexed, RGB, CMYK,
+# multichannel, duotone, Lab; each one's colour channels and the depths it is written at.
+_PSD_MAX_SIDE: Final = 30_000
+_PSB_MAX_SIDE: Final = 300_000
+_PSD_MAX_CHANNELS: Final = 56
+_COLOUR_CHANNELS: Final[Mapping[int, int]] = {0: 1, 1: 1, 2: 1, 3: 3, 4: 4, 7: 1, 8: 1, 9: 3}
+_DEPTHS: Final[Mapping[int, frozenset[int]]] = {
+    0: frozenset({1}),
+    2: frozenset({8}),
+    8: frozenset({8}),
+    **{mode: frozenset({8, 16, 32}) for mode in (1, 3, 4, 7, 9)},
+}
+# What Pillow's PsdImagePlugin decodes right, as (mode, depth): its MODES, less the rare
+# multichannel, duotone and Lab, which go to psd-tools with the rest.
+_PILLOW_MODES: Final = frozenset({(0, 1), (1, 8), (2, 8), (3, 8), (4, 8)})
+# psd-tools' own ceiling on what one decode allocates (its estimate, checked before it does):
+# below the sandbox's 2 GiB of address space (thumbnail.LIMITS), which numpy and the libraries
+# share, so an over-large composite fails saying so rather than by running out of memory. At
+# the pixel budget's 50 MP, 16 bits a channel: RGB estimates at 0.84 GiB (1.1 GiB if ZIP with
+# prediction), CMYK or RGB with alpha 1.1 (1.5) GiB; CMYK with alpha is refused.
+PSD_TOOLS_MAX_ALLOC: Final = 1536 * 1024 * 1024
+# How Pillow's and psd-tools' parsers say the bytes are broken (a decompressor, a short read,
+# a length or an index that the data does not back, a record of an unknown kind).
+_PILLOW_ERRORS: Final = (
+    OSError,
+    SyntaxError,
+    ValueError,
+    EOFError,
+    IndexError,
+    KeyError,
+    struct.error,
+)
+_PSD_TOOLS_ERRORS: Final = (
+    *_PILLOW_ERRORS,
+    TypeError,
+    AssertionError,
+    AttributeError,
+    NotImplementedError,
+    zlib.error,
+)
+# The composite's compression: raw, RLE (PackBits rows), ZIP without and with prediction.
+_RAW: Final = 0
+_RLE: Final = 1
+_ZIP: Final = frozenset({2, 3})
 _VERSION_INFO: Final = 1057  # image resource: version info, whose 5th byte is hasRealMergedData
 _MAX_RESOURCES: Final = 16 * 1024 * 1024
 NO_COMPOSITE: Final = (
@@ -261,31 +316,81 @@ def _view_box(value: str | None) -> tuple[float, float] | None:
 # --- Photoshop ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PhotoshopHeader:
+    """The 26-byte file header: what decides which reader decodes the composite."""
+
+    version: int  # 1: PSD, 2: PSB
+    channels: int  # the composite's stored channels: colour, then alpha or spot channels
+    width: int
+    height: int
+    depth: int  # bits per channel
+    color_mode: int  # Adobe's numbers: _COLOUR_CHANNELS' keys
+
+    @property
+    def format_name(self) -> str:
+        return "PSD" if self.version == 1 else "PSB"
+
+    @property
+    def pillow_reads_it(self) -> bool:
+        """Pillow's PsdImagePlugin decodes the composite right, in C, without numpy: a PSD
+        (not a PSB) of 8 bits a channel (1 for bitmap) with exactly its mode's colour
+        channels. Pillow reads no other depth, and takes any 4th RGB channel for alpha: a
+        saved selection would punch holes, and a transparent composite keeps the white it is
+        matted on; psd-tools tells transparency from extra channels and unmattes it."""
+        return (
+            self.version == 1
+            and (self.color_mode, self.depth) in _PILLOW_MODES
+            and self.channels == _COLOUR_CHANNELS[self.color_mode]
+        )
+
+
 def photoshop_composite(source: BinaryIO, _largest: int, max_pixels: int) -> Image.Image:
-    """The PSD's or PSB's merged composite; PermanentError when there is none."""
-    version, width, height = _photoshop_header(source)
-    if width * height > max_pixels:
+    """The PSD's or PSB's merged composite, by the reader its header calls for;
+    PermanentError when there is none, or the header or the data is broken."""
+    header = _photoshop_header(source)
+    if header.width * header.height > max_pixels:
         raise PermanentError(
-            f"the Photoshop file declares {width} x {height} pixels "
-            f"({width * height / 1e6:.1f} MP): thumbnail_generation decodes at most "
-            f"{max_pixels / 1e6:g} MP"
+            f"the Photoshop file declares {header.width} x {header.height} pixels "
+            f"({header.width * header.height / 1e6:.1f} MP): thumbnail_generation decodes at "
+            f"most {max_pixels / 1e6:g} MP"
         )
     if not _has_real_merged_data(source):
         raise PermanentError(NO_COMPOSITE)
+    _check_composite_length(source, header)
     source.seek(0)
-    if version == 1:
-        return Image.open(source, formats=("PSD",))
-    return _psb_composite(source)
+    if header.pillow_reads_it:
+        return _pillow_composite(source, header)
+    return _psd_tools_composite(source, header)
 
 
-def _photoshop_header(source: BinaryIO) -> tuple[int, int, int]:
-    header = source.read(_PSD_HEADER.size)
-    if len(header) < _PSD_HEADER.size:
+def _photoshop_header(source: BinaryIO) -> PhotoshopHeader:
+    """The header, checked against the format's own bounds, so that no reader is handed
+    a size, depth or mode the specification does not have."""
+    data = source.read(_PSD_HEADER.size)
+    if len(data) < _PSD_HEADER.size:
         raise PermanentError("the Photoshop file is cut short inside its header")
-    signature, version, _channels, height, width, _depth, _mode = _PSD_HEADER.unpack(header)
+    signature, version, channels, height, width, depth, mode = _PSD_HEADER.unpack(data)
     if signature != _PSD_SIGNATURE or version not in (1, 2):
         raise PermanentError("the file is not a Photoshop document (no 8BPS version 1 or 2)")
-    return version, width, height
+    header = PhotoshopHeader(version, channels, width, height, depth, mode)
+    longest = _PSD_MAX_SIDE if version == 1 else _PSB_MAX_SIDE
+    if not (0 < width <= longest and 0 < height <= longest):
+        raise PermanentError(
+            f"the {header.format_name} header declares {width} x {height} pixels: a side "
+            f"must be 1 to {longest:,}"
+        )
+    if mode not in _COLOUR_CHANNELS or depth not in _DEPTHS[mode]:
+        raise PermanentError(
+            f"the Photoshop header declares colour mode {mode} at {depth} bits a channel, "
+            "which Photoshop does not write"
+        )
+    if not _COLOUR_CHANNELS[mode] <= channels <= _PSD_MAX_CHANNELS:
+        raise PermanentError(
+            f"the Photoshop header declares {channels} channels: colour mode {mode} needs "
+            f"{_COLOUR_CHANNELS[mode]} to {_PSD_MAX_CHANNELS}"
+        )
+    return header
 
 
 def _has_real_merged_data(source: BinaryIO) -> bool:
@@ -310,16 +415,92 @@ def _has_real_merged_data(source: BinaryIO) -> bool:
     return True
 
 
-def _psb_composite(source: BinaryIO) -> Image.Image:
-    from psd_tools import PSDImage  # noqa: PLC0415 - numpy, in the job's child only
+def _check_composite_length(source: BinaryIO, header: PhotoshopHeader) -> None:
+    """PermanentError when the file ends before its composite's data does. psd-tools decodes
+    RLE cut short without a word, the missing rows black: a cut upload would make a half-black
+    thumbnail. The data's length is known before decoding: raw, from the header; RLE, from its
+    table of each row's byte count. (ZIP data, which carries no length, fails in zlib.)"""
+    source.seek(_PSD_HEADER.size)
+    for length_bytes in (4, 4, 4 if header.version == 1 else 8):  # colours, resources, layers
+        source.seek(int.from_bytes(_read_exactly(source, length_bytes), "big"), io.SEEK_CUR)
+    start = source.tell()
+    size = source.seek(0, io.SEEK_END)
+    source.seek(start)
+    (compression,) = struct.unpack(">H", _read_exactly(source, 2))
+    rows = header.channels * header.height
+    if compression == _RAW:
+        needed = 2 + rows * ((header.width * header.depth + 7) // 8)
+    elif compression == _RLE:
+        count = array.array("H" if header.version == 1 else "I")
+        table = source.read(rows * count.itemsize)
+        if len(table) < rows * count.itemsize:
+            needed = 2 + rows * count.itemsize
+        else:
+            count.frombytes(table)
+            if sys.byteorder == "little":
+                count.byteswap()
+            needed = 2 + len(table) + sum(count)
+    elif compression in _ZIP:
+        return
+    else:
+        raise PermanentError(
+            f"the Photoshop file's composite is compressed by method {compression}, which "
+            "Photoshop does not write (0 to 3)"
+        )
+    if size - start < needed:
+        raise PermanentError(
+            "the Photoshop file could not be read: it is cut short inside its composite image "
+            f"({size - start:,} of its {needed:,} bytes)"
+        )
+
+
+def _pillow_composite(source: BinaryIO, header: PhotoshopHeader) -> Image.Image:
+    """The composite, decoded, as a plain image. PsdImagePlugin numbers the layers as frames
+    1..n (with the composite before them, at a frame 0 it refuses to seek to) and parses the
+    layer records to count them: thumbnail.py would seek to 0 and fail on a layered file, or
+    fail on layer records the composite never needed. The copy has neither."""
+    try:
+        with Image.open(source, formats=("PSD",)) as document:
+            document.load()
+            composite = document.copy()  # its info (the ICC profile CMYK needs) goes along
+    except UnidentifiedImageError:  # its message is the file object's repr
+        raise PermanentError(
+            "the Photoshop file could not be read: its sections are broken"
+        ) from None
+    except _PILLOW_ERRORS as error:
+        raise PermanentError(f"the Photoshop file could not be read: {_short(error)}") from None
+    return _named(composite, header.format_name)
+
+
+def _psd_tools_composite(source: BinaryIO, header: PhotoshopHeader) -> Image.Image:
+    """The stored merged image by psd-tools: `topil` reads the image data section, never the
+    layers (`composite()` would re-composite them when asked, slower and not always as
+    Photoshop drew them). 16- and 32-bit channels come out as 8-bit, CMYK as CMYK (its
+    inverted storage undone) and transparency as alpha, unmatted from Photoshop's white.
+    Colour profiles are left to thumbnail.py, as for every other decoder: the ICC profile
+    rides along in `info`, and a CMYK composite goes to sRGB through it there."""
+    from psd_tools import PSDDecompressionWarning, PSDImage  # noqa: PLC0415 - numpy: child only
+    from psd_tools.constants import Resource  # noqa: PLC0415
 
     try:
-        image = PSDImage.open(source).topil()
-    except (ValueError, struct.error, OSError, EOFError, KeyError, IndexError, TypeError) as error:
+        # psd-tools paints a channel it cannot decompress black and only warns: a corrupt or
+        # cut file would make a black thumbnail. An error, so that it fails for good instead.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PSDDecompressionWarning)
+            document = PSDImage.open(source, max_alloc_bytes=PSD_TOOLS_MAX_ALLOC)
+            composite = document.topil(apply_icc=False)
+            icc = document.image_resources.get_data(Resource.ICC_PROFILE)
+    except PSDDecompressionWarning:  # its message says the channel was painted black
+        raise PermanentError(
+            "the Photoshop file could not be read: its composite image data is corrupt"
+        ) from None
+    except _PSD_TOOLS_ERRORS as error:
         raise PermanentError(f"the Photoshop file could not be read: {_short(error)}") from None
-    if image is None:
+    if composite is None:
         raise PermanentError(NO_COMPOSITE)
-    return _named(image, "PSB")
+    if isinstance(icc, bytes) and icc:
+        composite.info["icc_profile"] = icc
+    return _named(composite, header.format_name)
 
 
 # --- camera RAW --------------------------------------------------------------------------------
@@ -455,7 +636,7 @@ def _named[I: Image.Image](image: I, source_format: str) -> I:
 def _read_exactly(source: BinaryIO, count: int) -> bytes:
     data = source.read(count)
     if len(data) < count:
-        raise PermanentError("the file is cut short inside its header")
+        raise PermanentError("the Photoshop file is cut short before its composite image")
     return data
 
 
