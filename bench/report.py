@@ -44,9 +44,13 @@ BENCHES = (
     Bench("request_costs", "requests", ("bench/request_costs.py",)),
     Bench("sweep_scaling", "sweep", ("bench/sweep_scaling.py",)),
     Bench("cold_imports", "cold_start", ("bench/cold_imports.py", "--runs", "11")),
+    # The preview bundle's benches (about 15 s, 50 s, 30 s) follow their format's first one.
     Bench("thumbnails", "processors", ("bench/thumbnails.py",)),
+    Bench("image_bundle", "processors", ("bench/image_bundle.py", "--rounds", "7")),
     Bench("video_frames", "processors", ("bench/video_frames.py", "--runs", "7")),
+    Bench("video_storyboard", "processors", ("bench/video_storyboard.py", "--runs", "5")),
     Bench("pdf_preview", "processors", ("bench/pdf_preview.py", "--runs", "7")),
+    Bench("document_pages", "processors", ("bench/document_pages.py", "--runs", "5")),
     Bench("sandbox_overhead", "processors", ("bench/sandbox_overhead.py",)),
     Bench("hashing", "processors", ("bench/hashing.py",)),
     Bench("compression", "processors", ("bench/compression.py",)),

@@ -85,7 +85,8 @@ def make_video(path: Path) -> None:
 
 def child(source: Path, out: Path) -> None:
     """One fresh process: the core once cold, then WARM_REPS more; prints the timings."""
-    from filejobs.processors.video import DEMUXERS, encode_webp, extract_poster  # noqa: PLC0415
+    from filejobs.processors.video import DEMUXERS  # noqa: PLC0415
+    from filejobs.processors.video_previews import encode_webp, extract_poster  # noqa: PLC0415
 
     timings = []
     for _ in range(1 + WARM_REPS):
@@ -99,7 +100,7 @@ def child(source: Path, out: Path) -> None:
 
 
 def make(path: Path) -> None:
-    from filejobs.processors.video import poster_time  # noqa: PLC0415
+    from filejobs.processors.video_previews import poster_time  # noqa: PLC0415
 
     make_video(path)
     print(f"{poster_time(float(SECONDS)):.3f}")

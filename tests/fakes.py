@@ -40,6 +40,7 @@ from filejobs.domain.quotas import (
     UsageCharge,
 )
 from filejobs.domain.retry import ObjectGoneError
+from filejobs.domain.similar_images import MAX_BUCKET_MEMBERS, Bucket, own_buckets
 from filejobs.domain.transition_result import Applied, Lost, TransitionResult
 from filejobs.domain.transitions import Conflict, Transition
 from filejobs.ports import (
@@ -781,3 +782,41 @@ class FixedHead:
 
     def byte_ranges(self, bucket: str, key: str, version_id: str | None, size: int) -> BytesRanges:
         return BytesRanges(self.head)  # the object is its head
+
+
+class InMemoryNearDuplicateIndex:
+    """The near-duplicate index (ports.NearDuplicateIndex) in memory, its buckets capped as
+    DynamoDB's are (data/similar_index.py)."""
+
+    def __init__(self, cap: int = MAX_BUCKET_MEMBERS) -> None:
+        self.buckets: dict[str, dict[str, str]] = {}
+        self.hashes: dict[tuple[str, str], str] = {}
+        self._cap = cap
+
+    def listed(self, tenant: str, buckets: Iterable[Bucket]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for bucket in buckets:
+            found.update(self.buckets.get(bucket.item_id(tenant), {}))
+        return found
+
+    def add(self, tenant: str, file_id: str, hash_hex: str) -> int:
+        full = 0
+        for bucket in own_buckets(hash_hex):
+            members = self.buckets.setdefault(bucket.item_id(tenant), {})
+            if file_id in members or len(members) < self._cap:
+                members[file_id] = hash_hex
+            else:
+                full += 1
+        self.hashes[(tenant, file_id)] = hash_hex
+        return full
+
+    def remove(self, tenant: str, file_id: str) -> bool:
+        hash_hex = self.hashes.pop((tenant, file_id), None)
+        if hash_hex is None:
+            return False
+        for bucket in own_buckets(hash_hex):
+            members = self.buckets.get(bucket.item_id(tenant), {})
+            members.pop(file_id, None)
+            if not members:
+                self.buckets.pop(bucket.item_id(tenant), None)
+        return True

@@ -19,7 +19,7 @@ from mypy_boto3_s3 import S3Client
 
 from filejobs.adapters.s3 import S3Outputs
 from filejobs.domain.content import sniff_content_type
-from filejobs.domain.ingest import plan_ingest
+from filejobs.domain.ingest import IngestPlan, plan_ingest
 from filejobs.domain.job import JobType, ProcessingJob
 from filejobs.domain.time import utcnow
 from filejobs.processors.base import Work
@@ -45,16 +45,27 @@ class MediaBench:
         self, job_type: JobType, name: str, body: bytes, input_data: dict[str, object] | None = None
     ) -> ProcessingJob:
         """The job ingest would have made for this upload (content type sniffed from `body`)."""
-        key = self.upload(name, body)
-        version = self.s3.head_object(Bucket=self.uploads, Key=key).get("VersionId")
-        record = upload_record(name, bucket=self.uploads, version_id=version, size=len(body))
-        plan = plan_ingest(record, sniff_content_type(body[:4096]), now=utcnow())
+        plan = self.planned(name, body)
         job = next((j for j in plan.jobs if j.job_type is job_type), None)
         if job is None:  # a type ingest would not choose for this content: make it anyway
             job = plan.jobs[0].copy()
             job.job_type = job_type
         job.input_data = {**(job.input_data or {}), **(input_data or {})}
         return job
+
+    def planned(self, name: str, body: bytes) -> IngestPlan:
+        """The upload made, and what ingest would record of it: its file and jobs."""
+        key = self.upload(name, body)
+        version = self.s3.head_object(Bucket=self.uploads, Key=key).get("VersionId")
+        record = upload_record(name, bucket=self.uploads, version_id=version, size=len(body))
+        return plan_ingest(record, sniff_content_type(body[:4096]), now=utcnow())
+
+    def work_of(self, job: ProcessingJob) -> Work:
+        """An attempt of the job, with its own workspace and writer of outputs."""
+        workspace = self.scratch / uuid.uuid4().hex
+        workspace.mkdir(parents=True)
+        writer = S3Outputs(self.s3, self.outputs).for_job(job)
+        return Work(job, lambda: self.stop[0], workspace, writer)
 
     def work_for(
         self,

@@ -54,6 +54,7 @@ from filejobs.domain.operations import (
     Action,
     OperationStatus,
 )
+from filejobs.domain.outputs import OutputKind
 from filejobs.domain.presets import (
     MAX_DESCRIPTION_CHARS,
     MAX_PREFIXES_PER_PRESET,
@@ -80,6 +81,16 @@ _OPT_STR = {"type": ["string", "null"]}
 # spaces or line breaks alone), at most 500; the pattern spelled to mean that in any regex engine.
 _REASON = {"type": "string", "minLength": 1, "maxLength": 500, "pattern": REASON_PATTERN}
 _OPT_TIME = {"type": ["string", "null"], "format": "date-time"}
+_OPT_COUNT = {"type": ["integer", "null"], "minimum": 0}
+_OPT_SECONDS = {"type": ["number", "null"], "minimum": 0}
+_OF_JOB = {
+    "type": "object",
+    "required": ["job_id", "job_type"],
+    "properties": {
+        "job_id": {"type": "string", "format": "uuid"},
+        "job_type": {"$ref": "#/components/schemas/JobType"},
+    },
+}
 # An attempt's progress and log (domain/attempt_notes.py): the log in GET /jobs/{job_id} only.
 _NOTES: dict[str, Any] = {
     "fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
@@ -230,15 +241,65 @@ SCHEMAS: dict[str, Any] = {
     },
     "DocsPage": {"type": "string", "description": "An HTML page"},
     "Health": {"type": "object", "properties": {"status": {"const": "ok"}}},
-    "Output": {
+    "OutputKind": {
+        "type": "string",
+        "description": "What a derived file is for",
+        "enum": [kind.value for kind in OutputKind],
+    },
+    "DerivedFile": {
         "type": "object",
-        "required": ["name", "key", "url", "expires_at"],
+        "description": (
+            "A file a job wrote, typed: every field is there, null where the file has none "
+            "(a page number on a page, a time range on a storyboard tile or an animation)"
+        ),
+        "required": [
+            "key",
+            "kind",
+            "format",
+            "bytes",
+            "width",
+            "height",
+            "page",
+            "start_seconds",
+            "end_seconds",
+        ],
         "properties": {
-            "name": _STR,
-            "key": _STR,
-            "url": {"type": "string", "format": "uri"},
-            "expires_at": {"type": "string", "format": "date-time"},
+            "key": {"description": "Its object key in the outputs bucket", **_STR},
+            "kind": {"$ref": "#/components/schemas/OutputKind"},
+            "format": {
+                "description": "Its file extension: webp, jpeg, png, vtt, mp4, ...",
+                **_OPT_STR,
+            },
+            "bytes": _OPT_COUNT,
+            "width": _OPT_COUNT,
+            "height": _OPT_COUNT,
+            "page": {"description": "A document page's number, from 1", **_OPT_COUNT},
+            "start_seconds": _OPT_SECONDS,
+            "end_seconds": _OPT_SECONDS,
         },
+    },
+    "Output": {
+        "description": "A derived file with a short-lived download URL",
+        "allOf": [
+            {"$ref": "#/components/schemas/DerivedFile"},
+            {
+                "type": "object",
+                "required": ["name", "key", "url", "expires_at"],
+                "properties": {
+                    "name": _STR,
+                    "url": {"type": "string", "format": "uri"},
+                    "expires_at": {"type": "string", "format": "date-time"},
+                },
+            },
+        ],
+    },
+    "BundleFile": {
+        "description": "One file of a file's bundle: a derived file and the job that wrote it",
+        "allOf": [{"$ref": "#/components/schemas/DerivedFile"}, _OF_JOB],
+    },
+    "BundleOutput": {
+        "description": "One file of a file's bundle, with its download URL",
+        "allOf": [{"$ref": "#/components/schemas/Output"}, _OF_JOB],
     },
     "Job": {
         "type": "object",
@@ -385,6 +446,15 @@ SCHEMAS: dict[str, Any] = {
                                     ),
                                     "type": ["object", "null"],
                                 },
+                                "outputs": {
+                                    "description": "The files the job wrote (the first 24)",
+                                    "type": "array",
+                                    "items": {"$ref": "#/components/schemas/DerivedFile"},
+                                },
+                                "more_outputs": {
+                                    "description": "Files past the first 24, counted",
+                                    "type": "integer",
+                                },
                             },
                         },
                     },
@@ -393,6 +463,15 @@ SCHEMAS: dict[str, Any] = {
                         "type": "integer",
                     },
                 },
+            },
+            "outputs": {
+                "description": (
+                    "The bundle: every file the jobs of the last completion wrote, typed, in one "
+                    "list (empty before it, and once the outputs are withdrawn: quarantined, "
+                    "deleted); `File Processed` carries it"
+                ),
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/BundleFile"},
             },
             "created_at": _OPT_TIME,
             "updated_at": _OPT_TIME,
@@ -415,6 +494,13 @@ SCHEMAS: dict[str, Any] = {
                         "enum": ["processing", "processed", "stored"],
                     },
                     "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+                    "outputs": {
+                        "description": (
+                            "The bundle as the jobs hold it now, each file with its download URL"
+                        ),
+                        "type": "array",
+                        "items": {"$ref": "#/components/schemas/BundleOutput"},
+                    },
                     "duplicates": {
                         "description": "The tenant's other files with the same content",
                         "type": "array",

@@ -335,7 +335,10 @@ def sample_set() -> list[Sample]:
             jobs=THUMBED,
         ),
         Sample(
-            "song.mp3", mp3_with_cover(), "an MP3 whose ID3 tag carries cover art", jobs=THUMBED
+            "song.mp3",
+            mp3_with_cover(),
+            "an MP3 whose ID3 tag carries cover art",
+            jobs=(*THUMBED, "video_thumbnail"),  # its art, and its waveform and duration
         ),
         # Converted to PDF by LibreOffice (processors/office.py), then previewed.
         Sample("report.docx", office_document("docx", 10), "a 10-page Word document", jobs=OFFICE),

@@ -83,11 +83,14 @@ def processor_of_this_worker() -> Processor:
 def build_processor() -> Processor:
     """This worker's processor. The virus scan's and the deduplication check's are the whole use
     case: the processor reads the bytes, the service records what they mean (the verdict, acted
-    on: services/virus_scan.py; the content's owner: services/dedup.py). The virus scan's is
-    imported only by its own worker (it needs YARA, which only the scanning layer ships)."""
+    on: services/virus_scan.py; the content's owner: services/dedup.py); the thumbnails' adds the
+    near duplicates a job asks for (services/similar_images.py). The virus scan's is imported
+    only by its own worker (it needs YARA, which only the scanning layer ships)."""
     kind, settings = job_type(), runtime.settings()
     if kind is JobType.DEDUPLICATION_CHECK:
         return deduplication_check()
+    if kind is JobType.THUMBNAIL_GENERATION:
+        return thumbnails_and_near_duplicates(settings.thumbnail_sizes)
     if kind is not JobType.VIRUS_SCAN:
         return processor_for(
             kind,
@@ -119,6 +122,18 @@ def deduplication_check() -> Processor:
 
     digest = processor_for(JobType.DEDUPLICATION_CHECK, runtime.s3(), None)
     return DeduplicationCheck(digest, ContentIndex(), runtime.files())
+
+
+def thumbnails_and_near_duplicates(thumbnail_sizes: str | None) -> Processor:
+    """The thumbnails, then, where the job asks, the tenant's images that look nearly the same
+    (services/similar_images.py)."""
+    from filejobs.data.similar_index import SimilarImagesIndex  # noqa: PLC0415
+    from filejobs.services.similar_images import NearDuplicates  # noqa: PLC0415
+
+    thumbnails = processor_for(
+        JobType.THUMBNAIL_GENERATION, runtime.s3(), None, thumbnail_sizes=thumbnail_sizes
+    )
+    return NearDuplicates(thumbnails, SimilarImagesIndex(), runtime.files())
 
 
 def counting_refusals(scan: Processor) -> Processor:

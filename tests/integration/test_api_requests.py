@@ -4,13 +4,15 @@ test_api.py's stack). Every write is the real conditional write."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import re
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlparse
 
 import pytest
@@ -29,6 +31,7 @@ from filejobs.domain.schedules import SCHEDULE_ID_PATTERN
 from filejobs.domain.time import utcnow
 from filejobs.domain.transition_result import Applied
 from filejobs_dev.infra.template import function_definitions, load_template
+from functions.api import app as api_function
 from tests.integration.test_api import (
     ACME,
     GLOBEX,
@@ -347,7 +350,7 @@ def test_a_completed_job_carries_short_lived_urls_of_its_own_outputs(api: Api) -
     result = {
         "thumbnails": [
             {"size": 128, "key": f"{folder}/128.webp"},
-            {"size": 256, "key": f"{folder}/256.webp"},
+            {"kind": "thumbnail", "key": f"{folder}/256.webp", "bytes": 2048, "width": 256},
         ],
         "source": {"key": plan.file.key},
         "elsewhere": {"key": f"derived/globex/{plan.file.id}/{THUMBNAIL}/x.webp"},
@@ -371,10 +374,19 @@ def test_a_completed_job_carries_short_lived_urls_of_its_own_outputs(api: Api) -
         assert query.get("X-Amz-Expires") == ["900"] or "Expires" in query
         assert "X-Amz-Signature" in query or "Signature" in query
         assert output["expires_at"] > view["completed_at"]
-    # and the file's view carries them too, while listings do not
+    # and each is typed: its kind, and the facts its result states (null where it states none)
+    assert [(o["kind"], o["format"], o["bytes"], o["width"]) for o in view["outputs"]] == [
+        ("thumbnail", "webp", None, None),
+        ("thumbnail", "webp", 2048, 256),
+    ]
+    # and the file's view carries them too, in its job and in its one list, while listings do not
     file_view = api.call("GET", f"/files/{plan.file.id}", who=ACME)[1]
     in_file = next(j for j in file_view["jobs"] if j["id"] == job.id)
     assert [o["key"] for o in in_file["outputs"]] == [o["key"] for o in view["outputs"]]
+    assert [(o["job_id"], o["job_type"], o["key"]) for o in file_view["outputs"]] == [
+        (job.id, THUMBNAIL, o["key"]) for o in view["outputs"]
+    ]
+    assert all(o["url"].startswith("http") for o in file_view["outputs"])
     listed = api.call("GET", "/jobs", who=ACME)[1]["jobs"]
     assert all("outputs" not in j for j in listed)
     # and a job that is not completed has none
@@ -460,3 +472,24 @@ def test_every_file_the_docs_page_loads_from_elsewhere_is_pinned_by_its_hash(api
         # a sha384 of 48 bytes, and CORS so that the browser may check it
         assert re.search(r'integrity="sha384-[A-Za-z0-9+/]{64}"', tag), tag
         assert 'crossorigin="anonymous"' in tag, tag
+
+
+# --- logs -----------------------------------------------------------------------------------------
+
+
+def test_every_log_line_of_a_request_names_the_job_it_is_about(api: Api) -> None:
+    # given a job id no one has (the route's Router names it; the app's error handler logs),
+    # and the handler's log read where it writes
+    unknown = str(uuid.uuid4())
+    written = io.StringIO()
+    output = cast("logging.StreamHandler[Any]", api_function.logger.registered_handler)
+    previous = output.setStream(written)
+    try:
+        # when acme asks for it
+        assert api.raw("GET", f"/jobs/{unknown}", who=ACME)["statusCode"] == 404
+    finally:
+        output.setStream(previous)
+    # then the refusal's log line carries the job's id
+    lines = [json.loads(line) for line in written.getvalue().splitlines()]
+    refused = [line for line in lines if line.get("message") == "job not found"]
+    assert refused and all(line.get("job_id") == unknown for line in refused), lines

@@ -30,6 +30,7 @@ from PIL import Image
 from filejobs import runtime
 from filejobs.data.file_repository import FileRepository
 from filejobs.data.job_repository import JobRepository
+from filejobs.data.models import JobModel
 from filejobs.domain import transitions
 from filejobs.domain.file import ScanRecord, ScanStatus
 from filejobs.domain.job import JobStatus, JobType
@@ -350,6 +351,27 @@ def test_each_worker_may_do_everything_it_does(stack: Stack, job_type: JobType) 
     assert {c.operation for c in recorder.calls if c.params.get("TableName") == slots_table} >= {
         "UpdateItem"
     }
+
+
+def test_the_thumbnail_worker_may_list_near_duplicates(stack: Stack) -> None:
+    # given two images of one photo ingested and scanned, their thumbnail jobs asking for near
+    # duplicates (as a preset or an API request would)
+    upload(stack, "photo.png", png())
+    upload(stack, "copy.png", png())
+    ingest_everything(stack)
+    run_worker(stack, JobType.VIRUS_SCAN)
+    for job in JobModel.scan(JobModel.job_type == JobType.THUMBNAIL_GENERATION.value):
+        job.update(actions=[JobModel.input_data["similar_images"].set(True)])
+    # when the thumbnail worker handles them
+    with recording_calls() as recorder:
+        run_worker(stack, JobType.THUMBNAIL_GENERATION)
+    # then the index's reads and writes, and the near image's file read, are its role's
+    files = stack.refs["FilesTable"]
+    made = {c.operation for c in recorder.calls if c.params.get("TableName") == files}
+    batch_gets = [c for c in recorder.calls if c.operation == "BatchGetItem"]
+    assert made >= {"UpdateItem", "PutItem", "GetItem"}
+    assert any(files in c.params["RequestItems"] for c in batch_gets)
+    assert stack.refused("ThumbnailGenerationWorker", recorder.calls) == []
 
 
 def _pascal(job_type: JobType) -> str:

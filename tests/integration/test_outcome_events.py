@@ -134,7 +134,9 @@ def ingested(clock: FakeClock) -> list[ProcessingJob]:
     return list(plan.jobs)
 
 
-def run_to_completion(job: ProcessingJob, clock: FakeClock) -> ProcessingJob:
+def run_to_completion(
+    job: ProcessingJob, clock: FakeClock, result: dict[str, Any] | None = None
+) -> ProcessingJob:
     repository = JobRepository()
     claimed = repository.apply(
         job.id, job.job_type, transitions.claim(now=clock.now, lease=LEASE, worker="w1")
@@ -145,7 +147,7 @@ def run_to_completion(job: ProcessingJob, clock: FakeClock) -> ProcessingJob:
     repository.apply(job.id, job.job_type, beat)
     clock.advance(timedelta(seconds=1))
     done = transitions.complete(
-        running, result={"width": 128}, now=clock.now, retention=KEEP, worker="w1"
+        running, result=result or {"width": 128}, now=clock.now, retention=KEEP, worker="w1"
     )
     return repository.apply(job.id, job.job_type, done).job  # type: ignore[union-attr]
 
@@ -363,7 +365,8 @@ def test_a_file_is_announced_processed_once_when_its_last_job_ends(
         fail_for_good(job, clock)
     # when those ends are handled, the file is not processed yet
     assert processed_events(handle_until_quiet(outcomes)) == []
-    run_to_completion(last, clock)
+    poster = f"derived/acme/{last.file_id}/{last.job_type.value}/poster.webp"
+    run_to_completion(last, clock, {"width": 128, "poster": {"key": poster, "bytes": 512}})
     published = handle_until_quiet(outcomes)
     # then one File Processed carries every job's status and result summary
     (processed,) = processed_events(published)
@@ -376,7 +379,11 @@ def test_a_file_is_announced_processed_once_when_its_last_job_ends(
         last.id: ("completed", 1),
     }
     completed = next(j for j in detail["processed"]["jobs"] if j["id"] == last.id)
-    assert completed["result"] == {"width": 128}
+    assert completed["result"]["width"] == 128
+    # and the bundle, typed, in one list: the file the last job wrote
+    assert [(o["job_id"], o["key"], o["kind"], o["bytes"]) for o in detail["outputs"]] == [
+        (last.id, poster, "poster", 512)
+    ]
     assert detail["processed"]["counts"] == {"completed": 2, "failed": len(first) - 1}
     assert (
         detail["event_id"] == f"file:{last.file_id}:processed:{detail['processed']['fingerprint']}"

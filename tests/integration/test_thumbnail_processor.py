@@ -373,9 +373,9 @@ def test_a_large_jpeg_decoded_at_reduced_scale_gives_exact_sizes(media: MediaBen
         ({"sizes": [128, 128.5]}, "input_data.sizes[1]: must be an integer from 16 to 4096"),
         ({"sizes": []}, "input_data.sizes: must be a list of 1 to 8 integers"),
         ({"sizes": 128}, "input_data.sizes: must be a list of 1 to 8 integers"),
-        ({"format": "png"}, "input_data.format: must be one of webp, jpeg; got 'png'"),
+        ({"format": "png"}, "input_data.format: must be one of webp, jpeg, avif; got 'png'"),
         # a job stored before options were checked at request time fails as readably
-        ({"format": "WEBP"}, "input_data.format: must be one of webp, jpeg; got 'WEBP'"),
+        ({"format": "WEBP"}, "input_data.format: must be one of webp, jpeg, avif; got 'WEBP'"),
     ],
 )
 def test_invalid_options_fail_the_job_permanently(

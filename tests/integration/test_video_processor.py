@@ -19,8 +19,10 @@ from PIL import Image
 from filejobs.domain.content import VIDEO_TYPES
 from filejobs.domain.job import JobType
 from filejobs.domain.retry import PermanentError
+from filejobs.processors import video
 from filejobs.processors.base import StopRequested
-from filejobs.processors.video import DEMUXERS, VideoPosterProcessor, extract_poster, poster_time
+from filejobs.processors.video import DEMUXERS, VideoPosterProcessor
+from filejobs.processors.video_previews import extract_poster, poster_time
 from tests.processing import MediaBench
 
 # One colour per second of a clip: far apart in RGB, so lossy coding cannot blur one into another.
@@ -109,6 +111,12 @@ def audio_with_cover_art(path: Path) -> bytes:
     return path.read_bytes()
 
 
+def png_image() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (64, 48), "red").save(out, "PNG")
+    return out.getvalue()
+
+
 def near(pixel: object, expected: tuple[int, int, int], tolerance: int = 40) -> bool:
     """An RGB pixel within `tolerance` of `expected` on every channel (lossy coding drifts)."""
     assert isinstance(pixel, tuple)
@@ -155,6 +163,8 @@ def test_the_poster_is_the_frame_at_a_tenth_of_the_duration_but_at_most_five_sec
     )
     assert result["poster"] == {
         "key": result["poster"]["key"],
+        "kind": "poster",
+        "format": "webp",
         "width": 320,
         "height": 240,
         "bytes": len(media.output(result["poster"]["key"])),
@@ -269,7 +279,7 @@ def test_a_stream_that_does_not_know_its_duration_gets_its_first_frame(tmp_path:
     [
         ("empty.mp4", lambda: b"", None, "the file is empty"),
         ("cut.mp4", lambda: h264_video(3)[:1500], None, "not a readable video"),
-        ("tone.wav", wav_tone, None, "video_thumbnail does not decode audio/wav files"),
+        ("still.png", png_image, None, "video_thumbnail does not decode image/png files"),
         ("noise.mp4", lambda: bytes(range(256)) * 64, None, "does not decode application/octet"),
         ("noise.mp4", lambda: bytes(range(256)) * 64, "video/mp4", "not a readable video"),
         ("tone.mp4", wav_tone, "video/mp4", "not a readable video"),
@@ -277,7 +287,7 @@ def test_a_stream_that_does_not_know_its_duration_gets_its_first_frame(tmp_path:
     ids=[
         "zero-bytes",
         "truncated-mp4",
-        "audio-only",
+        "image",
         "garbage",
         "garbage-labelled-mp4",
         "wav-labelled-mp4",
@@ -295,28 +305,33 @@ def test_input_that_is_no_decodable_video_fails_permanently_with_a_readable_mess
         VideoPosterProcessor(media.s3)(work)
 
 
-def test_an_audio_file_whose_only_picture_is_its_cover_art_has_no_video(
+def test_an_mp4_whose_only_picture_is_its_cover_art_gets_a_waveform_not_a_poster(
     media: MediaBench, tmp_path: Path
 ) -> None:
     # Given an MP4 of audio whose only video stream is an attached cover picture
     body = audio_with_cover_art(tmp_path / "song.mp4")
     work = media.work_for(JobType.VIDEO_THUMBNAIL, "song.mp4", body)
 
-    # When the processor runs, then it fails for good: there is no moving picture
-    with pytest.raises(PermanentError, match="no video stream"):
-        VideoPosterProcessor(media.s3)(work)
+    # When the processor runs
+    result = VideoPosterProcessor(media.s3)(work)
+
+    # Then there is no moving picture to take frames of: it is drawn as the audio it is
+    assert "poster" not in result
+    assert result["waveform"]["kind"] == "waveform"
+    assert result["audio"]["codec"] == "aac"
 
 
-def test_a_video_larger_than_the_budget_fails_permanently_before_filling_the_disk(
-    media: MediaBench,
+def test_a_video_larger_than_what_it_reads_by_ranges_fails_permanently_before_any_read(
+    media: MediaBench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a video larger than the processor's size budget
+    # Given a video larger than the workspace's budget and than what is read by ranges
     body = h264_video(3)
     work = media.work_for(JobType.VIDEO_THUMBNAIL, "big.mp4", body)
+    monkeypatch.setattr(video, "MAX_RANGED_BYTES", len(body) - 1)
 
-    # When the processor runs with a budget below its size, then it refuses it for good
-    with pytest.raises(PermanentError, match="larger than"):
-        VideoPosterProcessor(media.s3, max_bytes=len(body) - 1)(work)
+    # When the processor runs, then it refuses it for good, saying so
+    with pytest.raises(PermanentError, match=r"larger than the .* video_thumbnail reads"):
+        VideoPosterProcessor(media.s3, max_bytes=len(body) // 2)(work)
 
 
 def test_a_stop_request_while_decoding_stops_the_job(media: MediaBench) -> None:

@@ -8,8 +8,9 @@ import pytest
 
 from filejobs.domain import transitions
 from filejobs.domain.job import JobError, JobStatus, JobType
+from filejobs.domain.outputs import derived_files
 from filejobs.domain.time import utcnow
-from filejobs.views import job_view, output_keys
+from filejobs.views import job_view
 from tests.factories import pending_job
 
 
@@ -55,10 +56,10 @@ def test_output_keys_are_the_jobs_own_derived_files_only() -> None:
         "not_a_string": {"key": 3},
     }
     # then only its own outputs, each once, in order
-    assert output_keys(job) == [folder + "a.webp", folder + "b.webp"]
+    assert [file.key for file in derived_files(job)] == [folder + "a.webp", folder + "b.webp"]
     # and a job that did not complete has none
     job.status = JobStatus.FAILED
-    assert output_keys(job) == []
+    assert derived_files(job) == []
 
 
 def test_outputs_appear_in_a_view_only_when_given() -> None:

@@ -97,3 +97,56 @@ def test_the_scanning_bench_is_run_and_gets_its_section(tmp_path: Path) -> None:
         cwd=ROOT / "bench", check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     assert "('scanning', 'scanning', ('bench/scanning.py',))" in listed
+
+
+def processors_section(what: str, targets: list[dict[str, object]]) -> dict[str, object]:
+    return {
+        "section": "processors",
+        "rows": [{"what": what}],
+        "markdown_rows": [f"| {what} | `bench/{what}.py` | 1 s | 2 s | 0.5x | | |"],
+        "targets": targets,
+        "command": f".venv/bin/python bench/{what}.py",
+        "measured_at": "2026-12-06T01:00:00+00:00",
+    }
+
+
+def test_the_preview_bundle_benches_are_run_into_the_processors_table(tmp_path: Path) -> None:
+    # Given `make bench`'s benches, in the order they run and render
+    listed = subprocess.run(
+        [sys.executable, "-c",
+         "import report; print('\\n'.join(f'{b.name} {b.section}' for b in report.BENCHES))"],
+        cwd=ROOT / "bench", check=True, capture_output=True, text=True,
+    ).stdout.split("\n")  # fmt: skip
+    names = [line.split()[0] for line in listed if line]
+    # then each preview bundle bench is one of them, in the Processors section, right after the
+    # bench of its format's first output
+    for first, bundle in (
+        ("thumbnails", "image_bundle"),
+        ("video_frames", "video_storyboard"),
+        ("pdf_preview", "document_pages"),
+    ):
+        assert f"{bundle} processors" in listed
+        assert names.index(bundle) == names.index(first) + 1
+
+    # and their sections (the storyboard's without a target) are rendered as the table's rows,
+    # in that order, their targets (only theirs) opening the document
+    bundle_target = {"name": "image bundle over thumbnails", "target": "<= 1.3x", "value": 1.1,
+                     "met": True}  # fmt: skip
+    sections = {
+        "document_pages": processors_section("document_pages", []),
+        "video_storyboard": processors_section("video_storyboard", []),
+        "image_bundle": processors_section("image_bundle", [bundle_target]),
+    }
+    document = render(sections, tmp_path)
+
+    targets = document.split("## Targets", 1)[1].split("\n## ", 1)[0]
+    assert targets.count("\n| ") == 3  # the header, its rule and the one target
+    assert "| image bundle over thumbnails | <= 1.3x | 1.1 | met |" in targets
+    processors = document.split("## Processors", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in processors.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| what | command | ours |")
+    assert [row.split(" | ")[0] for row in table[2:]] == [
+        "| image_bundle",
+        "| video_storyboard",
+        "| document_pages",
+    ]

@@ -48,7 +48,7 @@ def accepted(body: dict[str, Any]) -> RequestJob:
 @pytest.mark.parametrize(
     ("body", "field", "reason"),
     [
-        # thumbnail_generation: sizes, format
+        # thumbnail_generation: sizes, format, keep_metadata, similar_images
         ({"sizes": [8]}, "input_data.sizes[0]", "must be an integer from 16 to 4096 pixels; got 8"),
         ({"sizes": [128, 5000]}, "input_data.sizes[1]", "from 16 to 4096 pixels; got 5000"),
         ({"sizes": [128, 128.5]}, "input_data.sizes[1]", "got 128.5"),
@@ -57,8 +57,21 @@ def accepted(body: dict[str, Any]) -> RequestJob:
         ({"sizes": []}, "input_data.sizes", "must be a list of 1 to 8 integers"),
         ({"sizes": 128}, "input_data.sizes", "must be a list of 1 to 8 integers"),
         ({"sizes": list(range(100, 109))}, "input_data.sizes", "at most 8 values; got 9"),
-        ({"format": "png"}, "input_data.format", "must be one of webp, jpeg; got 'png'"),
-        ({"format": "WEBP"}, "input_data.format", "must be one of webp, jpeg; got 'WEBP'"),
+        ({"format": "png"}, "input_data.format", "must be one of webp, jpeg, avif; got 'png'"),
+        ({"format": "AVIF"}, "input_data.format", "must be one of webp, jpeg, avif; got 'AVIF'"),
+        (
+            {"keep_metadata": "true"},
+            "input_data.keep_metadata",
+            "must be true or false; got 'true'",
+        ),
+        ({"keep_metadata": 1}, "input_data.keep_metadata", "must be true or false; got 1"),
+        ({"keep_metadata": None}, "input_data.keep_metadata", "must be true or false; got null"),
+        (
+            {"similar_images": "yes"},
+            "input_data.similar_images",
+            "must be true or false; got 'yes'",
+        ),
+        ({"similar_images": 0}, "input_data.similar_images", "must be true or false; got 0"),
         ({"quality": 90}, "input_data.quality", "unknown option: a thumbnail_generation job"),
         ({"bucket": "elsewhere"}, "input_data.bucket", "the file's location is the job's own"),
     ],
@@ -94,8 +107,6 @@ def test_a_bad_compression_option_is_refused_naming_its_field(
 @pytest.mark.parametrize(
     "job_type",
     [
-        JobType.VIDEO_THUMBNAIL,
-        JobType.DOCUMENT_PREVIEW,
         JobType.VIRUS_SCAN,
         JobType.DEDUPLICATION_CHECK,
     ],
@@ -120,9 +131,13 @@ def test_input_data_that_is_not_an_object_is_refused() -> None:
 
 def test_good_options_are_kept_as_given() -> None:
     # (defaults are read when the job runs: a thumbnail's sizes are the deployment's)
-    thumbnails = {"sizes": [512, 128, 128.0], "format": "jpeg"}
+    thumbnails: dict[str, Any] = {"sizes": [512, 128, 128.0], "format": "jpeg"}
     request = accepted({"job_type": "thumbnail_generation", "input_data": thumbnails})
     assert request.input_data == thumbnails
+    for flag in (True, False):
+        thumbnails = {"format": "avif", "keep_metadata": flag, "similar_images": not flag}
+        request = accepted({"job_type": "thumbnail_generation", "input_data": thumbnails})
+        assert request.input_data == thumbnails
     request = accepted({"job_type": "compression", "input_data": {"algorithm": "gzip"}})
     assert request.input_data == {"algorithm": "gzip"}
 
@@ -138,6 +153,14 @@ def test_the_processors_read_their_options_through_the_definition() -> None:
     # defaults: the deployment's sizes, webp; zstd 3, and gzip's own default level
     assert thumbnail.Options.of(None, (256,)) == thumbnail.Options((256,), "webp")
     assert thumbnail.Options.of({"sizes": [64, 512, 64]}) == thumbnail.Options((512, 64), "webp")
+    assert thumbnail.Options.of(None, (256,)).keep_metadata is False
+    assert thumbnail.Options.of({"format": "avif", "keep_metadata": True}, (256,)) == (
+        thumbnail.Options((256,), "avif", keep_metadata=True)
+    )
+    # similar_images is read where it is used (services/similar_images.py), default false
+    chosen = options_of(JobType.THUMBNAIL_GENERATION).read({"similar_images": True})
+    assert chosen["similar_images"] is True
+    assert options_of(JobType.THUMBNAIL_GENERATION).read(None)["similar_images"] is False
     assert compression.Settings.of(None) == compression.Settings(compression.ZSTD, 3)
     assert compression.Settings.of({"algorithm": "gzip"}) == compression.Settings(
         compression.GZIP, 6

@@ -38,6 +38,7 @@ from filejobs.domain.quotas import (
 )
 from filejobs.domain.reconciliation import ListedVersion
 from filejobs.domain.schedules import Schedule
+from filejobs.domain.similar_images import Bucket
 from filejobs.domain.stats import FailureGroupSummary, Overview
 from filejobs.domain.transition_result import TransitionResult
 from filejobs.domain.transitions import Transition
@@ -442,6 +443,24 @@ class ContentOwners(Protocol):
     def claim(self, tenant: str, sha256: str, file_id: str, *, at: datetime) -> str:
         """The id of the tenant's file that owns this content: `file_id` when it is the first
         (also when it claimed it before), else the first one's."""
+        ...
+
+
+class NearDuplicateIndex(Protocol):
+    """Per tenant, images listed by the bands of their perceptual hash
+    (domain/similar_images.py; data/similar_index.py)."""
+
+    def listed(self, tenant: str, buckets: Iterable[Bucket]) -> dict[str, str]:
+        """Every image listed in the buckets: file id -> its hash."""
+        ...
+
+    def add(self, tenant: str, file_id: str, hash_hex: str) -> int:
+        """The image listed in its own buckets (again: the same entries); how many of them were
+        full and did not take it."""
+        ...
+
+    def remove(self, tenant: str, file_id: str) -> bool:
+        """The image unlisted everywhere; False when it never was."""
         ...
 
 

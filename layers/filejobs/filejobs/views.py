@@ -8,52 +8,38 @@ from datetime import datetime
 from typing import Any
 
 from filejobs.domain.attempt_notes import AttemptNotes
-from filejobs.domain.file import ScanRecord, StoredFile
+from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.file_completion import FileCompletion
 from filejobs.domain.job import Attempt, JobStatus, ProcessingJob
 from filejobs.domain.job_options import OPTIONS
-from filejobs.domain.keys import DERIVED_PREFIX
+from filejobs.domain.outputs import DerivedFile
 
 
 @dataclass(frozen=True)
 class Output:
-    """A derived file of a completed job, with a short-lived download URL."""
+    """A derived file of a completed job, typed, with a short-lived download URL."""
 
-    key: str
+    file: DerivedFile
     url: str
     expires_at: datetime
 
     @property
+    def key(self) -> str:
+        return self.file.key
+
+    @property
     def name(self) -> str:
-        return self.key.rsplit("/", 1)[-1]
+        return self.file.name
 
 
-def output_keys(job: ProcessingJob) -> list[str]:
-    """The keys of the job's derived files its result names, in order, once each.
-
-    Any `"key"` in the result, at any depth, under the job's own folder
-    `derived/{tenant}/{file_id}/{job_type}/`: a result naming anything else (the source object,
-    another tenant's files) is never turned into a URL.
-    """
-    if job.status is not JobStatus.COMPLETED or not job.result_data:
-        return []
-    prefix = f"{DERIVED_PREFIX}/{job.tenant}/{job.file_id}/{job.job_type.value}/"
-    found: dict[str, None] = {}
-
-    def walk(value: object) -> None:
-        if isinstance(value, dict):
-            for name, item in value.items():
-                if name == "key" and isinstance(item, str):
-                    if item.startswith(prefix) and len(item) > len(prefix) and ".." not in item:
-                        found[item] = None
-                else:
-                    walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(job.result_data)
-    return list(found)
+def output_view(output: Output) -> dict[str, Any]:
+    return {
+        "name": output.name,
+        "key": output.key,
+        "url": output.url,
+        "expires_at": _iso(output.expires_at),
+        **output.file.facts(),
+    }
 
 
 def job_view(
@@ -63,10 +49,7 @@ def job_view(
     `logs` (GET /jobs/{id} only: a listing stays small) each attempt's log lines."""
     view = _job_fields(job, logs=logs)
     if outputs is not None:
-        view["outputs"] = [
-            {"name": o.name, "key": o.key, "url": o.url, "expires_at": _iso(o.expires_at)}
-            for o in outputs
-        ]
+        view["outputs"] = [output_view(o) for o in outputs]
     return view
 
 
@@ -163,12 +146,33 @@ def file_view(stored: StoredFile) -> dict[str, Any]:
         "scan": None if stored.scan is None else scan_view(stored.scan),
         "duplicate_of": stored.duplicate_of,
         "processed": None if stored.processed is None else completion_view(stored.processed),
+        "outputs": bundle_view(stored),
         # The upload preset that chose its jobs (None: its content type's default jobs).
         "preset": None if stored.preset is None else asdict(stored.preset),
         "preset_note": stored.preset_note,
         "created_at": _iso(stored.metadata.created_at),
         "updated_at": _iso(stored.metadata.updated_at),
     }
+
+
+def bundle_view(stored: StoredFile) -> list[dict[str, Any]]:
+    """Every file the jobs of the file's last completion wrote, typed, in one list (File
+    Processed carries it; GET /files/{id} adds each one's URL), each key once: two jobs of one
+    type write the same keys, the later one's files are what is there. None of a file whose
+    outputs were withdrawn (quarantined, deleted) or are about to be (recorded infected)."""
+    if stored.processed is None or not _outputs_served(stored):
+        return []
+    bundle = {
+        file.key: {"job_id": job.id, "job_type": job.job_type, "key": file.key, **file.facts()}
+        for job in stored.processed.jobs
+        if job.status == JobStatus.COMPLETED.value
+        for file in job.outputs
+    }
+    return list(bundle.values())
+
+
+def _outputs_served(stored: StoredFile) -> bool:
+    return stored.status is FileStatus.ACTIVE and stored.scan_status is not ScanStatus.INFECTED
 
 
 def completion_view(completion: FileCompletion) -> dict[str, Any]:

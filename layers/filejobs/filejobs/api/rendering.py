@@ -40,7 +40,7 @@ from filejobs.services.errors import (
 from filejobs.services.operations import ErasurePreview, Preview, Started
 from filejobs.services.quotas import QuotaReport
 from filejobs.services.uploads import MintedUpload
-from filejobs.views import file_view, job_view
+from filejobs.views import file_view, job_view, output_view
 
 
 class ErrorCode(StrEnum):
@@ -96,11 +96,23 @@ def file_with_jobs(found: FileWithJobs) -> dict[str, Any]:
         **file_view(found.file),
         "processing_state": processing_state(found),
         "jobs": [job_with_outputs(j, logs=False) for j in found.jobs],
+        "outputs": bundle(found),
         "duplicates": [
             {"id": f.id, "key": f.key, "created_at": _iso(f.metadata.created_at)}
             for f in found.duplicates
         ],
     }
+
+
+def bundle(found: FileWithJobs) -> list[dict[str, Any]]:
+    """The file's bundle in one list, each file with its URL: its jobs' own lists, each key once
+    (a second job of a type writes the same keys: the later job's entry is what is there)."""
+    files = {
+        o.key: {"job_id": j.job.id, "job_type": j.job.job_type.value, **output_view(o)}
+        for j in sorted(found.jobs, key=lambda j: (j.job.metadata.created_at, j.job.id))
+        for o in j.outputs
+    }
+    return list(files.values())
 
 
 def processing_state(found: FileWithJobs) -> str:

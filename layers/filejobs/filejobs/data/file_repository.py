@@ -28,6 +28,7 @@ from filejobs.data.mapping import (
 )
 from filejobs.data.models import FileModel, JobModel, UsageModel
 from filejobs.data.quota_repository import rescan_updates, usage_from, usage_id, usage_update
+from filejobs.data.similar_index import SimilarImagesIndex
 from filejobs.domain import keys
 from filejobs.domain.file import FileStatus, ScanRecord, ScanStatus, StoredFile
 from filejobs.domain.file_completion import FileCompletion
@@ -179,10 +180,12 @@ class FileRepository:
         return self._update_if(file_id, actions, deleted_so, at=at, by=by)
 
     def erase(self, stored: StoredFile) -> bool:
-        """The file's item deleted, and its content index entry when it names this file (the
-        next upload of that content owns it then)."""
+        """The file's item deleted, its content index entry when it names this file (the next
+        upload of that content owns it then), and its entries in the near-duplicate index (none
+        of an erased image stays to be found)."""
         if stored.sha256 is not None:
             ContentIndex().release(stored.tenant, stored.sha256, stored.id)
+        SimilarImagesIndex().remove(stored.tenant, stored.id)
         try:
             FileModel(id=stored.id).delete(condition=FileModel.id.exists())
         except DeleteError as error:

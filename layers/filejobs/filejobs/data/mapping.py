@@ -20,6 +20,7 @@ from filejobs.domain.job import (
     JobType,
     ProcessingJob,
 )
+from filejobs.domain.outputs import DerivedFile, OutputKind, typed_file
 from filejobs.domain.presets import AppliedPreset
 
 
@@ -253,8 +254,31 @@ def completion_to_map(completion: FileCompletion) -> dict[str, Any]:
     return {
         "completed_at": completion.completed_at.isoformat(),
         "more_jobs": completion.more_jobs,
-        "jobs": [job.to_dict() for job in completion.jobs],
+        "jobs": [_summary_to_map(job) for job in completion.jobs],
     }
+
+
+def _summary_to_map(job: JobSummary) -> dict[str, Any]:
+    # A derived file is kept by its name and the facts it has (its folder is the file's and
+    # the job type's): about half the bytes of its full key and nulls, on every file item.
+    kept: dict[str, Any] = {
+        "id": job.id,
+        "job_type": job.job_type,
+        "status": job.status,
+        "attempt": job.attempt,
+        "error": job.error,
+        "result": job.result,
+    }
+    if job.outputs:
+        kept["outputs"] = [_output_to_map(file) for file in job.outputs]
+    if job.more_outputs:
+        kept["more_outputs"] = job.more_outputs
+    return kept
+
+
+def _output_to_map(file: DerivedFile) -> dict[str, Any]:
+    stated = {name: value for name, value in file.facts().items() if value is not None}
+    return {"name": file.name, **stated}
 
 
 def _completion(model: FileModel) -> FileCompletion | None:
@@ -274,9 +298,19 @@ def _completion(model: FileModel) -> FileCompletion | None:
                 attempt=int(job["attempt"]),
                 error=job.get("error"),
                 result=job.get("result"),
+                outputs=_outputs_from_map(model, job),
+                more_outputs=int(job.get("more_outputs") or 0),
             )
             for job in raw.get("jobs") or ()
         ),
+    )
+
+
+def _outputs_from_map(model: FileModel, job: dict[str, Any]) -> tuple[DerivedFile, ...]:
+    folder = f"{keys.derived_prefix(model.tenant, model.id)}{job['job_type']}/"
+    return tuple(
+        typed_file(folder + kept["name"], kept, OutputKind(kept["kind"]))
+        for kept in job.get("outputs") or ()
     )
 
 

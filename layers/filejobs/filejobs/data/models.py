@@ -243,6 +243,31 @@ class ContentIndexModel(Model):
     created_at = UTCDateTimeAttribute()
 
 
+class ImageBucketModel(Model):
+    """A bucket of the near-duplicate index (domain/similar_images.py), in FilesTable: id
+    `phash#{tenant}#{band}#{value}`, `members` the tenant's images listed there, each as
+    `{file_id}:{hash}` (a string set: ADD makes it where there is none, in the same request).
+    No `object_ref`, `sha256` or shard: in no index of the table."""
+
+    class Meta(InFilesTable):
+        pass
+
+    id = UnicodeAttribute(hash_key=True)
+    members = UnicodeSetAttribute(null=True)
+
+
+class ImageHashModel(Model):
+    """The hash an image was listed under (id `phash#{tenant}#file#{file_id}`): its erasure
+    finds its buckets by it. Under the same `phash#` prefix as the buckets, the one part of the
+    files table a thumbnail worker may write (its role's LeadingKeys condition)."""
+
+    class Meta(InFilesTable):
+        pass
+
+    id = UnicodeAttribute(hash_key=True)
+    hash = UnicodeAttribute()
+
+
 class QuotaModel(Model):
     """A tenant's own upload limits, in FilesTable (id `quota#{tenant}`): an attribute only for
     each limit an operator set (the rest are the defaults). Written by one UpdateItem."""
@@ -306,6 +331,8 @@ def bind_tables(
         (JobModel, jobs_table),
         (FileModel, files_table),
         (ContentIndexModel, files_table),
+        (ImageBucketModel, files_table),
+        (ImageHashModel, files_table),
         (QuotaModel, files_table),
         (UsageModel, files_table),
     )

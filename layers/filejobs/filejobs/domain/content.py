@@ -395,6 +395,9 @@ RAW_IMAGES = frozenset(
 
 # Audio that may carry cover art (ID3 APIC, MP4 `covr`, FLAC PICTURE): its thumbnail is the art.
 AUDIO_WITH_ART = frozenset({"audio/mpeg", "audio/mp4", "audio/flac"})
+# Every audio type the sniffer gives, each with an FFmpeg demuxer: video_thumbnail draws its
+# waveform (processors/video.py's AUDIO_DEMUXERS).
+AUDIO_TYPES = frozenset({*AUDIO_WITH_ART, "audio/ogg", "audio/wav"})
 
 # Office documents: converted to PDF by LibreOffice, then previewed as a PDF.
 OOXML_DOCUMENTS = frozenset(
@@ -561,7 +564,7 @@ _PARSERS: dict[JobType, Callable[[str], bool]] = {
     JobType.THUMBNAIL_GENERATION: lambda mime: (
         mime in THUMBNAILABLE_IMAGES or mime in AUDIO_WITH_ART
     ),
-    JobType.VIDEO_THUMBNAIL: VIDEO_TYPES.__contains__,
+    JobType.VIDEO_THUMBNAIL: lambda mime: mime in VIDEO_TYPES or mime in AUDIO_TYPES,
     JobType.DOCUMENT_PREVIEW: _PREVIEWABLE_DOCUMENTS.__contains__,
 }
 
@@ -589,9 +592,15 @@ def job_types_for(content_type: str, *, cover_art: bool = False) -> tuple[JobTyp
     return _EVERY_FILE + tuple(job for job in JobType if job in applicable)
 
 
+# Types a decoding job reads when a request or a preset asks for it, beyond those ingest gives
+# it by default: a TIFF gets a thumbnail by default, and its pages (a multi-page scan) on request.
+_ON_REQUEST: dict[JobType, frozenset[str]] = {JobType.DOCUMENT_PREVIEW: frozenset({"image/tiff"})}
+
+
 def fits(job_type: JobType, content_type: str) -> bool:
     """Whether a job of this type may run on a file of this (sniffed) content type: a job that
     decodes the content only on the types its decoder is for, so no request can hand a
     thumbnailer a PDF or a video demuxer a playlist."""
     decodes = _PARSERS.get(job_type)
-    return decodes is None or decodes(media_type(content_type))
+    mime = media_type(content_type)
+    return decodes is None or decodes(mime) or mime in _ON_REQUEST.get(job_type, frozenset())

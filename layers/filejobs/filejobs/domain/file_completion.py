@@ -18,11 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from filejobs.domain.job import TERMINAL_STATUSES, ProcessingJob
+from filejobs.domain.outputs import OUTPUTS_SUMMARISED, DerivedFile, derived_files
 
 # A job's result as the completion carries it: small results whole, larger ones by their scalar
 # fields. Bounded so that a file's completion (kept on its item, sent in one event) stays small.
@@ -43,10 +44,23 @@ class JobSummary:
     attempt: int
     error: str | None
     result: dict[str, Any] | None
+    # The files the job wrote, typed (domain/outputs.py), at most OUTPUTS_SUMMARISED of them;
+    # `more_outputs` counts the rest.
+    outputs: tuple[DerivedFile, ...] = ()
+    more_outputs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """As the file item keeps it and the API shows it."""
-        return asdict(self)
+        """As the API shows it (and File Processed sends it)."""
+        return {
+            "id": self.id,
+            "job_type": self.job_type,
+            "status": self.status,
+            "attempt": self.attempt,
+            "error": self.error,
+            "result": self.result,
+            "outputs": [{"key": file.key, **file.facts()} for file in self.outputs],
+            "more_outputs": self.more_outputs,
+        }
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,7 @@ def fingerprint(jobs: Iterable[ProcessingJob]) -> str:
 
 
 def summarise(job: ProcessingJob) -> JobSummary:
+    files = derived_files(job)
     error = job.error_message
     if error is not None and len(error) > ERROR_SUMMARY_CHARS:
         error = error[: ERROR_SUMMARY_CHARS - 1] + "…"
@@ -100,6 +115,8 @@ def summarise(job: ProcessingJob) -> JobSummary:
         attempt=job.attempt,
         error=error,
         result=summarise_result(job.result_data),
+        outputs=tuple(files[:OUTPUTS_SUMMARISED]),
+        more_outputs=max(len(files) - OUTPUTS_SUMMARISED, 0),
     )
 
 

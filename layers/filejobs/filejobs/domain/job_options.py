@@ -161,6 +161,55 @@ class IntegerList(Option):
 
 
 @dataclass(frozen=True)
+class Integer(Option):
+    """One integer within bounds, with a default."""
+
+    minimum: int = 0
+    maximum: int = 0
+    fallback: int = 0
+
+    def read(self, value: object, path: str, chosen: Mapping[str, Any]) -> int:
+        number = _integer(value)
+        if number is None or not self.minimum <= number <= self.maximum:
+            raise OptionError(
+                path,
+                f"must be an integer from {self.minimum} to {self.maximum}; got {_shown(value)}",
+            )
+        return number
+
+    def default(self, chosen: Mapping[str, Any]) -> Any:
+        return self.fallback
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "integer",
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "default": self.fallback,
+            "description": self.description,
+        }
+
+
+@dataclass(frozen=True)
+class Boolean(Option):
+    """JSON's true or false, with a default: 1, "true" and null are not booleans (a client that
+    sends them meant something this option cannot guess)."""
+
+    fallback: bool = False
+
+    def read(self, value: object, path: str, chosen: Mapping[str, Any]) -> bool:
+        if not isinstance(value, bool):
+            raise OptionError(path, f"must be true or false; got {_shown(value)}")
+        return value
+
+    def default(self, chosen: Mapping[str, Any]) -> Any:
+        return self.fallback
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "boolean", "default": self.fallback, "description": self.description}
+
+
+@dataclass(frozen=True)
 class Range:
     minimum: int
     maximum: int
@@ -281,7 +330,7 @@ class OptionSet:
 THUMBNAIL_MIN_SIZE: Final = 16
 THUMBNAIL_MAX_SIZE: Final = 4096
 THUMBNAIL_MAX_SIZES: Final = 8
-THUMBNAIL_FORMATS: Final = ("webp", "jpeg")
+THUMBNAIL_FORMATS: Final = ("webp", "jpeg", "avif")
 THUMBNAIL_SIZES = IntegerList(
     "sizes",
     "Long edges of the thumbnails, in pixels; one thumbnail each (duplicates are made once). "
@@ -292,11 +341,58 @@ THUMBNAIL_SIZES = IntegerList(
     max_items=THUMBNAIL_MAX_SIZES,
     unit="pixels",
 )
+THUMBNAIL_FORMAT = Choice(
+    "format",
+    "Encoding of the thumbnails: webp (quality 80), jpeg (quality 85, on white where the image "
+    "is transparent) or avif (quality 50, transparency kept: about 30% smaller than webp at "
+    "the same fidelity, 2 to 4 times slower to encode).",
+    choices=THUMBNAIL_FORMATS,
+    fallback="webp",
+)
+THUMBNAIL_KEEP_METADATA = Boolean(
+    "keep_metadata",
+    "Whether the thumbnails keep the image's EXIF (camera, lens, capture time, exposure), "
+    "without its GPS position, camera and lens serial numbers, owner name and maker notes, "
+    "with its orientation set to 1 (the pixels are already upright). XMP, IPTC and the ICC "
+    "profile are never kept. Default false: the thumbnails carry no metadata.",
+    fallback=False,
+)
+THUMBNAIL_SIMILAR_IMAGES = Boolean(
+    "similar_images",
+    "Also look for the tenant's images that look nearly the same (a resized or re-encoded "
+    "copy): their ids and how many of the 64 bits of the perceptual hash differ, at most 7, in "
+    "the result's similar_images. Costs one BatchGetItem and five writes to the files table "
+    "per image.",
+    fallback=False,
+)
+DOCUMENT_PREVIEW_MAX_PAGES: Final = 20
+DOCUMENT_PREVIEW_PAGES = Integer(
+    "pages",
+    "How many pages to render, from the first: one WebP image of each, 1024 px on its long edge "
+    f"(1 to {DOCUMENT_PREVIEW_MAX_PAGES}, default 3). A document with fewer pages has them all "
+    "rendered; a text, Markdown, CSV or JSON file has one typeset page.",
+    minimum=1,
+    maximum=DOCUMENT_PREVIEW_MAX_PAGES,
+    fallback=3,
+)
 COMPRESSION_LEVELS: Final[Mapping[str, Range]] = {
     # zstd stops at 19: the "ultra" levels (20-22) use windows of up to 128 MiB.
     "zstd": Range(1, 19, 3),
     "gzip": Range(1, 9, 6),
 }
+
+VIDEO_STORYBOARD = Boolean(
+    "storyboard",
+    "A video's storyboard: a JPEG sprite of tiles (one a second, or a hundredth of a longer "
+    "video) and a WebVTT index of them. Decodes the video through (a 60 s 1080p clip: about "
+    "3 s more than the poster alone); false for the poster alone. Audio: no effect.",
+    fallback=True,
+)
+VIDEO_ANIMATION = Boolean(
+    "animation",
+    "A video's 3-second animated WebP preview, from the poster's time. Audio: no effect.",
+    fallback=True,
+)
 
 OPTIONS: Final[Mapping[JobType, OptionSet]] = {
     JobType.THUMBNAIL_GENERATION: OptionSet(
@@ -304,13 +400,9 @@ OPTIONS: Final[Mapping[JobType, OptionSet]] = {
         "Options of a thumbnail_generation job",
         (
             THUMBNAIL_SIZES,
-            Choice(
-                "format",
-                "Encoding of the thumbnails: webp (quality 80) or jpeg (quality 85, on white "
-                "where the image is transparent).",
-                choices=THUMBNAIL_FORMATS,
-                fallback="webp",
-            ),
+            THUMBNAIL_FORMAT,
+            THUMBNAIL_KEEP_METADATA,
+            THUMBNAIL_SIMILAR_IMAGES,
         ),
     ),
     JobType.COMPRESSION: OptionSet(
@@ -332,11 +424,17 @@ OPTIONS: Final[Mapping[JobType, OptionSet]] = {
             ),
         ),
     ),
+    JobType.VIDEO_THUMBNAIL: OptionSet(
+        JobType.VIDEO_THUMBNAIL,
+        "Options of a video_thumbnail job",
+        (VIDEO_STORYBOARD, VIDEO_ANIMATION),
+    ),
+    JobType.DOCUMENT_PREVIEW: OptionSet(
+        JobType.DOCUMENT_PREVIEW, "Options of a document_preview job", (DOCUMENT_PREVIEW_PAGES,)
+    ),
     **{
         job_type: OptionSet(job_type, f"A {job_type.value} job takes no options")
         for job_type in (
-            JobType.VIDEO_THUMBNAIL,
-            JobType.DOCUMENT_PREVIEW,
             JobType.VIRUS_SCAN,
             JobType.DEDUPLICATION_CHECK,
         )

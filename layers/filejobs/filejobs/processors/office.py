@@ -4,7 +4,7 @@ and 97-2003), OpenDocument, RTF and EPUB.
 `decode_office_preview` is a decoder-sandbox task (processors/sandbox): it runs in the process
 forked per job, with no AWS credentials, no capabilities and `no_new_privs`, under the job's
 rlimits, and there it starts `soffice --headless --convert-to pdf` on a private copy of the
-file, then renders the PDF's first page as a PDF's is (processors/pdf_page.py). soffice
+file, then renders the PDF's pages as a PDF's are (processors/pdf_page.py). soffice
 inherits all of it (the limits, the empty environment); what the sandbox cannot give it, the
 profile does:
 
@@ -49,6 +49,7 @@ import signal
 import subprocess
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Final
 from urllib.parse import unquote, urlparse
@@ -56,7 +57,7 @@ from urllib.parse import unquote, urlparse
 from filejobs.domain.content import EPUB, OOXML_DOCUMENTS, RTF
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.office_runtime import OfficeProgram
-from filejobs.processors.pdf_page import PDF_PREVIEW, Preview, encode_webp, render_pdf_first_page
+from filejobs.processors.pdf_page import Pages, Preview, decoded_pages, render_pdf_pages
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
 
@@ -72,6 +73,12 @@ LIMITS: Final = DecoderLimits(
     wall_seconds=OFFICE_SECONDS + 30,
 )
 MAX_OFFICE_BYTES: Final = 100_000_000
+# The PDF a document converts to goes back to the worker when pages after the first are wanted:
+# the worker has each rendered in a sandbox call of its own (its progress reported, a stop heard
+# between pages), from the one conversion. A PDF larger than this (the reply carries it base64,
+# within DecoderLimits.reply_bytes) is not sent: its pages are rendered here, in this call.
+MAX_RETURNED_PDF_BYTES: Final = 32 * MiB
+CONVERTED_PDF: Final = "converted.pdf"
 # The name soffice sees: it detects the format from the bytes, and the extension settles a tie.
 # By the content type in lower case, as the processor has it.
 _EXTENSIONS = {
@@ -136,9 +143,30 @@ MAX_EPUB_MEMBERS = 10_000
 MAX_EPUB_UNPACKED = 256 * MiB
 
 
+@dataclass(frozen=True)
+class Converted:
+    """A document converted once: the pages rendered of it, its counts, and the PDF when the
+    worker is to have the later pages rendered from it (else None)."""
+
+    pages: Pages
+    facts: dict[str, Any]
+    pdf: bytes | None = None
+
+
 def office_preview(source: Path, content_type: str, program: OfficeProgram) -> Preview:
     """Page 1 of the document converted to PDF, with its counts (pages, and sheets or slides;
     an EPUB's chapters)."""
+    converted = convert_and_render(source, content_type, program, wanted=1)
+    return Preview(converted.pages.rendered[0].image, converted.facts)
+
+
+def convert_and_render(
+    source: Path, content_type: str, program: OfficeProgram, *, wanted: int
+) -> Converted:
+    """The document converted to PDF once, page 1 rendered, and its counts. When pages after
+    the first are `wanted` (up to page `wanted`) and the document has them, the PDF is
+    returned for the worker to render them from, or, larger than MAX_RETURNED_PDF_BYTES,
+    they are rendered here."""
     with tempfile.TemporaryDirectory(prefix="office-") as scratch:
         work = Path(scratch)
         document = work / f"document{EXTENSIONS.get(content_type, '')}"
@@ -149,13 +177,26 @@ def office_preview(source: Path, content_type: str, program: OfficeProgram) -> P
             document, chapters = first_chapter(document, work / "book")
             counts["chapter_count"] = chapters
         pdf = convert_to_pdf(document, work / "out", program, content_type=content_type)
-        preview = render_pdf_first_page(pdf)
+        pages = render_pdf_pages(pdf, [1])
+        returned = None
+        last = min(wanted, pages.count)
+        if last > 1 and pdf.stat().st_size <= MAX_RETURNED_PDF_BYTES:
+            returned = pdf.read_bytes()
+        elif last > 1:
+            later = render_pdf_pages(pdf, range(2, last + 1))
+            pages.rendered.extend(later.rendered)
+            pages.skipped.extend(later.skipped)
         if content_type != EPUB:
-            counts = _parts(document, content_type, preview.facts["page_count"])
-        facts = {**preview.facts, **counts, "converter": program.version or "LibreOffice"}
-        if content_type == EPUB:  # a book reflows: its pages are its first chapter's here
-            facts["first_chapter_page_count"] = facts.pop("page_count")
-        return Preview(preview.image, facts)
+            counts = _parts(document, content_type, pages.count)
+    facts = {
+        "page_count": pages.count,
+        **pages.facts,
+        **counts,
+        "converter": program.version or "LibreOffice",
+    }
+    if content_type == EPUB:  # a book reflows: its pages are its first chapter's here
+        facts["first_chapter_page_count"] = facts.pop("page_count")
+    return Converted(pages, facts, returned)
 
 
 def first_chapter(book: Path, into: Path) -> tuple[Path, int]:
@@ -417,14 +458,16 @@ def _sheets(document: Path, extension: str | None) -> int | None:
 
 def decode_office_preview(source: BinaryIO, options: dict[str, Any]) -> Decoded:
     """The sandbox's task: the open document converted by soffice (named by `options`), page 1
-    as WebP (`preview-page1.webp`) and its counts."""
+    as WebP (`preview-page1.webp`) and its counts; with pages up to `options["wanted"]`, the
+    PDF (`converted.pdf`) the worker renders them from, or those pages (convert_and_render)."""
     program = OfficeProgram(
         tuple(options["soffice"]), dict(options.get("environment") or {}), options.get("version")
     )
     with tempfile.NamedTemporaryFile(prefix="upload-", delete=True) as copy:
         shutil.copyfileobj(source, copy)
         copy.flush()
-        preview = office_preview(Path(copy.name), options["content_type"], program)
-    image = preview.image
-    facts = {**preview.facts, "preview_width": image.width, "preview_height": image.height}
-    return Decoded(facts, {PDF_PREVIEW: encode_webp(image)})
+        converted = convert_and_render(
+            Path(copy.name), options["content_type"], program, wanted=int(options.get("wanted", 1))
+        )
+    more = {CONVERTED_PDF: converted.pdf} if converted.pdf is not None else None
+    return decoded_pages(converted.pages, converted.facts, more)

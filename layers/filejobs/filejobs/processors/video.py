@@ -1,37 +1,39 @@
-"""video_thumbnail: one poster frame of a video, as WebP, with the video's vital statistics.
+"""video_thumbnail: a video's poster frame, storyboard and animated preview, or an audio file's
+waveform, with the media's vital statistics. This module is the processor: the demuxer chosen
+for the sniffed type, the file downloaded or read by ranges, the decoder run in the sandbox, its
+files written and the result made of its facts; and the sandbox's entry points (`decode_previews`,
+`decode_poster`, `warm_up`), which the sandbox's zygote finds in this module by its name.
 
-The poster is the frame shown at 10% of the duration, but at most 5 s in (past the black or
-title frames a video usually opens with, without decoding far into a long one) and never past
-the end. The decoder seeks to the keyframe before that time, then decodes forward to it. A
-stream that does not know its duration gets its first frame.
+What each output shows and how its frames are found is in processors/video_previews.py (the
+poster, the storyboard and its WebVTT index, the animation) and processors/audio_waveform.py
+(an audio file's waveform, or a video file's with no moving picture, and the audio facts).
 
-FFmpeg runs in the decoder sandbox (processors/sandbox), through `decode_poster`: it never runs
-in the process that holds the function's credentials. A video whose frames declare more than
-MAX_VIDEO_PIXELS is refused before one frame is decoded.
-
-The frame is turned upright as the player would show it (the display matrix: phones record
-portrait video as landscape frames plus a rotation) and scaled to the display aspect ratio.
+FFmpeg (PyAV) runs in the decoder sandbox (processors/sandbox), through `decode_previews`: it
+never runs in the process that holds the function's credentials, reads the one descriptor it is
+given with the one demuxer chosen for the sniffed type, and may answer only under the output
+names of this module. A file up to MAX_VIDEO_BYTES is downloaded into the workspace first; a
+larger one is never downloaded: the decoder reads the ranges it needs (the index at either end,
+the packets it decodes) through the worker, over a socket (processors/ranged_source.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from fractions import Fraction
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 import av
-import av.error
-import av.stream
-from av.video.frame import VideoFrame
-from av.video.stream import VideoStream
 from PIL import Image
 
-from filejobs.domain.retry import PermanentError
+from filejobs.adapters.aws_errors import error_code, is_missing_object
+from filejobs.domain.job import ProcessingJob
+from filejobs.domain.job_options import OPTIONS, OptionError
+from filejobs.domain.job_values import JobType
+from filejobs.domain.objects import ObjectLocation
+from filejobs.domain.retry import ObjectGoneError, PermanentError
+from filejobs.processors.audio_waveform import Waveform, audio_facts, encode_png, extract_waveform
 from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.ranged_source import RangeServer, ReadRange, ranged_file
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
@@ -42,23 +44,46 @@ from filejobs.processors.source import (
     downloaded,
     human_size,
 )
+from filejobs.processors.video_previews import (
+    CONTAINER_OPTIONS,
+    NoMovingPictureError,
+    Poster,
+    Previews,
+    encode_animation,
+    encode_jpeg,
+    encode_webp,
+    extract_poster,
+    extract_previews,
+    sprite_of,
+    storyboard_vtt,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-# Lambda's ephemeral storage budget for one video (the function's /tmp holds it whole).
+# Lambda's ephemeral storage budget for one video (the function's /tmp holds it whole); a larger
+# one is read by ranges, never downloaded, up to MAX_RANGED_BYTES.
 MAX_VIDEO_BYTES = 1_500_000_000
-# 8K UHD (7680x4320) is 33 MP: a frame declaring more is a bomb, not a video to decode.
-MAX_VIDEO_PIXELS = 40_000_000
-# What one poster may use in the sandbox: a decoded 8K frame and its scaled copy, FFmpeg's
-# buffers and the libraries' own address space; CPU for the seek and the decode up to 5 s in.
-LIMITS: Final = DecoderLimits(memory_bytes=3072 * MiB, cpu_seconds=60, wall_seconds=150)
-POSTER_FRACTION = 0.10
-POSTER_MAX_OFFSET_S = 5.0
-POSTER_LONG_EDGE = 1280
-WEBP_QUALITY = 80
-WEBP_METHOD = 2  # libwebp effort 0-6: 2 is twice as fast as the default 4, for ~9% more bytes
+MAX_RANGED_BYTES = 100_000_000_000
+# What one job may use in the sandbox: a decoded 8K frame and its scaled copies, FFmpeg's
+# buffers, its frame threads and the libraries' own address space; CPU for decoding the frames
+# of a storyboard (a minute of 1080p30 H.264 decoded whole: 4-6 CPU-seconds, bench/
+# video_storyboard.py) or a long audio track, within the worker's 300 s with the download.
+LIMITS: Final = DecoderLimits(memory_bytes=3072 * MiB, cpu_seconds=120, wall_seconds=180)
+
 POSTER_NAME = "poster.webp"
+SPRITE_NAME = "storyboard.jpg"
+STORYBOARD_INDEX_NAME = "storyboard.vtt"
+ANIMATION_NAME = "preview.webp"
+WAVEFORM_NAME = "waveform.png"
+# What the decoder may answer with, and what each is stored as.
+OUTPUT_TYPES: Final[Mapping[str, str]] = {
+    POSTER_NAME: "image/webp",
+    SPRITE_NAME: "image/jpeg",
+    STORYBOARD_INDEX_NAME: "text/vtt",
+    ANIMATION_NAME: "image/webp",
+    WAVEFORM_NAME: "image/png",
+}
 
 # The one FFmpeg demuxer for each video type a poster is taken of (domain/content.py's
 # VIDEO_TYPES), named so that FFmpeg never probes: bytes sniffed as an MP4 never reach another
@@ -75,223 +100,19 @@ DEMUXERS: Final[Mapping[str, str]] = {
     "video/mp2t": "mpegts",
     "video/ogg": "ogg",
 }
-# The demuxer reads the local file it is given and nothing else: no network protocol, no other
-# file by a reference inside this one.
-_CONTAINER_OPTIONS: Final = {"protocol_whitelist": "file"}
+# Likewise for each audio type a waveform is drawn of (domain/content.py's AUDIO_TYPES).
+AUDIO_DEMUXERS: Final[Mapping[str, str]] = {
+    "audio/mpeg": "mp3",
+    "audio/mp4": "mov",
+    "audio/ogg": "ogg",
+    "audio/flac": "flac",
+    "audio/wav": "wav",
+}
+
 _EMPTY: Final = "the file is empty (0 bytes): no video to take a poster from"
 
-# What FFmpeg says about input that no retry will fix: it is not (or no longer) a video.
-_BAD_INPUT = (
-    av.error.InvalidDataError,
-    av.error.DemuxerNotFoundError,
-    av.error.DecoderNotFoundError,
-    av.error.PatchWelcomeError,
-    av.error.EOFError,
-)
 
-
-@dataclass(frozen=True)
-class Poster:
-    """The chosen frame, upright at display size (long edge capped), and what it came from."""
-
-    image: Image.Image
-    duration_s: float | None
-    codec: str
-    width: int  # of the video as displayed: after rotation and the sample aspect ratio
-    height: int
-    fps: float | None
-    frame_time_s: float
-
-
-def poster_time(duration_s: float | None) -> float:
-    """Seconds into the video of the poster frame: 10% in, at most 5 s; 0 when unknown."""
-    if duration_s is None or duration_s <= 0:
-        return 0.0
-    return min(duration_s * POSTER_FRACTION, POSTER_MAX_OFFSET_S)
-
-
-def extract_poster(
-    path: Path | BinaryIO,
-    demuxer: str,
-    should_stop: Callable[[], bool] = lambda: False,
-    long_edge: int = POSTER_LONG_EDGE,
-    max_pixels: int = MAX_VIDEO_PIXELS,
-) -> Poster:
-    """The poster frame of the video at `path` (a local file or an open one), read with
-    `demuxer` alone; refused when its frames declare more than `max_pixels`.
-
-    PermanentError when the file is no video FFmpeg can decode; StopRequested once told to stop.
-    """
-    try:
-        with av.open(
-            str(path) if isinstance(path, Path) else path,
-            mode="r",
-            format=demuxer,
-            container_options=_CONTAINER_OPTIONS,
-        ) as container:
-            stream = _moving_picture(container)
-            _check_pixels(stream, max_pixels)
-            stream.thread_type = "SLICE"  # no frame-threading delay: we want one frame, soon
-            duration_s = _duration_s(stream, container.duration)
-            target_s = poster_time(duration_s)
-            frame = _frame_at(container, stream, target_s, should_stop)
-            display_w, display_h = _display_size(stream, frame)
-            return Poster(
-                image=_upright_image(stream, frame, long_edge),
-                duration_s=duration_s,
-                codec=stream.codec_context.name,
-                width=display_w,
-                height=display_h,
-                fps=_fps(stream),
-                frame_time_s=_seconds(frame, stream),
-            )
-    except _BAD_INPUT as error:
-        raise PermanentError(f"not a readable video: {_reason(error)}") from error
-    except av.error.MemoryError as error:
-        # FFmpeg's ENOMEM on a small file is a table or box declaring a huge size (a corrupt
-        # sample description did it): the same bytes fail the same way, so not transient.
-        raise PermanentError(
-            f"the video declares more memory than it may use (corrupt?): {_reason(error)}"
-        ) from error
-
-
-def _moving_picture(container: av.container.InputContainer) -> VideoStream:
-    """The first video stream that moves: not a cover image attached to an audio track."""
-    streams = container.streams.video
-    moving = [s for s in streams if not s.disposition & av.stream.Disposition.attached_pic]
-    if not moving:
-        raise PermanentError("the file has no video stream")
-    # A stream of an unknown codec (a corrupt sample description) has no codec context: it
-    # was an AttributeError further on, retried as transient.
-    if moving[0].codec_context is None:
-        raise PermanentError("the video stream's codec is unknown: it cannot be decoded")
-    return moving[0]
-
-
-def _check_pixels(stream: VideoStream, max_pixels: int) -> None:
-    width, height = stream.codec_context.width, stream.codec_context.height
-    if width * height > max_pixels:
-        raise PermanentError(
-            f"the video declares {width}x{height} frames ({width * height / 1e6:.1f} MP), "
-            f"above the {max_pixels / 1e6:.0f} MP this job accepts"
-        )
-
-
-def _reason(error: av.error.FFmpegError) -> str:
-    return str(error.strerror or error).strip() or type(error).__name__
-
-
-def _duration_s(stream: VideoStream, container_duration: int | None) -> float | None:
-    if stream.duration is not None and stream.time_base is not None and stream.duration > 0:
-        return float(stream.duration * stream.time_base)
-    if container_duration is not None and container_duration > 0:
-        return container_duration / av.time_base
-    return None
-
-
-def _start_pts(stream: VideoStream) -> int:
-    return stream.start_time if stream.start_time is not None else 0
-
-
-def _seconds(frame: VideoFrame, stream: VideoStream) -> float:
-    time_base = frame.time_base or stream.time_base
-    if frame.pts is None or time_base is None:
-        return 0.0
-    return max(0.0, float((frame.pts - _start_pts(stream)) * time_base))
-
-
-def _frames(
-    container: av.container.InputContainer,
-    stream: VideoStream,
-    should_stop: Callable[[], bool],
-    target_pts: int | None,
-) -> Iterator[VideoFrame]:
-    """Decoded frames from the current position; before `target_pts`, only those others need.
-
-    A frame shown before the target that no other frame refers to is never looked at: the
-    decoder skips it (about half the frames of a stream with B-frames). From the first packet
-    at or after the target on (or one without a time), every frame is decoded.
-    """
-    context = stream.codec_context
-    context.skip_frame = "NONREF" if target_pts is not None else "DEFAULT"
-    for packet in container.demux(stream):
-        if should_stop():
-            raise StopRequested
-        if context.skip_frame != "DEFAULT" and (
-            target_pts is None or packet.pts is None or packet.pts >= target_pts
-        ):
-            context.skip_frame = "DEFAULT"
-        yield from packet.decode()  # the final, empty packet flushes the decoder
-
-
-def _frame_at(
-    container: av.container.InputContainer,
-    stream: VideoStream,
-    target_s: float,
-    should_stop: Callable[[], bool],
-) -> VideoFrame:
-    """The first frame at or after `target_s` (or the last one, if the stream ends before)."""
-    time_base = stream.time_base
-    target_pts = None
-    if target_s > 0 and time_base is not None:
-        target_pts = _start_pts(stream) + int(Fraction(target_s) / time_base)
-        # To the keyframe at or before the target; the decoder then walks forward from it.
-        # A stream with no index to seek by (an empty or corrupt sample table) makes FFmpeg say
-        # EPERM, which was retried as transient: nothing was read yet, so decode from the start.
-        with contextlib.suppress(av.error.FFmpegError):
-            container.seek(target_pts, stream=stream, backward=True, any_frame=False)
-    chosen: VideoFrame | None = None
-    for frame in _frames(container, stream, should_stop, target_pts):
-        chosen = frame
-        if target_pts is None or frame.pts is None or frame.pts >= target_pts:
-            break
-    if chosen is None:
-        raise PermanentError("the video stream has no decodable frame (truncated or corrupt)")
-    return chosen
-
-
-def _rotation(frame: VideoFrame) -> int:
-    """Counter-clockwise degrees the frame must turn to show upright: 0, 90, 180 or 270."""
-    return round(frame.rotation / 90) % 4 * 90
-
-
-def _unrotated_size(stream: VideoStream, frame: VideoFrame) -> tuple[int, int]:
-    """The frame's size at its display aspect ratio (non-square pixels stretched)."""
-    width, aspect = frame.width, stream.sample_aspect_ratio
-    if aspect is not None and aspect.numerator > 0 and aspect != 1:
-        width = max(1, round(width * aspect))
-    return width, frame.height
-
-
-def _display_size(stream: VideoStream, frame: VideoFrame) -> tuple[int, int]:
-    width, height = _unrotated_size(stream, frame)
-    return (height, width) if _rotation(frame) in (90, 270) else (width, height)
-
-
-def _upright_image(stream: VideoStream, frame: VideoFrame, long_edge: int) -> Image.Image:
-    # Scale in swscale (one pass, fast), at the display aspect ratio, before turning upright.
-    shown_w, shown_h = _unrotated_size(stream, frame)
-    scale = min(1.0, long_edge / max(shown_w, shown_h))
-    width, height = max(1, round(shown_w * scale)), max(1, round(shown_h * scale))
-    rgb = frame.reformat(width=width, height=height, format="rgb24")
-    image: Image.Image = rgb.to_image()  # type: ignore[no-untyped-call]  # PyAV's stub lacks it
-    turn = {
-        90: Image.Transpose.ROTATE_90,
-        180: Image.Transpose.ROTATE_180,
-        270: Image.Transpose.ROTATE_270,
-    }.get(_rotation(frame))
-    return image.transpose(turn) if turn is not None else image
-
-
-def _fps(stream: VideoStream) -> float | None:
-    rate = stream.average_rate or stream.guessed_rate
-    return round(float(rate), 3) if rate else None
-
-
-def encode_webp(image: Image.Image, quality: int = WEBP_QUALITY) -> bytes:
-    out = io.BytesIO()
-    image.save(out, format="WEBP", quality=quality, method=WEBP_METHOD)
-    return out.getvalue()
+# --- the processor ----------------------------------------------------------------------------
 
 
 class VideoPosterProcessor:
@@ -311,50 +132,178 @@ class VideoPosterProcessor:
     def __call__(self, work: Work) -> dict[str, Any]:
         source = ObjectSource(self._s3)
         content_type = content_type_of(work.job, source)
-        demuxer = decoder_for(content_type, DEMUXERS, job_type="video_thumbnail", empty=_EMPTY)
-        # Progress: the download is most of a poster's time on a large video (the decoder seeks
-        # to one keyframe and decodes forward to the poster's frame, at most 5 s in), measured
-        # in bytes; then the decode and the upload, one step each.
-        local = downloaded(work, source, "video", max_bytes=self._max_bytes, until=0.7)
+        demuxers = {**DEMUXERS, **AUDIO_DEMUXERS}
+        demuxer = decoder_for(content_type, demuxers, job_type="video_thumbnail", empty=_EMPTY)
+        options = {
+            "demuxer": demuxer,
+            "audio": content_type in AUDIO_DEMUXERS,
+            **asked_previews(work.job.input_data),
+        }
+        size = source.size(work.job)
+        if size == 0:
+            raise PermanentError(_EMPTY)
+        if size > self._max_bytes:
+            decoded = self._decode_by_ranges(work, size, content_type, options)
+        else:
+            decoded = self._decode_downloaded(work, source, content_type, options)
+        if work.should_stop():  # asked while the decoder finished: its files are not written
+            raise StopRequested
+        facts = decoded.result
+        if "waveform" in facts:
+            return _write_waveform(work, facts, decoded.outputs)
+        return _write_video_previews(work, facts, decoded.outputs)
+
+    def _decode_downloaded(
+        self, work: Work, source: ObjectSource, content_type: str, options: dict[str, Any]
+    ) -> Decoded:
+        """The object downloaded into the workspace, then decoded from there: the fastest read
+        for whatever the workspace holds. Progress: the download, in bytes, to half way."""
+        local = downloaded(work, source, "media", max_bytes=self._max_bytes, until=0.5)
         size = local.stat().st_size
         if size == 0:
             raise PermanentError(_EMPTY)
-        work.log(f"read {human_size(size)} {content_type} (demuxer {demuxer})")
-        work.report_progress(0.7, "decoding the poster frame")
-        decoded = self._sandbox.decode(
-            decode_poster,
-            local,
-            options={"demuxer": demuxer},
+        work.log(f"read {human_size(size)} {content_type} (demuxer {options['demuxer']})")
+        decoded = self._decode(work, local, options)
+        local.unlink()  # free the workspace before uploading
+        return decoded
+
+    def _decode_by_ranges(
+        self, work: Work, size: int, content_type: str, options: dict[str, Any]
+    ) -> Decoded:
+        """An object larger than the workspace holds, never downloaded: the decoder reads the
+        ranges it needs through the worker (processors/ranged_source.py)."""
+        if size > MAX_RANGED_BYTES:
+            raise PermanentError(
+                f"the file is {human_size(size)}, larger than the "
+                f"{human_size(MAX_RANGED_BYTES)} video_thumbnail reads"
+            )
+        work.log(
+            f"reading {human_size(size)} {content_type} by ranges, larger than the "
+            f"{human_size(self._max_bytes)} the workspace holds (demuxer {options['demuxer']})"
+        )
+        # The sandbox hands the decoder one file: an empty one, in place of the object.
+        placeholder = work.workspace / "by-ranges"
+        placeholder.touch()
+        with RangeServer(_s3_ranges(self._s3, work.job), size) as server:
+            try:
+                decoded = self._decode(
+                    work,
+                    placeholder,
+                    {**options, "ranged": size},
+                    attachments=(server.decoder_end,),
+                )
+            except PermanentError:
+                server.raise_failure()  # a read of the object failed: that is the error
+                raise
+        server.raise_failure()
+        work.log(f"read {human_size(server.served)} of it in {server.reads} ranged reads")
+        return decoded
+
+    def _decode(
+        self, work: Work, path: Path, options: dict[str, Any], attachments: tuple[int, ...] = ()
+    ) -> Decoded:
+        audio = options["audio"]
+        work.report_progress(0.5, "decoding the audio" if audio else "decoding the poster frame")
+        return self._sandbox.decode(
+            decode_previews,
+            path,
+            options=options,
             limits=self._limits,
             should_stop=work.should_stop,
-            output_allowed=POSTER_NAME.__eq__,
+            output_allowed=OUTPUT_TYPES.__contains__,
+            attachments=attachments,
         )
-        local.unlink()  # free the workspace before uploading
-        if work.should_stop():  # asked while the decoder finished: its poster is not written
-            raise StopRequested
-        data = decoded.outputs.get(POSTER_NAME)
-        if data is None:
-            raise PermanentError(f"the decoder returned no {POSTER_NAME}")
-        facts = decoded.result
-        work.log(_video_line(facts))
-        work.report_progress(0.9, "writing the poster")
-        key = work.outputs.put_bytes(POSTER_NAME, data, "image/webp")
-        work.log(
-            f"wrote {key}: {facts.get('poster_width')}x{facts.get('poster_height')} WebP, "
-            f"{human_size(len(data))}"
-        )
-        return {
-            **{name: facts.get(name) for name in _FACTS},
-            "poster": {
-                "key": key,
-                "width": facts.get("poster_width"),
-                "height": facts.get("poster_height"),
-                "bytes": len(data),
-            },
-        }
+
+
+def asked_previews(input_data: Mapping[str, Any] | None) -> dict[str, bool]:
+    """Which of a video's previews beyond its poster the job asks for (domain/job_options.py:
+    `storyboard`, `animation`, both by default); a bad stored option fails the job for good."""
+    try:
+        chosen = OPTIONS[JobType.VIDEO_THUMBNAIL].read(input_data)
+    except OptionError as error:
+        raise PermanentError(f"bad option {error}") from None
+    return {"storyboard": chosen["storyboard"], "animation": chosen["animation"]}
+
+
+def _s3_ranges(s3: S3Client, job: ProcessingJob) -> ReadRange:
+    """Ranged GETs of the job's object version, in the worker (for the RangeServer)."""
+    location = ObjectLocation.of(job)
+
+    def read(offset: int, length: int) -> bytes:
+        request = {**location.request(), "Range": f"bytes={offset}-{offset + length - 1}"}
+        try:
+            data: bytes = s3.get_object(**request)["Body"].read()
+        except Exception as error:
+            if is_missing_object(error):
+                raise ObjectGoneError(f"{location} is gone ({error_code(error)})") from error
+            raise
+        return data
+
+    return read
 
 
 _FACTS: Final = ("duration_s", "codec", "width", "height", "fps", "frame_time_s")
+
+
+def _output(outputs: Mapping[str, bytes], name: str) -> bytes:
+    data = outputs.get(name)
+    if data is None:
+        raise PermanentError(f"the decoder returned no {name}")
+    return data
+
+
+def _put(
+    work: Work, outputs: Mapping[str, bytes], name: str, kind: str, facts: object
+) -> dict[str, Any]:
+    """Writes one of the decoder's files; its entry in the result: key, kind, format, bytes and
+    the facts the decoder gave of it (dimensions, times)."""
+    data = _output(outputs, name)
+    key = work.outputs.put_bytes(name, data, OUTPUT_TYPES[name])
+    extra = facts if isinstance(facts, dict) else {}
+    return {"key": key, "kind": kind, "format": _format_of(name), "bytes": len(data), **extra}
+
+
+def _format_of(name: str) -> str:
+    return {"jpg": "jpeg"}.get(name.rsplit(".", 1)[-1], name.rsplit(".", 1)[-1])
+
+
+def _write_video_previews(
+    work: Work, facts: Mapping[str, Any], outputs: Mapping[str, bytes]
+) -> dict[str, Any]:
+    work.log(_video_line(facts))
+    work.report_progress(0.9, "writing the poster")
+    poster_size = {"width": facts.get("poster_width"), "height": facts.get("poster_height")}
+    result: dict[str, Any] = {
+        **{name: facts.get(name) for name in _FACTS},
+        "video": facts.get("video"),
+        "poster": _put(work, outputs, POSTER_NAME, "poster", poster_size),
+    }
+    if facts.get("storyboard") is not None:
+        result["storyboard"] = _put(work, outputs, SPRITE_NAME, "storyboard", facts["storyboard"])
+        result["storyboard_index"] = _put(
+            work, outputs, STORYBOARD_INDEX_NAME, "storyboard_index", None
+        )
+    if facts.get("animation") is not None:
+        result["animation"] = _put(work, outputs, ANIMATION_NAME, "animation", facts["animation"])
+    work.log(_wrote_line(result, ("poster", "storyboard", "storyboard_index", "animation")))
+    return result
+
+
+def _write_waveform(
+    work: Work, facts: Mapping[str, Any], outputs: Mapping[str, bytes]
+) -> dict[str, Any]:
+    sound = facts.get("audio")
+    sound = sound if isinstance(sound, dict) else {}
+    work.log(_audio_line(sound))
+    work.report_progress(0.9, "writing the waveform")
+    result = {
+        "duration_s": sound.get("duration_seconds"),
+        "codec": sound.get("codec"),
+        "audio": sound,
+        "waveform": _put(work, outputs, WAVEFORM_NAME, "waveform", facts.get("waveform")),
+    }
+    work.log(_wrote_line(result, ("waveform",)))
+    return result
 
 
 def _video_line(facts: Mapping[str, Any]) -> str:
@@ -371,6 +320,28 @@ def _video_line(facts: Mapping[str, Any]) -> str:
     return line
 
 
+def _audio_line(sound: Mapping[str, Any]) -> str:
+    """What the decoder found: 'mp3float, 44100 Hz, 2 channels, 185.2 s'."""
+    duration = sound.get("duration_seconds")
+    line = f"{sound.get('codec')}, {sound.get('sample_rate')} Hz, {sound.get('channels')} channels"
+    return line + (f", {duration:.1f} s" if isinstance(duration, int | float) else "")
+
+
+def _wrote_line(result: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """'wrote K: 320x240 WebP, 3.1 KB; K2: 1600x180 JPEG, 20.0 KB; ...', the poster first."""
+    parts = []
+    for field in fields:
+        entry = result.get(field)
+        if not isinstance(entry, dict):
+            continue
+        size = f"{entry['width']}x{entry['height']} " if entry.get("width") else ""
+        name = {"jpeg": "JPEG", "webp": "WebP", "png": "PNG", "vtt": "WebVTT"}[entry["format"]]
+        parts.append(f"{entry['key']}: {size}{name}, {human_size(entry['bytes'])}")
+    return "wrote " + "; ".join(parts)
+
+
+# --- inside the sandbox -----------------------------------------------------------------------
+
 # Two 64x64 H.264 frames: decoded once in the sandbox's zygote (warm_up).
 _WARM_UP_CLIP: Final = Path(__file__).with_name("warm_up.mp4")
 
@@ -380,7 +351,7 @@ def warm_up() -> None:
     once, so the tables FFmpeg builds on first use are built here, not in every job's fresh
     process (a third of a short clip's poster time). Single-threaded (the decoder and the
     scaler told so): the zygote must stay single-threaded to fork safely."""
-    with av.open(str(_WARM_UP_CLIP), format="mov", container_options=_CONTAINER_OPTIONS) as clip:
+    with av.open(str(_WARM_UP_CLIP), format="mov", container_options=CONTAINER_OPTIONS) as clip:
         stream = clip.streams.video[0]
         stream.thread_type, stream.thread_count = "NONE", 1
         frame = next(iter(clip.decode(stream)), None)
@@ -390,10 +361,37 @@ def warm_up() -> None:
 
 
 def decode_poster(source: BinaryIO, options: dict[str, Any]) -> Decoded:
-    """The sandbox's task: the poster of the open video, read with the demuxer the worker
-    chose, encoded as WebP (`poster.webp`), and the video's facts."""
+    """The sandbox's task of the poster alone (bench/sandbox_overhead.py measures it): the
+    poster of the open video, read with the demuxer the worker chose, as `poster.webp`."""
     poster = extract_poster(source, options["demuxer"])
-    facts = {
+    return Decoded(_poster_facts(poster), {POSTER_NAME: encode_webp(poster.image)})
+
+
+def decode_previews(source: BinaryIO, options: dict[str, Any]) -> Decoded:
+    """The sandbox's task: for a video, its poster, storyboard (sprite and WebVTT) and
+    animation, and its facts; for audio (`options["audio"]`), or a video file with no moving
+    picture but sound, its waveform and facts. With `options["ranged"]` (the object's size), the
+    object is read by ranges through the first attachment, `source` being a placeholder."""
+    demuxer = options["demuxer"]
+    if options.get("ranged"):
+        source = ranged_file(int(options["attachments"][0]), int(options["ranged"]))
+    if options.get("audio"):
+        return _waveform_answer(extract_waveform(source, demuxer))
+    storyboard = options.get("storyboard") is not False
+    animation = options.get("animation") is not False
+    try:
+        previews = extract_previews(source, demuxer, storyboard=storyboard, animation=animation)
+    except NoMovingPictureError:
+        source.seek(0)
+        try:
+            return _waveform_answer(extract_waveform(source, demuxer))
+        except PermanentError:
+            raise NoMovingPictureError("the file has no video stream, nor sound") from None
+    return _previews_answer(previews)
+
+
+def _poster_facts(poster: Poster) -> dict[str, Any]:
+    return {
         "duration_s": None if poster.duration_s is None else round(poster.duration_s, 3),
         "codec": poster.codec,
         "width": poster.width,
@@ -403,4 +401,52 @@ def decode_poster(source: BinaryIO, options: dict[str, Any]) -> Decoded:
         "poster_width": poster.image.width,
         "poster_height": poster.image.height,
     }
-    return Decoded(facts, {POSTER_NAME: encode_webp(poster.image)})
+
+
+def _previews_answer(previews: Previews) -> Decoded:
+    poster, storyboard, animation = previews.poster, previews.storyboard, previews.animation
+    facts = _poster_facts(poster)
+    facts["video"] = {
+        "duration_seconds": facts["duration_s"],
+        "codec": poster.codec,
+        "width": poster.width,
+        "height": poster.height,
+        "rotation": poster.rotation,
+        "fps": poster.fps,
+    }
+    outputs = {POSTER_NAME: encode_webp(poster.image)}
+    facts["storyboard"] = None
+    if storyboard is not None:
+        sprite = sprite_of(storyboard)
+        tile_size = storyboard.tiles[0].size
+        plan = storyboard.plan
+        outputs[SPRITE_NAME] = encode_jpeg(sprite)
+        outputs[STORYBOARD_INDEX_NAME] = storyboard_vtt(plan, tile_size, SPRITE_NAME).encode()
+        facts["storyboard"] = {
+            "width": sprite.width,
+            "height": sprite.height,
+            "tile_width": tile_size[0],
+            "tile_height": tile_size[1],
+            "columns": plan.columns,
+            "rows": plan.rows,
+            "interval_seconds": plan.interval_s,
+            "tiles": plan.tiles,
+        }
+    facts["animation"] = None
+    if animation is not None:
+        outputs[ANIMATION_NAME] = encode_animation(animation.frames)
+        facts["animation"] = {
+            "width": animation.frames[0].width,
+            "height": animation.frames[0].height,
+            "start_seconds": round(animation.start_s, 3),
+            "end_seconds": round(animation.end_s, 3),
+        }
+    return Decoded(facts, outputs)
+
+
+def _waveform_answer(waveform: Waveform) -> Decoded:
+    facts = {
+        "audio": audio_facts(waveform),
+        "waveform": {"width": waveform.image.width, "height": waveform.image.height},
+    }
+    return Decoded(facts, {WAVEFORM_NAME: encode_png(waveform.image)})

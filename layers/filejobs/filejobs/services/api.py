@@ -26,6 +26,7 @@ from filejobs.domain.ingest import new_job
 from filejobs.domain.job import EXPLICIT_RETRIES_LIMIT, JobStatus, JobType, ProcessingJob
 from filejobs.domain.job_options import OptionError, options_of
 from filejobs.domain.operations import JobFilter
+from filejobs.domain.outputs import derived_files
 from filejobs.domain.quotas import (
     API_JOBS_PER_FILE,
     RescanCharge,
@@ -53,7 +54,7 @@ from filejobs.services.errors import (
 from filejobs.services.job_search import FilterTooWideError, JobSearch
 from filejobs.services.page_tokens import PageTokens
 from filejobs.services.rescans import Rescan, Rescans, Skipped
-from filejobs.views import Output, output_keys
+from filejobs.views import Output
 
 logger = logging.getLogger(__name__)
 
@@ -532,7 +533,7 @@ class StatusApi:
         return JobWithOutputs(job, self._outputs(job, stored))
 
     def _outputs(self, job: ProcessingJob, stored: StoredFile | None) -> list[Output]:
-        found = output_keys(job)
+        found = derived_files(job)
         if not found or self.links is None:
             return []
         stored = stored or self.files.get(job.file_id, consistent=False)
@@ -542,8 +543,8 @@ class StatusApi:
             return []  # recorded infected, about to be quarantined: nothing made from it served
         expires_at = self.clock() + OUTPUT_URL_LIFETIME
         return [
-            Output(key=key, url=self.links.link(key, OUTPUT_URL_LIFETIME), expires_at=expires_at)
-            for key in found
+            Output(file, self.links.link(file.key, OUTPUT_URL_LIFETIME), expires_at)
+            for file in found
         ]
 
     def _visible_file(self, caller: Caller, file_id: str) -> StoredFile:
