@@ -113,6 +113,25 @@ def interleaved(contenders: Mapping[str, Sequence[str]], runs: int) -> dict[str,
     return samples
 
 
+def interleaved_calls(
+    contestants: Mapping[str, Callable[[Path], int | None]], path: Path, rounds: int, reps: int
+) -> dict[str, list[float]]:
+    """Each contestant called on `path` once to warm up (imports, codec tables, page cache),
+    then `rounds` rounds of `reps` calls each, the contestants taking turns so that this shared
+    machine's noise hits them alike: the seconds of each call, divided by the count it returns
+    (the thumbnails it made, say) where it returns one."""
+    for run in contestants.values():
+        run(path)
+    samples: dict[str, list[float]] = {name: [] for name in contestants}
+    for _ in range(rounds):
+        for name, run in contestants.items():
+            for _ in range(reps):
+                started = time.perf_counter()
+                made = run(path)
+                samples[name].append((time.perf_counter() - started) / (made or 1))
+    return samples
+
+
 def cold_and_warm(
     samples: Mapping[str, list[Sample]],
 ) -> tuple[dict[str, list[float]], dict[str, int]]:

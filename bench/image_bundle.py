@@ -36,6 +36,7 @@ from typing import Any
 
 from common import (
     add_json_argument,
+    interleaved_calls,
     make_section,
     markdown_command,
     markdown_row,
@@ -169,15 +170,7 @@ def main() -> int:
         )
         if vips is None:
             print("pyvips: skipped (import pyvips failed: the bench extra installs it)")
-        for run in contestants.values():  # warm up: imports, codec tables, page cache
-            run(path)
-        samples: dict[str, list[float]] = {name: [] for name in contestants}
-        for _ in range(args.rounds):
-            for name, run in contestants.items():
-                for _ in range(args.reps):
-                    started = time.perf_counter()
-                    run(path)
-                    samples[name].append(time.perf_counter() - started)
+        samples = interleaved_calls(contestants, path, args.rounds, args.reps)
         pixel_ms, metadata_ms = facts_alone(path, args.rounds * args.reps)
         peak_mib = peak_mib_of_bundle(path)
 

@@ -31,13 +31,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from common import (
     add_json_argument,
+    interleaved_calls,
     make_section,
     markdown_command,
     markdown_row,
@@ -178,15 +178,7 @@ def main() -> int:
         )
         if vips is None:
             print("pyvips: skipped (import pyvips failed: pip install pyvips-binary pyvips)")
-        for run in contestants.values():  # warm up: imports, codec tables, page cache
-            run(path)
-        samples: dict[str, list[float]] = {name: [] for name in contestants}
-        for _ in range(args.rounds):
-            for name, run in contestants.items():
-                for _ in range(args.reps):
-                    started = time.perf_counter()
-                    made = run(path)
-                    samples[name].append((time.perf_counter() - started) / made)
+        samples = interleaved_calls(contestants, path, args.rounds, args.reps)
         per_thumb = {name: statistics.median(times) for name, times in samples.items()}
         base_rss, peak_rss = peak_rss_of_ours(path, args.reps)
 

@@ -8,6 +8,7 @@ def test_x(media: MediaBench) -> None:
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import pytest
 from mypy_boto3_s3 import S3Client
 
 from filejobs.adapters.s3 import S3Outputs
+from filejobs.domain.attempt_notes import AttemptRecorder
 from filejobs.domain.content import sniff_content_type
 from filejobs.domain.ingest import IngestPlan, plan_ingest
 from filejobs.domain.job import JobType, ProcessingJob
@@ -106,3 +108,21 @@ def media(aws: None, tmp_path: Path) -> MediaBench:
     return MediaBench(
         s3, names["UploadsBucket"], names["OutputsBucket"], names["QuarantineBucket"], tmp_path
     )
+
+
+class ProgressReports(AttemptRecorder):
+    """An attempt's notes, keeping every progress report as it came, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reports: list[tuple[float, str | None]] = []
+
+    def report_progress(self, fraction: float, message: str | None = None) -> None:
+        self.reports.append((fraction, message))
+        super().report_progress(fraction, message)
+
+
+def watched(work: Work) -> tuple[Work, ProgressReports]:
+    """The attempt, its progress reports kept (ProgressReports)."""
+    reports = ProgressReports()
+    return dataclasses.replace(work, notes=reports), reports

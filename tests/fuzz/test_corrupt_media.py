@@ -1,7 +1,8 @@
 """Corrupt media, mutated from valid samples, through the real worker on moto.
 
 Each family starts from a valid file made here (a JPEG and a PNG from Pillow, an H.264 MP4 from
-PyAV, a PDF, JSON, CSV and plain text, zip, gzip and tar.gz archives) and derives corrupt variants
+PyAV, a PDF, JSON, CSV and plain text, zip, gzip and tar.gz archives, MP3, FLAC, WAV, Ogg Opus
+and M4A audio from FFmpeg) and derives corrupt variants
 with seeded mutations drawn by Hypothesis: truncation, bit flips, zeroed byte runs, duplicated
 or shuffled chunks, the header kept over a garbage body. Each variant is uploaded to moto S3, its
 file and jobs are recorded as ingest records them (conditional writes), and each job runs through
@@ -63,6 +64,7 @@ from filejobs.processors.scan.engines import YaraScanner
 from filejobs.processors.scan.processor import VirusScanProcessor
 from filejobs.services.worker import Disposition, WorkerService
 from tests.factories import upload_record
+from tests.integration.test_audio_waveform import tone
 from tests.integration.test_document_processor import BLUE, RED, pdf_of_pages
 from tests.integration.test_thumbnail_processor import encoded, png_declaring
 from tests.integration.test_virus_scan_processor import zipped
@@ -96,6 +98,7 @@ BYTE_EXAMPLES = 30
 THUMBNAIL = JobType.THUMBNAIL_GENERATION
 DOCUMENT = JobType.DOCUMENT_PREVIEW
 ARCHIVE = JobType.VIRUS_SCAN  # the job that opens archives: zip, gzip, tar, nested
+WAVEFORM = JobType.VIDEO_THUMBNAIL  # on audio: the waveform
 
 
 def csv_table(rows: int = 120, rng_seed: int = 7) -> bytes:
@@ -180,6 +183,13 @@ FAMILIES = (
     Family("zip", "invoices.zip", lambda: zip_of("invoices.csv", csv_table()), ARCHIVE, 20),
     Family("gzip", "invoices.csv.gz", lambda: gzip.compress(csv_table(), mtime=0), ARCHIVE, 10),
     Family("tar.gz", "invoices.tar.gz", lambda: tar_gz("invoices.csv", csv_table()), ARCHIVE, 10),
+    # Audio: video_thumbnail's waveform (FFmpeg's demuxers and decoders, then showwavespic); a
+    # second or less each: decoding is quick, but each mutant is a sandboxed job.
+    Family("mp3", "song.mp3", lambda: tone("libmp3lame", "mp3", seconds=1), WAVEFORM, 8),
+    Family("flac", "song.flac", lambda: tone("flac", "flac", seconds=1), WAVEFORM, 8),
+    Family("wav", "song.wav", lambda: tone("pcm_s16le", "wav", 0.5, rate=8000), WAVEFORM, 6),
+    Family("ogg", "song.ogg", lambda: tone("libopus", "ogg", 1, rate=48000), WAVEFORM, 6),
+    Family("m4a", "song.m4a", lambda: tone("aac", "ipod", seconds=1), WAVEFORM, 8),
 )
 
 

@@ -26,19 +26,18 @@ from hypothesis import HealthCheck, given, seed, settings
 from PIL import Image, TiffImagePlugin
 
 from filejobs.api import parsing
-from filejobs.domain.attempt_notes import AttemptRecorder
 from filejobs.domain.job import JobType
 from filejobs.domain.job_options import OptionError, options_of
 from filejobs.domain.retry import PermanentError
 from filejobs.processors import document, office
-from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.base import StopRequested
 from filejobs.processors.document import DocumentPreviewProcessor
 from filejobs.processors.office_runtime import soffice
 from filejobs.processors.sandbox.client import shared_sandbox
 from filejobs.services.errors import InvalidRequestError
 from tests.fuzz.test_corrupt_media import PYTHON_NOISE, READABLE_LENGTH, mutations
 from tests.integration.test_document_processor import near, pdf_of_pages
-from tests.processing import MediaBench
+from tests.processing import MediaBench, ProgressReports, watched
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 from samples import office_document
@@ -49,23 +48,6 @@ DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 needs_libreoffice = pytest.mark.skipif(
     shutil.which("soffice") is None, reason="LibreOffice is not installed (make system-deps)"
 )
-
-
-class ProgressRecorder(AttemptRecorder):
-    """The attempt's notes, with every progress report kept in order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reports: list[tuple[float, str | None]] = []
-
-    def report_progress(self, fraction: float, message: str | None = None) -> None:
-        self.reports.append((fraction, message))
-        super().report_progress(fraction, message)
-
-
-def recorded(work: Work) -> tuple[Work, ProgressRecorder]:
-    notes = ProgressRecorder()
-    return dataclasses.replace(work, notes=notes), notes
 
 
 def five_page_pdf() -> bytes:
@@ -150,7 +132,7 @@ def test_pages_1_renders_the_preview_alone(media: MediaBench) -> None:
 
 def test_progress_moves_page_by_page(media: MediaBench) -> None:
     # Given a 5-page PDF, all pages asked for
-    work, notes = recorded(
+    work, notes = watched(
         media.work_for(JobType.DOCUMENT_PREVIEW, "report.pdf", five_page_pdf(), {"pages": 5})
     )
 
@@ -167,7 +149,7 @@ def test_progress_moves_page_by_page(media: MediaBench) -> None:
 
 def test_a_job_cancelled_between_pages_stops_and_writes_nothing(media: MediaBench) -> None:
     # Given a 5-page PDF whose job is cancelled once page 3 is being rendered
-    notes = ProgressRecorder()
+    notes = ProgressReports()
 
     def cancelled() -> bool:
         return any(message == "rendering page 3 of 5" for _, message in notes.reports)
@@ -515,7 +497,7 @@ def test_a_ten_page_docx_is_converted_once_and_its_ten_pages_rendered(
     media: MediaBench, ten_page_docx: bytes
 ) -> None:
     # Given a 10-page DOCX (LibreOffice wrote it), all 10 pages asked for
-    work, notes = recorded(
+    work, notes = watched(
         media.work_for(
             JobType.DOCUMENT_PREVIEW,
             "report.docx",

@@ -4,13 +4,11 @@ read, decided and wrote) with object keys, never the scratch directory's path.""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from typing import Any
 
 from PIL import Image
 
-from filejobs.domain.attempt_notes import AttemptRecorder
 from filejobs.domain.job import JobType
 from filejobs.processors.base import Work
 from filejobs.processors.compression import CompressionProcessor
@@ -22,24 +20,7 @@ from filejobs.processors.thumbnail import ThumbnailProcessor
 from filejobs.processors.video import VideoPosterProcessor
 from tests.integration.test_compression_processor import _csv
 from tests.integration.test_video_processor import h264_video
-from tests.processing import MediaBench
-
-
-class Reports(AttemptRecorder):
-    """The recorder, keeping every report as it came."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reports: list[tuple[float, str | None]] = []
-
-    def report_progress(self, fraction: float, message: str | None = None) -> None:
-        self.reports.append((fraction, message))
-        super().report_progress(fraction, message)
-
-
-def watched(work: Work) -> tuple[Work, Reports]:
-    reports = Reports()
-    return dataclasses.replace(work, notes=reports), reports
+from tests.processing import MediaBench, watched
 
 
 def lines_of(work: Work) -> list[str]:

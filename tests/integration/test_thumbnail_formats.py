@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import Any
 
 import pytest
 from PIL import ExifTags, Image, ImageChops, ImageOps, ImageStat, features
@@ -24,6 +23,7 @@ from tests.integration.test_image_facts import (
     camera_exif,
     encoded,
     photo,
+    run,
     xmp,
 )
 from tests.processing import MediaBench
@@ -51,14 +51,6 @@ def badge() -> bytes:
     im = Image.new("RGBA", (200, 200), (0, 0, 0, 0))
     im.paste((255, 0, 0, 255), (50, 50, 150, 150))
     return encoded(im, "PNG")
-
-
-def run(
-    media: MediaBench, name: str, data: bytes, **input_data: object
-) -> tuple[dict[str, Any], list[bytes]]:
-    work = media.work_for(JobType.THUMBNAIL_GENERATION, name, data, input_data=input_data)
-    result = ThumbnailProcessor(media.s3)(work)
-    return result, [media.output(thumb["key"]) for thumb in result["thumbnails"]]
 
 
 def content_type(media: MediaBench, key: str) -> str:
