@@ -4,6 +4,7 @@ Processed sends (pure domain and the item mapping)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from filejobs.domain.file import FileStatus, ScanStatus, StoredFile
 from filejobs.domain.file_completion import completion_of
 from filejobs.domain.job import JobStatus, JobType, ProcessingJob
 from filejobs.domain.outputs import OUTPUTS_SUMMARISED, OutputKind, derived_files, job_folder
+from filejobs.services.outcomes import MAX_DETAIL_BYTES, FileChange, outcome_event
 from filejobs.views import file_view
 from tests.conftest import FakeClock
 from tests.factories import ingest_plan
@@ -220,3 +222,31 @@ def test_two_jobs_of_one_type_list_each_file_once_as_the_later_wrote_it(clock: F
     # then the bundle lists each thumbnail once, as the later job's
     bundle = file_view(stored)["outputs"]
     assert [(o["job_id"], o["width"]) for o in bundle] == [(again.id, 1), (again.id, 2)]
+
+
+def test_file_processed_stays_within_eventbridge_s_limit_whatever_the_bundle(
+    clock: FakeClock,
+) -> None:
+    # given a file whose 45 thumbnail jobs (API jobs, say) each wrote 24 long-named files
+    plan = ingest_plan(clock.now, "image/png")
+    template = next(j for j in plan.jobs if j.job_type is JobType.THUMBNAIL_GENERATION)
+    jobs = []
+    for number in range(45):
+        job = template.copy()
+        job.id = f"0b0f8a4e-6d1c-4a8e-9f3b-{number:012d}"
+        names = [f"j{number}-{n}-{'x' * 90}.webp" for n in range(OUTPUTS_SUMMARISED)]
+        result = {"thumbnails": [{"key": job_folder(job) + name, "bytes": 1} for name in names]}
+        jobs.append(finished(job, clock, result))
+    completion = completion_of(jobs, at=clock.now)
+    assert completion is not None
+    stored = replace(plan.file, processed=completion, scan_status=ScanStatus.CLEAN)
+    assert len(json.dumps(file_view(stored))) > MAX_DETAIL_BYTES
+    # when its completion is announced
+    event = outcome_event(FileChange(before=None, after=stored))
+    # then the detail fits: the jobs' own lists counted instead, the bundle cut and saying so
+    assert event is not None
+    assert len(json.dumps(event.detail)) <= MAX_DETAIL_BYTES
+    summaries = event.detail["processed"]["jobs"]
+    assert all(j["outputs"] == [] and j["more_outputs"] == OUTPUTS_SUMMARISED for j in summaries)
+    assert event.detail["outputs_truncated"] is True
+    assert 0 < len(event.detail["outputs"]) < 45 * OUTPUTS_SUMMARISED

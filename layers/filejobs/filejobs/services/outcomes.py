@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from filejobs.domain.file import StoredFile
 from filejobs.domain.job import ProcessingJob
@@ -94,5 +95,27 @@ def _completion_event(before: StoredFile | None, stored: StoredFile) -> OutcomeE
     if completion is None or not file_processed(before, stored):
         return None
     event_id = completion_event_id(stored, completion)
-    detail = {"event_id": event_id, **file_view(stored)}
+    detail = bounded({"event_id": event_id, **file_view(stored)})
     return OutcomeEvent(event_id, DetailType.FILE_PROCESSED, detail, completion.completed_at)
+
+
+def bounded(detail: dict[str, Any]) -> dict[str, Any]:
+    """A file's detail within MAX_DETAIL_BYTES. Its bundle is bounded per job, not per file: a
+    file given many jobs (API jobs, rescans) could pass EventBridge's 256 KB. The jobs' own
+    lists go first (counted in each `more_outputs`; the top-level list holds each file once),
+    then the top-level list is cut, saying so (`outputs_truncated`): GET /files/{id} lists all."""
+    if _json_size(detail) <= MAX_DETAIL_BYTES:
+        return detail
+    processed = detail.get("processed") or {}
+    for job in processed.get("jobs", []):
+        job["more_outputs"] = job.get("more_outputs", 0) + len(job.get("outputs", []))
+        job["outputs"] = []
+    outputs = detail.get("outputs", [])
+    while outputs and _json_size(detail) > MAX_DETAIL_BYTES:
+        del outputs[len(outputs) // 2 :]
+        detail["outputs_truncated"] = True
+    return detail
+
+
+def _json_size(value: object) -> int:
+    return len(json.dumps(value, default=str))
