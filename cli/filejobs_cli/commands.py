@@ -645,7 +645,29 @@ def file_summary(stored: dict[str, Any]) -> list[str]:
     if jobs:
         table = render_table([row_of(j["id"], j) for j in jobs])
         lines.extend("    " + line for line in table)
+    bundle = stored.get("outputs") or []
+    if bundle:
+        lines.append(f"  outputs ({len(bundle)}; `filejobs get` downloads them):")
+        lines.extend("    " + output_line(output) for output in bundle)
     return lines
+
+
+def output_line(output: dict[str, Any]) -> str:
+    """One derived file of the bundle, a line: its kind (with its page or time range), format,
+    size, bytes and name."""
+    kind = str(output.get("kind") or "file")
+    if output.get("page") is not None:
+        kind += f" {output['page']}"
+    elif output.get("start_seconds") is not None:
+        kind += f" {output['start_seconds']:g}-{output.get('end_seconds') or 0:g} s"
+    size = (
+        f"{output['width']}x{output['height']}"
+        if output.get("width") is not None and output.get("height") is not None
+        else ""
+    )
+    weight = f"{output['bytes']:,} B" if isinstance(output.get("bytes"), int) else ""
+    name = str(output.get("name") or str(output.get("key") or "").rsplit("/", 1)[-1])
+    return f"{kind:<18} {output.get('format') or '':<5} {size:<10} {weight:>11}  {name}".rstrip()
 
 
 def _scan_detail(scan: Any) -> str:

@@ -139,3 +139,25 @@ def test_a_files_summary_says_when_and_with_what_its_verdict_was_given() -> None
     # and a file from before verdicts were recorded shows its status alone
     older = {**stored, "scan": None}
     assert "  scan:     infected" in file_summary(older)
+
+
+def test_a_files_summary_lists_its_bundle_a_line_each() -> None:
+    stored = {
+        "id": "f", "bucket": "b", "key": "uploads/acme/report.pdf", "tenant": "acme",
+        "size": 9000, "content_type": "application/pdf", "status": "active",
+        "scan_status": "clean", "jobs": [],
+        "outputs": [
+            {"kind": "page", "page": 2, "format": "webp", "width": 1024, "height": 1325,
+             "bytes": 51204, "name": "preview-page2.webp", "start_seconds": None},
+            {"kind": "animation", "page": None, "format": "webp", "width": 320, "height": 180,
+             "bytes": 90210, "start_seconds": 2.0, "end_seconds": 5.0,
+             "key": "derived/acme/f/video_thumbnail/animation.webp"},
+            {"kind": "storyboard_index", "format": "vtt", "bytes": 1299, "name": "storyboard.vtt"},
+        ],
+    }  # fmt: skip
+    lines = file_summary(stored)
+    assert lines[lines.index("  outputs (3; `filejobs get` downloads them):") + 1 :] == [
+        "    page 2             webp  1024x1325     51,204 B  preview-page2.webp",
+        "    animation 2-5 s    webp  320x180       90,210 B  animation.webp",
+        "    storyboard_index   vtt                  1,299 B  storyboard.vtt",
+    ]
