@@ -15,22 +15,18 @@ from pynamodb.models import Model
 from filejobs import runtime
 from filejobs.data import models
 from filejobs.data.models import (
-    ContentIndexModel,
-    FileModel,
+    FILES_TABLE_MODELS,
+    JOBS_TABLE_MODELS,
     InFilesTable,
     InJobsTable,
     JobModel,
-    QuotaModel,
     UsageModel,
     bind_tables,
 )
 
 TABLE_OF: dict[type[Model], type] = {
-    JobModel: InJobsTable,
-    FileModel: InFilesTable,
-    ContentIndexModel: InFilesTable,
-    QuotaModel: InFilesTable,
-    UsageModel: InFilesTable,
+    **dict.fromkeys(JOBS_TABLE_MODELS, InJobsTable),
+    **dict.fromkeys(FILES_TABLE_MODELS, InFilesTable),
 }
 BOUND = ("table_name", "region", "host", "max_pool_connections")
 
@@ -46,6 +42,20 @@ def bindings_restored() -> Iterator[None]:
             setattr(meta, name, value)
         model._connection = None
     runtime.reset()
+
+
+def test_every_model_is_bound_with_its_table() -> None:
+    # a model bind_tables does not know keeps the table and region it was last given (the
+    # private ones are bases: _Audited's fields, no table of their own)
+    defined = {
+        value
+        for name, value in vars(models).items()
+        if isinstance(value, type)
+        and issubclass(value, Model)
+        and not name.startswith("_")
+        and value is not Model
+    }
+    assert defined == set(TABLE_OF)
 
 
 def test_every_model_s_meta_is_the_meta_of_its_table() -> None:

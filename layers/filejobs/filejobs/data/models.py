@@ -309,6 +309,18 @@ class UsageModel(Model):
 
 POOL_CONNECTIONS = 32
 
+# Every model, by the table it is stored in: bind_tables binds each (a model left out would keep
+# whatever table and region it was last given).
+JOBS_TABLE_MODELS: tuple[type[Model], ...] = (JobModel,)
+FILES_TABLE_MODELS: tuple[type[Model], ...] = (
+    FileModel,
+    ContentIndexModel,
+    ImageBucketModel,
+    ImageHashModel,
+    QuotaModel,
+    UsageModel,
+)
+
 
 @dataclass(frozen=True)
 class Tables:
@@ -328,13 +340,8 @@ def bind_tables(
 ) -> Tables:
     """Point the models at concrete tables (a Lambda's environment, a test, the local stack)."""
     bindings: tuple[tuple[type[Model], str], ...] = (
-        (JobModel, jobs_table),
-        (FileModel, files_table),
-        (ContentIndexModel, files_table),
-        (ImageBucketModel, files_table),
-        (ImageHashModel, files_table),
-        (QuotaModel, files_table),
-        (UsageModel, files_table),
+        *((model, jobs_table) for model in JOBS_TABLE_MODELS),
+        *((model, files_table) for model in FILES_TABLE_MODELS),
     )
     for model, name in bindings:
         meta: Any = model.Meta
