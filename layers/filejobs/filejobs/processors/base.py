@@ -11,6 +11,13 @@ from filejobs.domain.attempt_notes import AttemptRecorder
 from filejobs.domain.job import ProcessingJob
 
 
+def short_error(error: BaseException | str, limit: int = 200) -> str:
+    """An error as a job's message or a skipped page's reason takes it: one line (its whitespace
+    collapsed), at most `limit` characters, its type's name when it says nothing."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class StopRequested(Exception):  # noqa: N818 (a signal, not an error)
     """Raised by a processor that noticed its job was cancelled or taken over."""
 

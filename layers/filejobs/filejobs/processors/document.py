@@ -49,7 +49,7 @@ from filejobs.domain.content import OFFICE_DOCUMENTS
 from filejobs.domain.job_options import OPTIONS, OptionError
 from filejobs.domain.job_values import JobType
 from filejobs.domain.retry import PermanentError
-from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.base import StopRequested, Work, short_error
 from filejobs.processors.pdf_page import (
     PDF_LONG_EDGE,
     Pages,
@@ -335,7 +335,7 @@ def render_tiff_pages(
     except UnidentifiedImageError:
         raise PermanentError("not a readable TIFF") from None
     except _TIFF_BROKEN as error:
-        raise PermanentError(f"not a readable TIFF: {_short(error)}") from None
+        raise PermanentError(f"not a readable TIFF: {short_error(error)}") from None
 
 
 # Pillow's ways of saying "this file is broken": truncated, bad header, bad tag, bad offsets.
@@ -366,7 +366,7 @@ def _tiff_page(tiff: Image.Image, number: int, long_edge: int, max_pixels: int) 
         page = _on_white(tiff)
     except _TIFF_BROKEN as error:
         raise PermanentError(
-            f"the TIFF's {ordinal(number)} cannot be decoded: {_short(error)}"
+            f"the TIFF's {ordinal(number)} cannot be decoded: {short_error(error)}"
         ) from None
     if max(page.size) > long_edge:
         scale = long_edge / max(page.size)
@@ -389,11 +389,6 @@ def _on_white(frame: Image.Image) -> Image.Image:
         flat.paste(rgba, mask=rgba.getchannel("A"))
         return flat
     return frame.convert("RGB")  # 1, L, P, CMYK, YCbCr, LAB: one conversion each
-
-
-def _short(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 # --- the sandbox's tasks -----------------------------------------------------------------------
@@ -603,7 +598,7 @@ def render_pages(
         except PermanentError as error:
             # The decoder broke a limit or crashed on this page: the pages after it are not
             # tried (each could cost as much), the ones before it are kept.
-            reason = str(error)[:200]
+            reason = short_error(error)
             rendered.skipped.append({"page": number, "reason": reason, "stopped": True})
             break
         rendered.add(decoded)

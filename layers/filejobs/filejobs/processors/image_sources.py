@@ -68,6 +68,7 @@ from filejobs.domain.content import (
     sniff_content_type,
 )
 from filejobs.domain.retry import PermanentError
+from filejobs.processors.base import short_error
 
 # Source names: strings, since the decoders' names travel to the sandbox in the task's options.
 SVG_RENDERER: Final = "SVG-RESVG"
@@ -217,7 +218,7 @@ def render_svg(source: BinaryIO, largest: int, _max_pixels: int) -> Image.Image:
                 height=None if landscape else largest,
             )
         except ValueError as error:
-            raise PermanentError(f"the SVG could not be rendered: {_short(error)}") from None
+            raise PermanentError(f"the SVG could not be rendered: {short_error(error)}") from None
     image = _named(Image.open(io.BytesIO(bytes(png)), formats=("PNG",)), "SVG")
     image.load()
     if max(image.size) > largest + 1:  # resvg sized it otherwise than the declared size says
@@ -245,7 +246,8 @@ def refuse_external_references(text: str) -> None:
             if not _LOCAL_REFERENCE.match(match.group(2)):
                 raise PermanentError(
                     "the SVG references an external resource "
-                    f"({_short(match.group(2), 80)!r}); only #fragments and data: URIs are drawn"
+                    f"({short_error(match.group(2), 80)!r}); only #fragments and data: URIs are "
+                    "drawn"
                 )
     for match in _ENTITY.finditer(text):
         parameter, definition = match.groups()
@@ -297,7 +299,7 @@ def _length(name: str, value: str | None) -> float | None:
     )
     if pixels <= 0:
         raise PermanentError(
-            f"the SVG's {name} ({_short(value, 40)!r}) is not a length to size it by"
+            f"the SVG's {name} ({short_error(value, 40)!r}) is not a length to size it by"
         )
     return pixels
 
@@ -468,7 +470,9 @@ def _pillow_composite(source: BinaryIO, header: PhotoshopHeader) -> Image.Image:
             "the Photoshop file could not be read: its sections are broken"
         ) from None
     except _PILLOW_ERRORS as error:
-        raise PermanentError(f"the Photoshop file could not be read: {_short(error)}") from None
+        raise PermanentError(
+            f"the Photoshop file could not be read: {short_error(error)}"
+        ) from None
     return _named(composite, header.format_name)
 
 
@@ -495,7 +499,9 @@ def _psd_tools_composite(source: BinaryIO, header: PhotoshopHeader) -> Image.Ima
             "the Photoshop file could not be read: its composite image data is corrupt"
         ) from None
     except _PSD_TOOLS_ERRORS as error:
-        raise PermanentError(f"the Photoshop file could not be read: {_short(error)}") from None
+        raise PermanentError(
+            f"the Photoshop file could not be read: {short_error(error)}"
+        ) from None
     if composite is None:
         raise PermanentError(NO_COMPOSITE)
     if isinstance(icc, bytes) and icc:
@@ -520,7 +526,9 @@ def camera_raw(source: BinaryIO, largest: int, max_pixels: int) -> Image.Image:
         reason = error.args[0] if error.args else error
         if isinstance(reason, bytes):  # LibRaw's own message, as C bytes
             reason = reason.decode("utf-8", "replace")
-        raise PermanentError(f"the camera RAW could not be decoded: {_short(reason)}") from None
+        raise PermanentError(
+            f"the camera RAW could not be decoded: {short_error(reason)}"
+        ) from None
 
 
 def _raw_preview(raw: Any, largest: int) -> Image.Image | None:
@@ -618,7 +626,7 @@ def _with_audio_errors(read: Source) -> Source:
             reason = str(error).strip()
             reason = reason if len(reason) > len("error") else "the tag is malformed"
             raise PermanentError(
-                f"the audio file's tags could not be read: {_short(reason)}"
+                f"the audio file's tags could not be read: {short_error(reason)}"
             ) from None
 
     return reading
@@ -638,11 +646,6 @@ def _read_exactly(source: BinaryIO, count: int) -> bytes:
     if len(data) < count:
         raise PermanentError("the Photoshop file is cut short before its composite image")
     return data
-
-
-def _short(error: BaseException | str, limit: int = 200) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 _SOURCES: Final[Mapping[str, Source]] = {

@@ -28,6 +28,7 @@ from PIL import Image
 
 from filejobs.domain.job_options import DOCUMENT_PREVIEW_MAX_PAGES
 from filejobs.domain.retry import PermanentError
+from filejobs.processors.base import short_error
 from filejobs.processors.sandbox.task import Decoded
 
 PDF_LONG_EDGE = 1024
@@ -87,7 +88,7 @@ class Pages:
         """Page `number` (never the first: without it there is no preview) left out."""
         if number == 1:
             raise error
-        self.skipped.append({"page": number, "reason": str(error)[:200]})
+        self.skipped.append({"page": number, "reason": short_error(error)})
 
 
 def ordinal(number: int) -> str:

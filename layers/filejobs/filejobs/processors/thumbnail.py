@@ -53,7 +53,7 @@ from filejobs.domain.job_options import (
 from filejobs.domain.job_values import JobType
 from filejobs.domain.retry import PermanentError
 from filejobs.processors import image_facts, image_sources
-from filejobs.processors.base import StopRequested, Work
+from filejobs.processors.base import StopRequested, Work, short_error
 from filejobs.processors.sandbox.client import Sandbox, shared_sandbox
 from filejobs.processors.sandbox.limits import DecoderLimits, MiB
 from filejobs.processors.sandbox.task import Decoded
@@ -320,7 +320,7 @@ def render_bundle(
         raise PermanentError(_unidentified(path, decoders)) from None
     except (OSError, SyntaxError, ValueError, EOFError, IndexError, KeyError) as error:
         # Pillow's ways of saying "this file is broken": truncated, bad header, bad chunk.
-        raise PermanentError(f"the image could not be decoded: {_short(error)}") from None
+        raise PermanentError(f"the image could not be decoded: {short_error(error)}") from None
 
     rendered: list[Rendered] = []
     current = facts_source = base
@@ -523,11 +523,6 @@ def _fit(size: tuple[int, int], long_edge: int) -> tuple[int, int]:
         return size
     scale = long_edge / longest
     return max(1, round(width * scale)), max(1, round(height * scale))
-
-
-def _short(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _unidentified(path: Path | BinaryIO, decoders: Sequence[str]) -> str:

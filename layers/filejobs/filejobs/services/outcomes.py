@@ -74,7 +74,7 @@ def _job_event(before: ProcessingJob | None, job: ProcessingJob) -> OutcomeEvent
         return None
     event_id = job_event_id(job)
     detail = {"event_id": event_id, **job_view(job)}
-    if len(json.dumps(detail, default=str)) > MAX_DETAIL_BYTES:
+    if _json_size(detail) > MAX_DETAIL_BYTES:
         detail["result"] = {"truncated": True}
     return OutcomeEvent(event_id, detail_type, detail, job.metadata.updated_at)
 
