@@ -334,6 +334,12 @@ def test_a_multi_page_tiff_scan_has_its_pages_rendered(media: MediaBench) -> Non
 def tiff_with_frame_declaring(body: bytes, frame: int, width: int, height: int) -> bytes:
     """`body` (a little-endian TIFF) with frame `frame`'s (0-based) ImageWidth and ImageLength
     changed to `width` x `height`, its pixels left as they are."""
+    return tiff_with_frame_tags(body, frame, {256: width, 257: height})
+
+
+def tiff_with_frame_tags(body: bytes, frame: int, values: dict[int, int]) -> bytes:
+    """`body` (a little-endian TIFF) with the numeric tags of frame `frame` (0-based) that
+    `values` names set to their values, nothing else changed."""
     data = bytearray(body)
     assert data[:4] == b"II*\x00"
     (offset,) = struct.unpack_from("<I", data, 4)
@@ -344,10 +350,33 @@ def tiff_with_frame_declaring(body: bytes, frame: int, width: int, height: int) 
     for entry in range(count):
         at = offset + 2 + 12 * entry
         tag, kind = struct.unpack_from("<HH", data, at)
-        if tag in (256, 257):
-            value = width if tag == 256 else height
-            struct.pack_into("<H" if kind == 3 else "<I", data, at + 8, value)
+        if tag in values:
+            struct.pack_into("<H" if kind == 3 else "<I", data, at + 8, values[tag])
     return bytes(data)
+
+
+def test_each_tiff_page_is_shown_the_way_its_orientation_tag_says(media: MediaBench) -> None:
+    # Given a scan of two pages stored 400x200 with a black band along their stored left edge,
+    # page 1 tagged Orientation 6 (fed sideways: turn it a quarter clockwise), page 2 tagged 3
+    # (Pillow's TIFF reader turns each frame as it loads it: this pins that it still does)
+    page = Image.new("L", (400, 200), 255)
+    page.paste(0, (0, 0, 50, 200))
+    out = io.BytesIO()
+    page.save(out, format="TIFF", save_all=True, append_images=[page.copy()], tiffinfo={274: 6})
+    body = tiff_with_frame_tags(out.getvalue(), 1, {274: 3})
+
+    result = preview_of(media, "fed-sideways.tiff", body)
+
+    # Then page 1 shows upright, 200 wide and 400 high with its band along the top, as its
+    # facts say; page 2 turned round, its band on the right
+    assert (result["page_width_px"], result["page_height_px"]) == (200, 400)
+    first, second = (image_of(media, shown) for shown in result["pages"])
+    assert first.size == (200, 400)
+    assert near(first.getpixel((100, 10)), (0, 0, 0))
+    assert near(first.getpixel((100, 390)), (255, 255, 255))
+    assert second.size == (400, 200)
+    assert near(second.getpixel((390, 100)), (0, 0, 0))
+    assert near(second.getpixel((10, 100)), (255, 255, 255))
 
 
 def test_a_tiff_page_over_the_pixel_budget_is_skipped_before_it_is_decoded(

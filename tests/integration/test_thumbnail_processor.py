@@ -203,6 +203,25 @@ def test_an_exif_rotated_jpeg_comes_out_upright(media: MediaBench) -> None:
     assert close(rgb.getpixel((56, 120)), BLUE)
 
 
+def test_a_tiff_tagged_sideways_is_turned_once(media: MediaBench) -> None:
+    # given the same sideways picture as a TIFF with its Orientation tag 6 (Pillow's TIFF reader
+    # turns a frame itself as it loads it, and drops the tag)
+    stored = Image.new("RGB", (400, 200), BLUE)
+    stored.paste(RED, (0, 0, 200, 100))
+    data = encoded(stored, "TIFF", tiffinfo={0x0112: 6})
+
+    # when thumbnailed at 128
+    result, [thumb] = run(media, "sideways.tiff", data, sizes=[128])
+
+    # then it is portrait with the red quarter at the top right: turned once, not twice
+    assert result["source"]["orientation_applied"] is True
+    assert thumb.size == (64, 128)
+    rgb = thumb.convert("RGB")
+    assert close(rgb.getpixel((56, 8)), RED)
+    assert close(rgb.getpixel((8, 8)), BLUE)
+    assert close(rgb.getpixel((8, 120)), BLUE)
+
+
 def test_a_cmyk_jpeg_keeps_its_colours(media: MediaBench) -> None:
     # given a CMYK JPEG: red (no cyan, full magenta and yellow) left, black (full K) right
     im = Image.new("CMYK", (300, 200), (0, 0, 0, 255))

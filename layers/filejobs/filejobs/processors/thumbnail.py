@@ -361,7 +361,9 @@ def _decode(im: Image.Image, largest: int, max_pixels: int) -> tuple[SourceInfo,
     icc = im.info.get("icc_profile")
     image: Image.Image = im
     rotate = isinstance(orientation, int) and 2 <= orientation <= 8
-    if rotate:
+    # A decoder that turns the pixels itself drops the tag as it loads them (Pillow's TIFF
+    # reader does, each frame): turning them again would show a sideways scan upside down.
+    if rotate and _ORIENTATION_TAG in im.getexif():
         # The turn alone: ImageOps.exif_transpose also rewrites the image's EXIF, and raises on
         # a tag Pillow read but cannot write back (a Make typed FLOAT), failing the job for
         # metadata no thumbnail carries.
