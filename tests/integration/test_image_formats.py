@@ -152,6 +152,27 @@ def test_a_jpeg_xl_is_decoded_by_the_jxl_plugin(media: MediaBench) -> None:
     assert all(red_then_blue(i) for i in images)
 
 
+def test_a_jpeg_xl_shows_the_way_its_own_header_says_whatever_its_exif(
+    media: MediaBench,
+) -> None:
+    # given a JPEG XL whose header leaves it as stored but whose Exif says orientation 6 (the
+    # JXL standard has the Exif orientation ignored: the header's is the one libjxl applies)
+    im = image_media.scene((800, 600))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = io.BytesIO()
+    import pillow_jxl  # noqa: F401, PLC0415 - its encoder
+
+    im.save(data, "JXL", lossless=True, exif=exif.tobytes())
+    assert Image.open(io.BytesIO(data.getvalue())).getexif()[0x0112] == 6
+
+    # when thumbnailed, then as stored: landscape, red left, not turned by the Exif
+    result, images = run(media, "photo.jxl", data.getvalue(), JPEG_XL)
+    assert result["source"]["orientation_applied"] is False
+    assert sorted((i.size for i in images), reverse=True) == LANDSCAPE
+    assert all(red_then_blue(i) for i in images)
+
+
 def test_a_dng_held_sideways_comes_out_upright(media: MediaBench) -> None:
     # given a DNG whose orientation tag says the camera was turned 90 degrees clockwise
     data = image_media.dng(orientation=6)

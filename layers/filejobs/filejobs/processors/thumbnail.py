@@ -141,6 +141,10 @@ _UPRIGHT: Final[Mapping[int, Image.Transpose]] = {
     7: Image.Transpose.TRANSVERSE,
     8: Image.Transpose.ROTATE_90,
 }
+# Formats whose own header says which way up, applied by their decoder: JPEG XL's standard has
+# the Exif orientation ignored (a JPEG transcoded to JXL keeps its Exif, 6 and all, for a
+# bit-exact way back, and its codestream says 6 too, which libjxl applies by default).
+_ORIENTED_BY_THEIR_HEADER: Final = frozenset({"JXL"})
 # What `keep_metadata` never copies from the source's EXIF: the GPS position; what names the
 # camera, the lens or their owner (a serial is a person's as surely as a position is); the
 # maker notes, the vendors' undocumented blocks where Canon, Nikon and Sony write the serial
@@ -359,18 +363,27 @@ def _decode(im: Image.Image, largest: int, max_pixels: int) -> tuple[SourceInfo,
     orientation = im.getexif().get(_ORIENTATION_TAG, 1)
     im.load()
     icc = im.info.get("icc_profile")
-    image: Image.Image = im
-    rotate = isinstance(orientation, int) and 2 <= orientation <= 8
-    # A decoder that turns the pixels itself drops the tag as it loads them (Pillow's TIFF
-    # reader does, each frame): turning them again would show a sideways scan upside down.
-    if rotate and _ORIENTATION_TAG in im.getexif():
-        # The turn alone: ImageOps.exif_transpose also rewrites the image's EXIF, and raises on
-        # a tag Pillow read but cannot write back (a Make typed FLOAT), failing the job for
-        # metadata no thumbnail carries.
-        image = image.transpose(_UPRIGHT[orientation])
+    image, rotate = _upright(im, source_format, orientation)
     image = _normalise(image, icc if isinstance(icc, bytes) else None)
     info = SourceInfo(width, height, source_format, source_mode, frames, rotate)
     return info, image
+
+
+def _upright(im: Image.Image, source_format: str, orientation: object) -> tuple[Image.Image, bool]:
+    """The loaded `im` turned the way its EXIF orientation (read before it loaded) says it is
+    seen, and whether the orientation was applied."""
+    if not isinstance(orientation, int) or orientation not in _UPRIGHT:
+        return im, False  # upright already, or a value no camera writes
+    if source_format in _ORIENTED_BY_THEIR_HEADER:
+        return im, False
+    if _ORIENTATION_TAG not in im.getexif():
+        # Its decoder turned the pixels itself and dropped the tag as it did (Pillow's TIFF
+        # reader, each frame): turning them again would show a sideways scan upside down.
+        return im, True
+    # The turn alone: ImageOps.exif_transpose also rewrites the image's EXIF, and raises on a
+    # tag Pillow read but cannot write back (a Make typed FLOAT), failing the job for metadata
+    # no thumbnail carries.
+    return im.transpose(_UPRIGHT[orientation]), True
 
 
 def check_decoded_pixels(
