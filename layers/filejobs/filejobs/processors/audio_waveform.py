@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import av
-import av.error
 import av.filter
 from av.audio.stream import AudioStream
 from av.video.frame import VideoFrame
@@ -26,10 +25,9 @@ from PIL import Image
 from filejobs.domain.retry import PermanentError
 from filejobs.processors.base import StopRequested
 from filejobs.processors.video_previews import (
-    BAD_INPUT,
     DamagedPackets,
+    ffmpeg_errors,
     open_container,
-    reason_of,
     stream_duration_s,
 )
 
@@ -59,28 +57,21 @@ def extract_waveform(
 
     PermanentError when the file is no audio FFmpeg can decode; StopRequested once told to stop.
     """
-    try:
-        with open_container(path, demuxer) as container:
-            stream = _sound(container)
-            graph, sink = _waveform_graph(stream)
-            header_s = stream_duration_s(stream, container.duration)
-            damage, seconds = DamagedPackets(), 0.0
-            for packet in container.demux(stream):
-                if should_stop():
-                    raise StopRequested
-                for frame in damage.decoded(packet):
-                    seconds += frame.samples / (frame.sample_rate or stream.codec_context.rate)
-                    graph.push(frame)
-            if seconds <= 0:
-                raise PermanentError("the audio stream has no decodable sound (truncated?)")
-            graph.push(None)  # the end: showwavespic draws its one picture
-            picture = sink.pull()
-    except BAD_INPUT as error:
-        raise PermanentError(f"not a readable audio file: {reason_of(error)}") from error
-    except av.error.MemoryError as error:
-        raise PermanentError(
-            f"the audio file declares more memory than it may use (corrupt?): {reason_of(error)}"
-        ) from error
+    with ffmpeg_errors("audio file"), open_container(path, demuxer) as container:
+        stream = _sound(container)
+        graph, sink = _waveform_graph(stream)
+        header_s = stream_duration_s(stream, container.duration)
+        damage, seconds = DamagedPackets(), 0.0
+        for packet in container.demux(stream):
+            if should_stop():
+                raise StopRequested
+            for frame in damage.decoded(packet):
+                seconds += frame.samples / (frame.sample_rate or stream.codec_context.rate)
+                graph.push(frame)
+        if seconds <= 0:
+            raise PermanentError("the audio stream has no decodable sound (truncated?)")
+        graph.push(None)  # the end: showwavespic draws its one picture
+        picture = sink.pull()
     context = stream.codec_context
     if damage.packets:  # what was skipped is missing from the sum: the header knows better
         seconds = header_s or seconds

@@ -366,17 +366,18 @@ class Previews:
 
 
 @contextlib.contextmanager
-def _video_errors() -> Iterator[None]:
-    """FFmpeg's errors on input no retry will fix, as PermanentErrors saying so."""
+def ffmpeg_errors(what: str) -> Iterator[None]:
+    """FFmpeg's errors on input no retry will fix, as PermanentErrors naming `what` was read
+    ("video", "audio file")."""
     try:
         yield
     except BAD_INPUT as error:
-        raise PermanentError(f"not a readable video: {reason_of(error)}") from error
+        raise PermanentError(f"not a readable {what}: {reason_of(error)}") from error
     except av.error.MemoryError as error:
         # FFmpeg's ENOMEM on a small file is a table or box declaring a huge size (a corrupt
         # sample description did it): the same bytes fail the same way, so not transient.
         raise PermanentError(
-            f"the video declares more memory than it may use (corrupt?): {reason_of(error)}"
+            f"the {what} declares more memory than it may use (corrupt?): {reason_of(error)}"
         ) from error
 
 
@@ -402,7 +403,7 @@ def extract_poster(
 
     PermanentError when the file is no video FFmpeg can decode; StopRequested once told to stop.
     """
-    with _video_errors(), open_container(path, demuxer) as container:
+    with ffmpeg_errors("video"), open_container(path, demuxer) as container:
         stream = _moving_picture(container)
         _check_pixels(stream, max_pixels)
         stream.thread_type = "SLICE"  # no frame-threading delay: we want one frame, soon
@@ -424,7 +425,7 @@ def extract_previews(
     """The poster and, as asked, the storyboard tiles and animation frames of the video at
     `path`, in one pass over its stream (see the module's docstring); errors as
     `extract_poster`'s."""
-    with _video_errors(), open_container(path, demuxer) as container:
+    with ffmpeg_errors("video"), open_container(path, demuxer) as container:
         stream = _moving_picture(container)
         _check_pixels(stream, max_pixels)
         # Frame threads: many frames are decoded, so throughput matters more than the delay.
